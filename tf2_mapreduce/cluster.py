@@ -1,0 +1,268 @@
+"""Who is in the cluster: parsed from TF_CONFIG, or started here as a local cluster.
+
+Deliberately free of TensorFlow imports: the coordinator starts the local servers
+first and imports TensorFlow while they boot, which saves seconds on every run.
+"""
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+
+from tf2_mapreduce.errors import ClusterError, UsageError
+
+__all__ = [
+    "Cluster",
+    "LocalCluster",
+    "from_tf_config",
+    "wait_for_tasks",
+]
+
+ROLES = ("chief", "ps", "worker")
+
+# Set on every task before TensorFlow is imported; TF's fault-tolerance guide
+# asks for it so that a dead task fails RPCs instead of stalling them.
+TASK_ENV = {"GRPC_FAIL_FAST": "use_caller"}
+
+
+@dataclass(frozen=True)
+class Cluster:
+    """A validated cluster: addresses per role, and which task this process is."""
+
+    jobs: dict  # role -> list of "host:port"
+    task_type: str
+    task_index: int
+
+    @property
+    def num_ps(self):
+        return len(self.jobs["ps"])
+
+    @property
+    def num_workers(self):
+        return len(self.jobs["worker"])
+
+    @property
+    def address(self):
+        return self.jobs[self.task_type][self.task_index]
+
+    def tasks(self, roles=("ps", "worker")):
+        """Yields (role, index, address) for the tasks of `roles`."""
+        for role in roles:
+            for index, address in enumerate(self.jobs[role]):
+                yield role, index, address
+
+    def tf_config(self, task_type, task_index):
+        """The TF_CONFIG JSON string that makes a process task `task_type:task_index`."""
+        return json.dumps(
+            {"cluster": self.jobs, "task": {"type": task_type, "index": task_index}}
+        )
+
+    def describe(self):
+        return ", ".join(
+            "%d %s" % (len(self.jobs[r]), r if len(self.jobs[r]) == 1 else r + "s")
+            for r in ROLES
+        )
+
+
+def split_address(address):
+    """"host:port" or "[v6]:port" -> (host, port); raises ValueError."""
+    host, sep, port = address.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ValueError("expected host:port")
+    return host.strip("[]"), int(port)
+
+
+def from_tf_config(text, expect_roles=ROLES):
+    """Parses and validates a TF_CONFIG string into a `Cluster`.
+
+    Raises `UsageError` with a one-line message naming the offending key. TF's own
+    resolver accepts more shapes; we accept what ParameterServerStrategy can run.
+    """
+
+    def bad(why):
+        return UsageError("malformed TF_CONFIG: " + why)
+
+    try:
+        config = json.loads(text)
+    except ValueError as e:
+        raise bad("not valid JSON (%s)" % e) from None
+    if not isinstance(config, dict):
+        raise bad("expected a JSON object with 'cluster' and 'task'")
+    cluster = config.get("cluster")
+    if not isinstance(cluster, dict) or not cluster:
+        raise bad("'cluster' must be an object mapping roles to address lists")
+    for role, addresses in cluster.items():
+        if role not in ROLES:
+            raise bad("unknown role %r in 'cluster' (roles are chief, ps, worker)" % role)
+        if not isinstance(addresses, list) or not addresses:
+            raise bad("cluster role %r must be a non-empty list of host:port" % role)
+        for address in addresses:
+            try:
+                split_address(address if isinstance(address, str) else "")
+            except ValueError:
+                raise bad("cluster %s address %r is not host:port" % (role, address)) from None
+    for role, count in (("chief", "exactly one"), ("ps", "at least one"), ("worker", "at least one")):
+        if role not in cluster:
+            raise bad("the cluster needs %s %r task" % (count, role))
+    if len(cluster["chief"]) != 1:
+        raise bad("the cluster needs exactly one 'chief' task, got %d" % len(cluster["chief"]))
+    seen = {}
+    for role, addresses in cluster.items():
+        for index, address in enumerate(addresses):
+            if address in seen:
+                raise bad("%s %d and %s %d share the address %s" % (*seen[address], role, index, address))
+            seen[address] = (role, index)
+    task = config.get("task")
+    if not isinstance(task, dict):
+        raise bad("'task' must be an object with 'type' and 'index'")
+    task_type, task_index = task.get("type"), task.get("index", 0)
+    if task_type not in expect_roles:
+        raise bad("task type %r cannot run here (expected %s)" % (task_type, " or ".join(expect_roles)))
+    if not isinstance(task_index, int) or not 0 <= task_index < len(cluster[task_type]):
+        raise bad("task index %r is out of range for %d %s task(s)" % (task_index, len(cluster[task_type]), task_type))
+    jobs = {role: list(cluster[role]) for role in ROLES}
+    return Cluster(jobs, task_type, task_index)
+
+
+def _free_ports(count):
+    """Ports free on all interfaces (TF servers bind every interface, see design.md)."""
+    sockets = []
+    try:
+        for _ in range(count):
+            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            s.bind(("", 0))
+            sockets.append(s)
+        return [s.getsockname()[1] for s in sockets]
+    finally:
+        for s in sockets:
+            s.close()
+
+
+class LocalCluster:
+    """ps and worker servers run as child processes of this one, on localhost.
+
+    Each child is `python -m tf2_mapreduce.server`, the same program a real cluster
+    runs, and is killed by the kernel if this process dies (even by SIGKILL), so a
+    local job never leaves a server behind. Use as a context manager: leaving it
+    reaps every child.
+    """
+
+    def __init__(self, num_ps=1, num_workers=2):
+        if num_ps < 1 or num_workers < 1:
+            raise UsageError("a cluster needs at least 1 ps and 1 worker (got --num_ps=%d --num_workers=%d)" % (num_ps, num_workers))
+        ports = _free_ports(1 + num_ps + num_workers)
+        addresses = ["localhost:%d" % p for p in ports]
+        jobs = {
+            "chief": addresses[:1],
+            "ps": addresses[1 : 1 + num_ps],
+            "worker": addresses[1 + num_ps :],
+        }
+        self.cluster = Cluster(jobs, "chief", 0)
+        self.log_dir = tempfile.mkdtemp(prefix="tf2_mapreduce-")
+        self.processes = {}  # (role, index) -> Popen
+
+    def start(self):
+        """Starts every ps and worker; returns at once (see `wait_for_tasks`)."""
+        env = dict(os.environ, **TASK_ENV)
+        env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+        for role, index, _ in self.cluster.tasks():
+            env["TF_CONFIG"] = self.cluster.tf_config(role, index)
+            with open(self.log_path(role, index), "wb") as log:
+                self.processes[role, index] = subprocess.Popen(
+                    [sys.executable, "-m", "tf2_mapreduce.server", "--parent_pid=%d" % os.getpid()],
+                    env=env,
+                    stdin=subprocess.DEVNULL,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                )
+        return self
+
+    def log_path(self, role, index):
+        return os.path.join(self.log_dir, "%s-%d.log" % (role, index))
+
+    def log_tail(self, role, index, lines=1):
+        try:
+            with open(self.log_path(role, index), "rb") as f:
+                text = f.read().decode("utf-8", "replace")
+        except OSError:
+            return ""
+        kept = [l.strip() for l in text.splitlines() if l.strip()]
+        return " | ".join(kept[-lines:])
+
+    def check_alive(self):
+        """Raises `ClusterError` naming the first child that has exited."""
+        for (role, index), proc in self.processes.items():
+            code = proc.poll()
+            if code is not None:
+                raise ClusterError(
+                    "local %s %d exited with status %d during the job: %s (log: %s)"
+                    % (role, index, code, self.log_tail(role, index) or "no output", self.log_path(role, index))
+                )
+
+    def wait(self, timeout):
+        """Waits up to `timeout` s for every child to exit; returns {(role, index): status or None}."""
+        deadline = time.monotonic() + timeout
+        codes = {}
+        for key, proc in self.processes.items():
+            try:
+                codes[key] = proc.wait(max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                codes[key] = None
+        return codes
+
+    def close(self):
+        """Kills whatever still runs, reaps every child, and removes the logs."""
+        for proc in self.processes.values():
+            if proc.poll() is None:
+                proc.kill()
+        for proc in self.processes.values():
+            proc.wait()
+        for name in os.listdir(self.log_dir):
+            os.unlink(os.path.join(self.log_dir, name))
+        os.rmdir(self.log_dir)
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+def wait_for_tasks(cluster, timeout, check=None):
+    """Blocks until every ps and worker accepts TCP connections, or `timeout` s pass.
+
+    ParameterServerStrategy neither waits for tasks nor bounds how long it stalls
+    on one that is down (design.md), so the coordinator checks first. `check` is
+    called between attempts and may raise (a local cluster reports dead children).
+    Raises `ClusterError` naming every task that did not answer and why.
+    """
+    pending = {(role, index): address for role, index, address in cluster.tasks()}
+    reasons = {}
+    deadline = time.monotonic() + timeout
+    while pending:
+        for key, address in list(pending.items()):
+            try:
+                socket.create_connection(split_address(address), timeout=1.0).close()
+                del pending[key]
+            except OSError as e:
+                reasons[key] = (e.strerror or str(e)).lower()
+        if not pending:
+            return
+        if check:
+            check()
+        if time.monotonic() >= deadline:
+            raise ClusterError(
+                "no answer within %gs from %s; start the servers or fix TF_CONFIG"
+                % (
+                    timeout,
+                    ", ".join(
+                        "%s %d at %s (%s)" % (role, index, address, reasons[role, index])
+                        for (role, index), address in sorted(pending.items())
+                    ),
+                )
+            )
+        time.sleep(0.2)  # a retry interval for servers still booting, not a wait for a result

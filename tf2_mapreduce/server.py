@@ -1,0 +1,102 @@
+"""A ps or worker task: `python -m tf2_mapreduce.server`, its role taken from TF_CONFIG.
+
+Runs a TensorFlow gRPC server set up for ParameterServerStrategy and, unlike a bare
+`tf.distribute.Server`, exits with status 0 once a coordinator says the job is over.
+"""
+
+import ctypes
+import os
+import signal
+import sys
+
+from absl import app, flags
+
+from tf2_mapreduce import cluster as cluster_lib
+from tf2_mapreduce.errors import ClusterError, Error, UsageError
+
+__all__ = ["serve", "server_config"]
+
+PR_SET_PDEATHSIG = 1
+
+
+def _exit_with_parent(parent_pid):
+    """Has the kernel kill this process when `parent_pid` dies (Linux), even by SIGKILL."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_PDEATHSIG) failed")
+    if os.getppid() != parent_pid:  # the parent died before prctl took effect
+        os._exit(1)
+
+
+def server_config(num_workers):
+    """The ConfigProto every ps and worker server of a cluster with `num_workers` needs."""
+    import tensorflow as tf
+
+    # Fewer inter-op threads than workers + 1 deadlocks schedule()/join() on small
+    # machines (design.md); TF's own in-process test clusters set the same.
+    return tf.compat.v1.ConfigProto(inter_op_parallelism_threads=max(num_workers + 1, os.cpu_count() or 1))
+
+
+def serve(cluster, keep_serving=False, log=print):
+    """Starts this task's server; blocks until a coordinator says the job is over.
+
+    With `keep_serving`, blocks forever instead, serving one job after another.
+    Raises `ClusterError` if the server cannot start (its port is taken, say).
+    """
+    import tensorflow as tf
+
+    role, index = cluster.task_type, cluster.task_index
+    try:
+        server = tf.distribute.Server(
+            tf.train.ClusterSpec(cluster.jobs),
+            job_name=role,
+            task_index=index,
+            protocol="grpc",
+            config=server_config(cluster.num_workers),
+            start=True,
+        )
+    except (tf.errors.OpError, ValueError) as e:
+        message = e.message if isinstance(e, tf.errors.OpError) else str(e)
+        raise ClusterError(
+            "%s %d cannot serve on %s: %s" % (role, index, cluster.address, message.splitlines()[0])
+        ) from None
+    log("tf2_mapreduce server: %s %d serving on %s (cluster: %s)" % (role, index, cluster.address, cluster.describe()))
+    if keep_serving:
+        server.join()
+    from tf2_mapreduce import control
+
+    control.wait_for_exit_request(server, role, index)
+    log("tf2_mapreduce server: %s %d: the job is over, exiting" % (role, index))
+
+
+FLAGS = flags.FLAGS
+flags.DEFINE_bool("keep_serving", False, "Keep serving after a job ends, for the next coordinator.")
+flags.DEFINE_integer(
+    "parent_pid", None, "Exit when the process with this pid dies (set by the local cluster launcher)."
+)
+
+
+def main(argv):
+    if len(argv) > 1:
+        raise app.UsageError("unexpected arguments: %s" % " ".join(argv[1:]))
+    try:
+        if FLAGS.parent_pid:
+            _exit_with_parent(FLAGS.parent_pid)
+        text = os.environ.get("TF_CONFIG")
+        if not text:
+            raise UsageError("TF_CONFIG is not set: it must name this task (a ps or worker) and the cluster")
+        cluster = cluster_lib.from_tf_config(text, expect_roles=("ps", "worker"))
+        for name, value in cluster_lib.TASK_ENV.items():
+            os.environ.setdefault(name, value)
+        serve(cluster, keep_serving=FLAGS.keep_serving, log=lambda line: print(line, flush=True))
+    except Error as e:
+        print("tf2_mapreduce server: error: %s" % e, file=sys.stderr, flush=True)
+        sys.exit(e.exit_code)
+    # TF's gRPC server has no working stop(); leave without waiting for its threads.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    app.run(main)
