@@ -1,0 +1,237 @@
+"""The coordinator: `python -m tf2_mapreduce.coordinator`, TensorFlow's `chief` task.
+
+With TF_CONFIG it runs the job on that cluster; without, it starts a local cluster
+of child processes first. Prints progress to stderr and the result to stdout.
+"""
+
+import json
+import os
+import sys
+import threading
+import time
+
+from absl import app, flags
+from absl import logging as absl_logging
+
+from tf2_mapreduce import cluster as cluster_lib
+from tf2_mapreduce.errors import ClusterError, Error, UsageError
+
+__all__ = ["main"]
+
+FLAGS = flags.FLAGS
+flags.DEFINE_multi_string(
+    "input",
+    None,
+    "Input to process; repeat for several. A file, a directory (walked recursively; "
+    "names starting with '.' or '_' skipped), a glob pattern, or @list.txt (a file of "
+    "paths, one a line). Any tf.io.gfile path (gs://...) works. Positional arguments "
+    "are inputs too. Default: the sample corpus shipped with the package.",
+)
+flags.DEFINE_string("job", "wordcount", "The job to run. Built in: wordcount.")
+flags.DEFINE_integer("num_ps", 1, "ps tasks of the local cluster (ignored with TF_CONFIG).", lower_bound=1)
+flags.DEFINE_integer("num_workers", 2, "Worker tasks of the local cluster (ignored with TF_CONFIG).", lower_bound=1)
+flags.DEFINE_string("output", None, "Write the result as JSON to this path (any tf.io.gfile path).")
+flags.DEFINE_float("progress_every", 2.0, "Seconds between progress lines on stderr.", lower_bound=0.1)
+flags.DEFINE_float(
+    "connect_timeout", 60.0, "Seconds to wait for every ps and worker to answer before giving up.", lower_bound=0.1
+)
+flags.DEFINE_integer("files_per_step", 0, "Files per scheduled map step; 0 picks from the input size.", lower_bound=0)
+flags.DEFINE_bool(
+    "keep_serving", False, "Leave the cluster's servers running when the job ends (TF_CONFIG clusters only)."
+)
+
+
+def _say(line):
+    print("tf2_mapreduce: " + line, file=sys.stderr, flush=True)
+
+
+def _human_bytes(n):
+    for unit in ("B", "KB", "MB", "GB", "TB"):
+        if n < 1000 or unit == "TB":
+            return ("%d %s" if unit == "B" else "%.1f %s") % (n, unit)
+        n /= 1000.0
+
+
+def _progress_line(job, p):
+    rate = p.bytes_done / p.seconds if p.seconds > 0 else 0.0
+    eta = "%.0fs" % ((p.bytes_total - p.bytes_done) / rate) if rate > 0 else "--"
+    percent = 100.0 * p.files_done / p.files_total
+    return "[%6.1fs] %d/%d files (%.0f%%), %s of %s, %d %s so far, %s/s, ETA %s" % (
+        p.seconds, p.files_done, p.files_total, percent, _human_bytes(p.bytes_done),
+        _human_bytes(p.bytes_total), p.value, job.unit, _human_bytes(rate), eta,
+    )
+
+
+def _check_output(path):
+    """Fails before the job, not after it, if the result could not be written."""
+    import tensorflow as tf
+
+    if tf.io.gfile.isdir(path):
+        raise UsageError("--output %s: is a directory" % path)
+    parent = os.path.dirname(path)
+    if parent and not tf.io.gfile.isdir(parent):
+        raise UsageError("--output %s: directory %s does not exist" % (path, parent))
+
+
+def _write_output(path, document):
+    import tensorflow as tf
+
+    temporary = "%s.tmp-%d" % (path, os.getpid())
+    with tf.io.gfile.GFile(temporary, "w") as f:
+        json.dump(document, f, indent=1)
+        f.write("\n")
+    tf.io.gfile.rename(temporary, path, overwrite=True)  # readers never see half a file
+
+
+def _result_document(job, result, found):
+    return {
+        "job": job.name,
+        "total_" + job.unit: result.total,
+        "files": len(result.files),
+        "bytes": result.total_bytes,
+        "seconds": round(result.seconds, 3),
+        "per_file": [
+            {"path": f.path, "bytes": f.size, job.unit: int(v)} for f, v in zip(result.files, result.values)
+        ],
+        "skipped_hidden": found.hidden,
+        "duplicates_ignored": found.duplicates,
+    }
+
+
+def _connect_within(seconds, resolver, task_devices, on_timeout):
+    """Connects as chief; a stalled connect ends the process with a `ClusterError`.
+
+    TF can stall for minutes creating the strategy when a task dies mid-connect
+    (design.md) and offers no way to cancel, so a timer ends the process instead.
+    """
+    from tf2_mapreduce import runner
+
+    def expire():
+        on_timeout()
+        _say("error: connecting to the cluster took over %gs; check that every task in TF_CONFIG is up" % seconds)
+        os._exit(ClusterError.exit_code)
+
+    timer = threading.Timer(seconds, expire)
+    timer.daemon = True
+    timer.start()
+    try:
+        return runner.connect(resolver, task_devices)
+    finally:
+        timer.cancel()
+
+
+def _run(specs, cluster, resolver, local):
+    """Everything after the cluster is chosen; returns the process exit status."""
+    # Imported here, after the local servers were started: they boot meanwhile.
+    from tf2_mapreduce import control, inputs, jobs, runner
+
+    if FLAGS.job not in jobs.JOBS:
+        raise UsageError("--job=%s: unknown job (built in: %s)" % (FLAGS.job, ", ".join(sorted(jobs.JOBS))))
+    job = jobs.JOBS[FLAGS.job]
+    if FLAGS.output:
+        _check_output(FLAGS.output)
+    if not specs:
+        specs = [inputs.sample_corpus()]
+        _say("no --input given: using the sample corpus in %s" % specs[0])
+    found = inputs.expand(specs)
+    if found.hidden:
+        _say("note: skipped %d hidden name(s) such as %s (names starting with '.' or '_'; "
+             "name them explicitly to include them)" % (len(found.hidden), found.hidden[0]))
+    if found.duplicates:
+        _say("note: %d path(s) were given more than once and are counted once, such as %s"
+             % (len(found.duplicates), found.duplicates[0]))
+    _say("%s over %d files (%s) on %s%s" % (
+        job.name, len(found.files), _human_bytes(found.total_bytes), cluster.describe(), " (local)" if local else ""))
+    cluster_lib.wait_for_tasks(cluster, FLAGS.connect_timeout, check=local.check_alive if local else None)
+    devices = {(role, index): "/job:%s/replica:0/task:%d/device:CPU:0" % (role, index)
+               for role, index, _ in cluster.tasks()}
+    coordinator = _connect_within(FLAGS.connect_timeout, resolver, list(devices.values()),
+                                  on_timeout=local.close if local else lambda: None)
+    try:
+        result = runner.run(
+            job,
+            found.files,
+            coordinator,
+            cluster.num_workers,
+            [devices["ps", i] for i in range(cluster.num_ps)],
+            step_files=FLAGS.files_per_step,
+            on_progress=lambda p: _say(_progress_line(job, p)),
+            progress_every=FLAGS.progress_every,
+        )
+    finally:
+        if local or not FLAGS.keep_serving:
+            failed = control.request_exit(cluster)
+            for (role, index), why in sorted(failed.items()):
+                _say("warning: could not tell %s %d that the job is over: %s" % (role, index, why))
+        if local:
+            _await_local_exit(local)
+    print("%s: %d %s in %d files (%d bytes), %.2f s" % (
+        job.name, result.total, job.unit, len(result.files), result.total_bytes, result.seconds), flush=True)
+    if FLAGS.output:
+        _write_output(FLAGS.output, _result_document(job, result, found))
+        _say("wrote %s" % FLAGS.output)
+    return 0
+
+
+def main(argv):
+    start = time.monotonic()
+    if not FLAGS["verbosity"].present:
+        absl_logging.set_verbosity(absl_logging.WARNING)  # TF logs its whole config at INFO
+    specs = (FLAGS.input or []) + argv[1:]
+    local = None
+    try:
+        for name, value in cluster_lib.TASK_ENV.items():
+            os.environ.setdefault(name, value)
+        os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+        tf_config = os.environ.get("TF_CONFIG")
+        if tf_config:
+            for name in ("num_ps", "num_workers"):
+                if FLAGS[name].present:
+                    raise UsageError("--%s sizes the local cluster; TF_CONFIG already defines the cluster" % name)
+            cluster = cluster_lib.from_tf_config(tf_config, expect_roles=("chief",))
+        else:
+            if FLAGS.keep_serving:
+                raise UsageError("--keep_serving needs a TF_CONFIG cluster; a local cluster ends with its job")
+            local = cluster_lib.LocalCluster(FLAGS.num_ps, FLAGS.num_workers).start()
+            cluster = local.cluster
+            _say("started a local cluster: %s" % ", ".join("%s %s" % (r, a) for r, _, a in cluster.tasks()))
+        code = _run(specs, cluster, _resolver(cluster, from_env=bool(tf_config)), local)
+    except Error as e:
+        _say("error: %s" % e)
+        code = e.exit_code
+    except KeyboardInterrupt:
+        _say("interrupted")
+        code = 130
+    finally:
+        if local:
+            local.close()
+    if code == 0:
+        _say("done in %.1f s" % (time.monotonic() - start))
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # The servers were told to exit: a normal interpreter teardown would only try
+    # to release TF's remote state on them and log a screen of connection errors.
+    os._exit(code)
+
+
+def _resolver(cluster, from_env):
+    import tensorflow as tf
+
+    if from_env:
+        return tf.distribute.cluster_resolver.TFConfigClusterResolver()
+    return tf.distribute.cluster_resolver.SimpleClusterResolver(
+        tf.train.ClusterSpec(cluster.jobs), task_type="chief", task_id=0, rpc_layer="grpc"
+    )
+
+
+def _await_local_exit(local):
+    """Gives servers that were told the job is over a moment to exit by themselves."""
+    for (role, index), code in sorted(local.wait(timeout=10.0).items()):
+        if code != 0:
+            _say("warning: local %s %d %s: %s" % (
+                role, index, "did not exit" if code is None else "exited with status %d" % code,
+                local.log_tail(role, index)))
+
+
+if __name__ == "__main__":
+    app.run(main)
