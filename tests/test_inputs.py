@@ -1,0 +1,134 @@
+"""Input specs -> files: directories, globs, @lists, and a one-line error for each bad input."""
+
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from tf2_mapreduce import inputs
+from tf2_mapreduce.errors import InputError
+
+
+def touch(path, data=b"x"):
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "wb") as f:
+        f.write(data)
+    return path
+
+
+def paths(found):
+    return [f.path for f in found.files]
+
+
+@pytest.fixture
+def tree(tmp_path):
+    root = str(tmp_path)
+    for name in ["a.txt", "b.log", "sub/c.txt", "sub/deeper/d.txt", ".hidden", "_SUCCESS", ".git/config", "with space é.txt"]:
+        touch(os.path.join(root, name), name.encode())
+    return root
+
+
+def test_directory_is_walked_recursively_and_sorted_skipping_hidden(tree):
+    found = inputs.expand([tree])
+    # Top-down: a directory's files in name order, then its subdirectories.
+    names = ["a.txt", "b.log", "with space é.txt", "sub/c.txt", "sub/deeper/d.txt"]
+    assert paths(found) == [os.path.join(tree, n) for n in names]
+    assert sorted(os.path.basename(p) for p in found.hidden) == [".git", ".hidden", "_SUCCESS"]
+    assert [f.size for f in found.files] == [len(n.encode()) for n in names]
+
+
+def test_hidden_file_named_explicitly_is_included(tree):
+    assert paths(inputs.expand([os.path.join(tree, "_SUCCESS")])) == [os.path.join(tree, "_SUCCESS")]
+
+
+def test_glob_and_several_specs_in_order(tree):
+    found = inputs.expand([os.path.join(tree, "*.txt"), os.path.join(tree, "sub", "c.txt")])
+    assert paths(found) == [os.path.join(tree, "a.txt"), os.path.join(tree, "with space é.txt"), os.path.join(tree, "sub", "c.txt")]
+
+
+def test_glob_matching_a_directory_walks_it(tree):
+    assert paths(inputs.expand([os.path.join(tree, "su?")])) == [
+        os.path.join(tree, "sub/c.txt"), os.path.join(tree, "sub/deeper/d.txt")]
+
+
+def test_a_file_reached_twice_is_kept_once(tree):
+    found = inputs.expand([tree, os.path.join(tree, "a.txt"), os.path.join(tree, "sub", "..", "a.txt")])
+    assert paths(found).count(os.path.join(tree, "a.txt")) == 1
+    assert len(found.duplicates) == 2
+
+
+def test_at_list_relative_to_cwd_with_blank_lines(tree, monkeypatch):
+    listing = touch(os.path.join(tree, "lists", "files.txt"), b"a.txt\n\n  sub/c.txt  \r\nsub/deeper\n")
+    monkeypatch.chdir(tree)
+    assert paths(inputs.expand(["@" + listing])) == ["a.txt", "sub/c.txt", "sub/deeper/d.txt"]
+
+
+@pytest.mark.parametrize(
+    "spec, message",
+    [
+        ("missing.txt", "{root}/missing.txt: no such file or directory"),
+        ("*.nothing", "{root}/*.nothing: no path matched"),
+        ("empty", "{root}/empty: directory holds no input files"),
+        ("fifo", "{root}/fifo: not a regular file (FIFOs, sockets and devices are not supported)"),
+        ("dangling", "{root}/dangling: broken symbolic link"),
+        ("@{root}/list.txt", "@{root}/list.txt line 2: {root}/gone.txt: no such file or directory"),
+        ("@{root}/empty.lst", "@{root}/empty.lst: the list holds no paths"),
+        ("@{root}/empty", "@{root}/empty: is a directory, not a list of paths"),
+        ("@{root}/nolist.txt", "@{root}/nolist.txt: no such file or directory"),
+    ],
+)
+def test_bad_input_is_one_line_naming_path_and_cause(tmp_path, spec, message):
+    root = str(tmp_path)
+    touch(os.path.join(root, "ok.txt"))
+    os.mkdir(os.path.join(root, "empty"))
+    os.mkfifo(os.path.join(root, "fifo"))
+    os.symlink(os.path.join(root, "nowhere"), os.path.join(root, "dangling"))
+    touch(os.path.join(root, "list.txt"), ("%s/ok.txt\n%s/gone.txt\n" % (root, root)).encode())
+    touch(os.path.join(root, "empty.lst"), b"\n  \n")
+    spec = spec.format(root=root)
+    if not spec.startswith("@"):
+        spec = os.path.join(root, spec)
+    with pytest.raises(InputError) as e:
+        inputs.expand([spec])
+    assert str(e.value) == message.format(root=root)
+    assert "\n" not in str(e.value)
+
+
+def test_no_input_at_all():
+    with pytest.raises(InputError, match="no input given"):
+        inputs.expand([])
+
+
+def test_empty_files_are_inputs(tmp_path):
+    empty = touch(str(tmp_path / "empty.txt"), b"")
+    assert [(f.path, f.size) for f in inputs.expand([empty]).files] == [(empty, 0)]
+
+
+def test_unreadable_file_is_refused(tmp_path):
+    secret = touch(str(tmp_path / "secret.txt"), b"no peeking")
+    os.chmod(secret, 0)
+    code = (
+        "from tf2_mapreduce import inputs\n"
+        "from tf2_mapreduce.errors import InputError\n"
+        "try:\n    inputs.expand([%r])\nexcept InputError as e:\n    print(e)\n" % secret
+    )
+    command = [sys.executable, "-c", code]
+    if os.geteuid() == 0:
+        # Root reads any file; without these two capabilities it obeys mode 000.
+        if not shutil.which("setpriv"):
+            pytest.skip("running as root and util-linux's setpriv is missing: cannot make a file unreadable")
+        caps = "-dac_override,-dac_read_search"
+        command = ["setpriv", "--bounding-set=" + caps, "--inh-caps=" + caps] + command
+    out = subprocess.run(command, capture_output=True, timeout=120, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
+    assert out.stdout.decode().strip() == "%s: permission denied" % secret, out.stderr.decode()[-2000:]
+
+
+def test_batches_cover_every_file_once(tmp_path):
+    files = [inputs.InputFile(touch(str(tmp_path / ("f%d" % i))), 1) for i in range(10)]
+    seen = []
+    for ids, batch_paths in inputs.batches(files, 3):
+        assert ids.shape[0] <= 3
+        seen.extend(zip(ids.numpy().tolist(), [p.decode() for p in batch_paths.numpy()]))
+    assert seen == [(i, f.path) for i, f in enumerate(files)]

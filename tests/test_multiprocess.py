@@ -1,0 +1,271 @@
+"""Real clusters of processes: servers started from make_configs.py files, the coordinator
+CLI as a subprocess, results checked against the oracle, every process's exit checked.
+"""
+
+import json
+import os
+import re
+import socket
+import subprocess
+import sys
+import time
+
+import portpicker
+import pytest
+
+from conftest import REPO, SCRIPTS, oracle_words, run_cli, servers_of, task_env, write_corpus
+
+SERVER_EXIT_TIMEOUT = 30
+
+
+class ConfiguredCluster:
+    """A cluster described by make_configs.py files, its servers started on demand."""
+
+    def __init__(self, tmp_path, processes, num_ps, num_workers):
+        self.dir = str(tmp_path / "configs")
+        self.processes = processes
+        ports = [portpicker.pick_unused_port() for _ in range(1 + num_ps + num_workers)]
+        hosts = ["localhost:%d" % p for p in ports]
+        subprocess.run(
+            [sys.executable, os.path.join(SCRIPTS, "make_configs.py"), "--out_dir", self.dir,
+             "--chief_host", hosts[0], "--ps_hosts", ",".join(hosts[1:1 + num_ps]),
+             "--worker_hosts", ",".join(hosts[1 + num_ps:])],
+            check=True, capture_output=True, timeout=60)
+        self.tasks = [("ps", i) for i in range(num_ps)] + [("worker", i) for i in range(num_workers)]
+        self.addresses = dict(zip([("chief", 0)] + self.tasks, hosts))
+        self.servers = {}
+
+    def config(self, role, index):
+        return os.path.join(self.dir, "config_%s_%d.sh" % (role, index))
+
+    def start(self, role, index, *flags):
+        """Starts a server the README's way: source its config file, run the module."""
+        command = 'source "$1" && shift && exec "$@"'
+        proc = self.processes.start(
+            ["bash", "-c", command, "-", self.config(role, index), sys.executable, "-m", "tf2_mapreduce.server", *flags],
+            env=task_env(), log_path=os.path.join(self.dir, "%s-%d.log" % (role, index)))
+        self.servers[role, index] = proc
+        return proc
+
+    def start_all(self, *flags):
+        for role, index in self.tasks:
+            self.start(role, index, *flags)
+
+    def chief_env(self):
+        out = subprocess.run(["bash", "-c", 'source "$1" && printf %s "$TF_CONFIG"', "-", self.config("chief", 0)],
+                             capture_output=True, check=True, timeout=30)
+        return task_env(TF_CONFIG=out.stdout.decode())
+
+    def exit_codes(self):
+        """Waits for every started server to exit by itself; returns their statuses."""
+        codes = {}
+        for key, proc in self.servers.items():
+            try:
+                codes[key] = proc.wait(timeout=SERVER_EXIT_TIMEOUT)
+            except subprocess.TimeoutExpired:
+                codes[key] = "still running after %ds" % SERVER_EXIT_TIMEOUT
+        return codes
+
+    def log(self, role, index):
+        with open(os.path.join(self.dir, "%s-%d.log" % (role, index)), "rb") as f:
+            return f.read().decode(errors="replace")
+
+
+def read_result(path):
+    with open(path) as f:
+        return json.load(f)
+
+
+def assert_matches_oracle(result, paths):
+    assert result["total_words"] == oracle_words(paths)
+    assert {r["path"]: r["words"] for r in result["per_file"]} == {p: oracle_words([p]) for p in paths}
+    assert result["files"] == len(paths)
+    assert result["bytes"] == sum(os.path.getsize(p) for p in paths)
+
+
+def test_walkthrough_cluster_counts_exactly_and_every_server_exits_zero(tmp_path, processes):
+    corpus = str(tmp_path / "corpus")
+    subprocess.run([sys.executable, os.path.join(SCRIPTS, "make_corpus.py"), "--out_dir", corpus,
+                    "--num_files", "300", "--words_per_file", "500"], check=True, capture_output=True, timeout=120)
+    paths = sorted(os.path.join(corpus, n) for n in os.listdir(corpus))
+    cluster = ConfiguredCluster(tmp_path, processes, num_ps=1, num_workers=2)
+    cluster.start_all()
+    output = str(tmp_path / "result.json")
+    run = run_cli(["--input", corpus, "--output", output], env=cluster.chief_env())
+    assert run.returncode == 0, run.stderr
+    assert_matches_oracle(read_result(output), paths)
+    assert "wordcount: %d words in 300 files" % oracle_words(paths) in run.stdout
+    assert cluster.exit_codes() == {task: 0 for task in cluster.tasks}
+    assert "the job is over, exiting" in cluster.log("worker", 1)
+
+
+def test_two_ps_three_workers_with_list_and_glob_inputs(tmp_path, processes):
+    paths = write_corpus(str(tmp_path / "corpus"), 40, seed=11)
+    listing = tmp_path / "files.txt"
+    listing.write_text("\n".join(paths[:25]) + "\n")
+    cluster = ConfiguredCluster(tmp_path, processes, num_ps=2, num_workers=3)
+    cluster.start_all()
+    output = str(tmp_path / "result.json")
+    # The list and the glob overlap on f0020-f0024: those are counted once.
+    run = run_cli(["--input", "@%s" % listing, "--input", str(tmp_path / "corpus" / "f002*.txt"),
+                   str(tmp_path / "corpus" / "f003*.txt"), "--files_per_step", "3", "--output", output],
+                  env=cluster.chief_env())
+    assert run.returncode == 0, run.stderr
+    assert_matches_oracle(read_result(output), paths[:40])
+    assert "5 path(s) were given more than once" in run.stderr
+    assert cluster.exit_codes() == {task: 0 for task in cluster.tasks}
+
+
+def test_keep_serving_lets_a_second_job_use_the_same_servers(tmp_path, processes):
+    paths = write_corpus(str(tmp_path / "corpus"), 12, seed=2)
+    cluster = ConfiguredCluster(tmp_path, processes, num_ps=1, num_workers=2)
+    cluster.start_all()
+    first = run_cli(["--keep_serving", "--input", paths[0], "--connect_timeout", "60"], env=cluster.chief_env())
+    assert first.returncode == 0, first.stderr
+    assert "wordcount: %d words in 1 files" % oracle_words(paths[:1]) in first.stdout
+    # Had the servers exited, this job could not connect to them.
+    output = str(tmp_path / "result.json")
+    second = run_cli(["--input", str(tmp_path / "corpus"), "--output", output, "--connect_timeout", "20"],
+                     env=cluster.chief_env())
+    assert second.returncode == 0, second.stderr
+    assert_matches_oracle(read_result(output), paths)
+    assert cluster.exit_codes() == {task: 0 for task in cluster.tasks}
+
+
+def test_server_keep_serving_flag_survives_the_end_of_a_job(tmp_path, processes):
+    paths = write_corpus(str(tmp_path / "corpus"), 3, seed=4)
+    cluster = ConfiguredCluster(tmp_path, processes, num_ps=1, num_workers=1)
+    cluster.start("ps", 0)
+    kept = cluster.start("worker", 0, "--keep_serving")
+    run = run_cli(["--input", str(tmp_path / "corpus")], env=cluster.chief_env())
+    assert run.returncode == 0, run.stderr
+    assert cluster.servers["ps", 0].wait(timeout=SERVER_EXIT_TIMEOUT) == 0
+    # The worker got the same request as the ps, which has exited; a second job
+    # proves the worker still serves (it would otherwise fail to connect).
+    cluster.servers.pop(("ps", 0))
+    cluster.start("ps", 0)
+    again = run_cli(["--input", str(tmp_path / "corpus"), "--connect_timeout", "20"], env=cluster.chief_env())
+    assert again.returncode == 0, again.stderr
+    assert "wordcount: %d words" % oracle_words(paths) in again.stdout
+    assert kept.poll() is None
+
+
+def test_a_ps_that_never_answers_is_named_and_fails_fast(tmp_path, processes):
+    write_corpus(str(tmp_path / "corpus"), 2)
+    cluster = ConfiguredCluster(tmp_path, processes, num_ps=1, num_workers=1)
+    cluster.start("worker", 0)  # the ps is never started
+    started = time.monotonic()
+    run = run_cli(["--input", str(tmp_path / "corpus"), "--connect_timeout", "5"], env=cluster.chief_env(), timeout=120)
+    assert run.returncode == 3
+    assert "error: no answer within 5s from ps 0 at %s (connection refused)" % cluster.addresses["ps", 0] in run.stderr
+    assert "worker 0" not in run.stderr.split("error:")[1]
+    assert time.monotonic() - started < 60
+
+
+@pytest.mark.parametrize(
+    "args, tf_config, code, message",
+    [
+        (["--input", "/nonexistent/x.txt"], True, 2, "error: /nonexistent/x.txt: no such file or directory"),
+        (["--input", "/nonexistent/*.txt"], True, 2, "error: /nonexistent/*.txt: no path matched"),
+        (["--num_workers", "3"], True, 2, "error: --num_workers sizes the local cluster"),
+        (["--job", "nope"], True, 2, "error: --job=nope: unknown job"),
+        (["--keep_serving"], False, 2, "error: --keep_serving needs a TF_CONFIG cluster"),
+    ],
+)
+def test_bad_usage_fails_before_any_work(tmp_path, processes, args, tf_config, code, message):
+    # No server is started: these must be refused before the coordinator connects.
+    env = ConfiguredCluster(tmp_path, processes, 1, 1).chief_env() if tf_config else task_env()
+    run = run_cli(args + ["--connect_timeout", "300"], env=env, timeout=120)
+    assert run.returncode == code, run.stderr
+    assert message in run.stderr
+    assert len([l for l in run.stderr.splitlines() if l.startswith("tf2_mapreduce: error:")]) == 1
+
+
+@pytest.mark.parametrize("tf_config, message", [
+    ('{"cluster": {', "malformed TF_CONFIG: not valid JSON"),
+    ('{"cluster": {"chief": ["localhost:1"], "ps": ["localhost:2"], "worker": ["localhost:3"]}, '
+     '"task": {"type": "ps", "index": 0}}', "malformed TF_CONFIG: task type 'ps' cannot run here (expected chief)"),
+])
+def test_malformed_tf_config_for_the_coordinator(tf_config, message):
+    run = run_cli([], env=task_env(TF_CONFIG=tf_config), timeout=120)
+    assert run.returncode == 2 and "error: " + message in run.stderr
+
+
+def test_server_without_or_with_bad_tf_config(tmp_path):
+    for tf_config, message in [(None, "TF_CONFIG is not set"),
+                               ('{"cluster": {"chief": ["h:1"], "ps": ["h:2"], "worker": ["h:3"]}, "task": {"type": "chief"}}',
+                                "task type 'chief' cannot run here (expected ps or worker)")]:
+        env = task_env() if tf_config is None else task_env(TF_CONFIG=tf_config)
+        out = subprocess.run([sys.executable, "-m", "tf2_mapreduce.server"], env=env, capture_output=True, timeout=120)
+        assert out.returncode == 2 and message in out.stderr.decode()
+
+
+def test_server_on_a_taken_port_says_so(tmp_path, processes):
+    cluster = ConfiguredCluster(tmp_path, processes, 1, 1)
+    host, port = cluster.addresses["worker", 0].split(":")
+    with socket.socket() as squatter:
+        squatter.bind(("", int(port)))
+        squatter.listen()
+        proc = cluster.start("worker", 0)
+        assert proc.wait(timeout=120) == 3
+    assert "error: worker 0 cannot serve on localhost:%s" % port in cluster.log("worker", 0)
+
+
+def test_coordinator_on_a_taken_chief_port_says_so(tmp_path, processes):
+    write_corpus(str(tmp_path / "corpus"), 2)
+    cluster = ConfiguredCluster(tmp_path, processes, 1, 1)
+    cluster.start_all()
+    port = int(cluster.addresses["chief", 0].split(":")[1])
+    with socket.socket() as squatter:
+        squatter.bind(("", port))
+        squatter.listen()
+        run = run_cli(["--input", str(tmp_path / "corpus")], env=cluster.chief_env(), timeout=120)
+    assert run.returncode == 3
+    assert "error: the coordinator cannot serve as chief on localhost:%d" % port in run.stderr
+
+
+def sample_paths():
+    sample = os.path.join(REPO, "tf2_mapreduce", "data", "sample")
+    return sorted(os.path.join(sample, n) for n in os.listdir(sample))
+
+
+def local_ports(stderr):
+    line = next(l for l in stderr.splitlines() if "started a local cluster: " in l)
+    return [int(p) for p in re.findall(r"localhost:(\d+)", line)]
+
+
+def assert_nothing_left(run):
+    assert servers_of(run.pid) == []
+    for port in local_ports(run.stderr):
+        with pytest.raises(ConnectionRefusedError):
+            socket.create_connection(("localhost", port), timeout=5).close()
+
+
+def test_default_command_counts_the_sample_corpus_and_leaves_nothing(tmp_path):
+    run = run_cli([], env=task_env())
+    assert run.returncode == 0, run.stderr
+    paths = sample_paths()
+    assert len(paths) == 22
+    assert "wordcount: %d words in 22 files" % oracle_words(paths) in run.stdout
+    assert re.search(r"\] 22/22 files \(100%\), .* of .*, " + str(oracle_words(paths)) + " words so far", run.stderr)
+    assert len(local_ports(run.stderr)) == 3  # 1 ps + 2 workers
+    assert_nothing_left(run)
+
+
+def test_local_cluster_sizes_and_output(tmp_path):
+    paths = write_corpus(str(tmp_path / "corpus"), 50, seed=9)
+    output = str(tmp_path / "out" / "result.json")
+    os.mkdir(os.path.dirname(output))
+    run = run_cli(["--num_ps", "2", "--num_workers", "3", "--input", str(tmp_path / "corpus"), "--output", output,
+                   "--progress_every", "0.2"], env=task_env())
+    assert run.returncode == 0, run.stderr
+    assert_matches_oracle(read_result(output), paths)
+    assert len(local_ports(run.stderr)) == 5
+    assert_nothing_left(run)
+
+
+def test_local_run_with_bad_input_leaves_nothing(tmp_path):
+    run = run_cli(["--input", str(tmp_path / "missing.txt")], env=task_env())
+    assert run.returncode == 2
+    assert "error: %s: no such file or directory" % (tmp_path / "missing.txt") in run.stderr
+    assert_nothing_left(run)

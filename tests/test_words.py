@@ -1,0 +1,60 @@
+"""The word rule against its oracle, Python's bytes.split(), on edge cases and random bytes."""
+
+import random
+
+import pytest
+import tensorflow as tf
+
+from tf2_mapreduce.jobs.wordcount import count_words
+
+count = tf.function(count_words)
+
+CASES = [
+    b"",
+    b" ",
+    b"word",
+    b"two words",
+    b"  leading",
+    b"trailing  ",
+    b"\t\ttabs\tbetween\twords\t",
+    b"crlf\r\nline\r\nendings\r\n",
+    b"bare\rcarriage\rreturns",
+    b"vertical\x0btab and form\x0cfeed",
+    b"runs \t\n\r\x0b\x0c of \n\n\n every whitespace",
+    b"\xc2\xa0nbsp\xc2\xa0is\xc2\xa0not\xc2\xa0ascii\xc2\xa0space",
+    b"nel\xc2\x85and em\xe2\x80\x83space",
+    b"info\x1cseparators\x1d\x1e\x1fare word bytes",
+    b"invalid \xff\xfe utf-8 \xc3 bytes",
+    b"nul\x00bytes\x00inside",
+    b"\n",
+    b"a",
+    b"a b",
+    "naïve café Straße 東京".encode("utf-8"),
+]
+
+
+@pytest.mark.parametrize("text", CASES, ids=[repr(c)[:40] for c in CASES])
+def test_edge_cases_match_bytes_split(text):
+    assert int(count(tf.constant(text))) == len(text.split())
+
+
+def test_random_bytes_match_bytes_split():
+    rng = random.Random(1234)
+    alphabet = b" \t\n\r\x0b\x0cab\x00\x1c\x85\xa0\xc2\xff"
+    for _ in range(500):
+        text = bytes(rng.choice(alphabet) for _ in range(rng.randint(0, 300)))
+        assert int(count(tf.constant(text))) == len(text.split()), text
+
+
+def test_every_single_byte_value():
+    # Only the six ASCII whitespace bytes separate words, as in bytes.split().
+    for value in range(256):
+        text = b"a" + bytes([value]) + b"b"
+        assert int(count(tf.constant(text))) == len(text.split()), value
+
+
+def test_unicode_spaces_differ_from_str_split():
+    # Documented difference: str.split() also splits on Unicode spaces, bytes.split() does not.
+    text = "one\u00a0two\u2003three".encode("utf-8")
+    assert int(count(tf.constant(text))) == 1
+    assert len(text.decode("utf-8").split()) == 3
