@@ -164,6 +164,7 @@ class LocalCluster:
         self.cluster = Cluster(jobs, "chief", 0)
         self.log_dir = tempfile.mkdtemp(prefix="tf2_mapreduce-")
         self.processes = {}  # (role, index) -> Popen
+        self.keep_logs = False  # set once an error has pointed the user at a log
 
     def start(self):
         """Starts every ps and worker; returns at once (see `wait_for_tasks`)."""
@@ -198,6 +199,7 @@ class LocalCluster:
         for (role, index), proc in self.processes.items():
             code = proc.poll()
             if code is not None:
+                self.keep_logs = True
                 raise ClusterError(
                     "local %s %d exited with status %d during the job: %s (log: %s)"
                     % (role, index, code, self.log_tail(role, index) or "no output", self.log_path(role, index))
@@ -215,12 +217,15 @@ class LocalCluster:
         return codes
 
     def close(self):
-        """Kills whatever still runs, reaps every child, and removes the logs."""
+        """Kills whatever still runs, reaps every child, and removes the logs (unless an
+        error named one)."""
         for proc in self.processes.values():
             if proc.poll() is None:
                 proc.kill()
         for proc in self.processes.values():
             proc.wait()
+        if self.keep_logs:
+            return
         for name in os.listdir(self.log_dir):
             os.unlink(os.path.join(self.log_dir, name))
         os.rmdir(self.log_dir)

@@ -35,7 +35,6 @@ class Progress:
 
 @dataclass(frozen=True)
 class Result:
-    job: str
     files: list  # of inputs.InputFile
     values: np.ndarray  # one per file, in `files` order
     seconds: float  # from the first schedule to the result
@@ -152,4 +151,4 @@ def run(job, files, coordinator, num_workers, ps_devices, step_files=0, on_progr
     if missing.size:
         # join() returned, so every step ran; a file without a value would be lost silently.
         raise JobFailed("%d file(s) were never committed, first %s" % (missing.size, files[missing[0]].path))
-    return Result(job.name, files, values, time.monotonic() - start)
+    return Result(files, values, time.monotonic() - start)

@@ -23,4 +23,3 @@ class Job:
     name: str
     map_fn: Callable
     unit: str  # what the value counts, for messages ("words")
-    description: str

@@ -25,9 +25,4 @@ def count_words(text):
     return tf.reduce_sum(tf.cast(starts, tf.int64))
 
 
-JOB = Job(
-    name="wordcount",
-    map_fn=count_words,
-    unit="words",
-    description="total number of words (runs of non-whitespace bytes, as bytes.split())",
-)
+JOB = Job(name="wordcount", map_fn=count_words, unit="words")

@@ -1,0 +1,42 @@
+"""The local cluster launcher: children come up, are reaped, and a dead one is named."""
+
+import os
+import shutil
+
+import pytest
+
+from tf2_mapreduce import cluster
+from tf2_mapreduce.errors import ClusterError, UsageError
+
+
+def test_children_come_up_and_are_reaped():
+    local = cluster.LocalCluster(num_ps=1, num_workers=2).start()
+    try:
+        cluster.wait_for_tasks(local.cluster, timeout=120, check=local.check_alive)
+        assert sorted(local.processes) == [("ps", 0), ("worker", 0), ("worker", 1)]
+        assert all(proc.poll() is None for proc in local.processes.values())
+    finally:
+        local.close()
+    assert all(proc.returncode is not None for proc in local.processes.values())
+    assert not os.path.exists(local.log_dir)
+
+
+def test_a_child_that_dies_is_named_and_its_log_kept():
+    local = cluster.LocalCluster(num_ps=1, num_workers=1).start()
+    try:
+        local.processes["worker", 0].kill()
+        with pytest.raises(ClusterError) as e:
+            cluster.wait_for_tasks(local.cluster, timeout=120, check=local.check_alive)
+        assert str(e.value).startswith("local worker 0 exited with status -9")
+        assert local.log_path("worker", 0) in str(e.value)
+    finally:
+        local.close()
+    try:
+        assert os.path.exists(local.log_path("worker", 0))
+    finally:
+        shutil.rmtree(local.log_dir)
+
+
+def test_sizes_are_checked():
+    with pytest.raises(UsageError, match="at least 1 ps and 1 worker"):
+        cluster.LocalCluster(num_ps=0, num_workers=2)
