@@ -106,6 +106,55 @@ def test_empty_files_are_inputs(tmp_path):
     assert [(f.path, f.size) for f in inputs.expand([empty]).files] == [(empty, 0)]
 
 
+def test_skip_records_every_bad_input_and_goes_on(tmp_path):
+    root = str(tmp_path)
+    good = [touch(os.path.join(root, "ok", name)) for name in ["a.txt", "b c.txt", "naïve ü.txt"]]
+    os.mkfifo(os.path.join(root, "ok", "fifo"))
+    os.mkdir(os.path.join(root, "empty"))
+    listing = touch(os.path.join(root, "list.txt"), ("%s\n%s/missing.txt\n" % (good[0], root)).encode())
+    specs = [os.path.join(root, "ok"), "@" + listing, os.path.join(root, "empty"), os.path.join(root, "*.nope"),
+             "@" + os.path.join(root, "nolist")]
+    found = inputs.expand(specs, on_error="skip")
+    assert sorted(f.path for f in found.files) == sorted(good)
+    assert found.skipped == [
+        (os.path.join(root, "ok", "fifo"), "not a regular file (FIFOs, sockets and devices are not supported)"),
+        (os.path.join(root, "missing.txt"), "no such file or directory"),
+        (os.path.join(root, "empty"), "directory holds no input files"),
+        (os.path.join(root, "*.nope"), "no path matched"),
+        ("@" + os.path.join(root, "nolist"), "no such file or directory"),
+    ]
+
+
+def test_skip_with_nothing_readable_is_still_an_error(tmp_path):
+    with pytest.raises(InputError, match="no readable input file \\(1 skipped, first .*missing: no such file"):
+        inputs.expand([str(tmp_path / "missing")], on_error="skip")
+
+
+def test_non_utf8_and_very_long_names(tmp_path):
+    root = os.fsencode(str(tmp_path))
+    odd = os.path.join(root, b"caf\xe9 \xff.txt")  # Latin-1 bytes: not valid UTF-8
+    with open(odd, "wb") as f:
+        f.write(b"x y")
+    # A path longer than PATH_MAX (4096) cannot be opened by anyone: it is refused cleanly.
+    fd = os.open(root, os.O_RDONLY)
+    depth = 0
+    try:
+        while depth * 201 < 4200:
+            os.mkdir(b"d" * 200, dir_fd=fd)
+            next_fd = os.open(b"d" * 200, os.O_RDONLY, dir_fd=fd)
+            os.close(fd)
+            fd, depth = next_fd, depth + 1
+        os.close(os.open(b"deep.txt", os.O_WRONLY | os.O_CREAT, dir_fd=fd))
+    finally:
+        os.close(fd)
+    deep = os.path.join(str(tmp_path), *["d" * 200] * depth, "deep.txt")
+    found = inputs.expand([str(tmp_path / "*.txt"), deep], on_error="skip")
+    assert [os.fsencode(f.path) for f in found.files] == [odd]
+    assert found.skipped == [(deep, "file name too long")]
+    with pytest.raises(InputError, match="file name too long"):
+        inputs.expand([deep])
+
+
 def test_unreadable_file_is_refused(tmp_path):
     secret = touch(str(tmp_path / "secret.txt"), b"no peeking")
     os.chmod(secret, 0)
@@ -125,10 +174,10 @@ def test_unreadable_file_is_refused(tmp_path):
     assert out.stdout.decode().strip() == "%s: permission denied" % secret, out.stderr.decode()[-2000:]
 
 
-def test_batches_cover_every_file_once(tmp_path):
-    files = [inputs.InputFile(touch(str(tmp_path / ("f%d" % i))), 1) for i in range(10)]
+def test_batches_cover_the_chosen_files_once(tmp_path):
+    files = [inputs.InputFile(touch(str(tmp_path / ("f%d" % i)), b"x" * i), i, 0) for i in range(10)]
     seen = []
-    for ids, batch_paths in inputs.batches(files, 3):
-        assert ids.shape[0] <= 3
-        seen.extend(zip(ids.numpy().tolist(), [p.decode() for p in batch_paths.numpy()]))
-    assert seen == [(i, f.path) for i, f in enumerate(files)]
+    for ids, batch_paths, sizes in inputs.batches(files, [1, 2, 3, 5, 8, 9], 4):
+        assert ids.shape[0] <= 4
+        seen.extend(zip(ids.numpy().tolist(), [p.decode() for p in batch_paths.numpy()], sizes.numpy().tolist()))
+    assert seen == [(i, files[i].path, i) for i in [1, 2, 3, 5, 8, 9]]

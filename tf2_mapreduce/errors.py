@@ -4,13 +4,17 @@ Every message is one line that names the path or task at fault and the cause,
 so a user (or a cluster manager's log) sees what to fix without a traceback.
 """
 
+import re
+
 __all__ = [
     "Error",
     "UsageError",
     "InputError",
     "ClusterError",
     "JobFailed",
+    "Interrupted",
     "EXIT_OK",
+    "op_error_cause",
 ]
 
 EXIT_OK = 0
@@ -39,8 +43,39 @@ class InputError(Error):
 
     exit_code = 2
 
+    def __init__(self, path, reason):
+        super().__init__("%s: %s" % (path, reason))
+        self.path = path
+        self.reason = reason
+
 
 class ClusterError(Error):
-    """A task of the cluster did not answer, or died before the job could start."""
+    """The cluster cannot run the job: a task did not answer, or failed mid-job."""
 
     exit_code = 3
+
+
+class Interrupted(Error):
+    """SIGINT or SIGTERM; exits 128 + the signal number, as shells report it."""
+
+    def __init__(self, signum, message):
+        super().__init__(message)
+        self.exit_code = 128 + signum
+
+
+# Lines of a TF error that are not its cause: the graph stack where the failing op
+# was defined, and gRPC's account of how the error was relayed between tasks.
+_BOILERPLATE = ("Graph execution error", "Detected at node", "Additional GRPC", ":UNKNOWN", "[[", "<stack traces")
+_FIRST_ROOT_ERROR = re.compile(r"^\s*\(0\) [A-Z_]+:\s*(.*)$", re.M)  # in "2 root error(s) found."
+
+
+def op_error_cause(error):
+    """The one line of a tf.errors.OpError that says what went wrong, e.g.
+    "/x/a.txt; No such file or directory" out of a page of graph and gRPC context."""
+    first_root = _FIRST_ROOT_ERROR.search(error.message)
+    if first_root:
+        return first_root.group(1).strip()
+    for line in error.message.splitlines():
+        if line.strip() and not line[0].isspace() and not line.startswith(_BOILERPLATE):
+            return line.split("}} ", 1)[-1].strip()
+    return type(error).__name__

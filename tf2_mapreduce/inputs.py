@@ -1,9 +1,11 @@
 """Input specs -> validated files -> a tf.data pipeline of file batches.
 
-Specs are files, directories, glob patterns and @lists (a file of paths, one a
-line). All access goes through tf.io.gfile, so gs:// and TF's other filesystems work.
+Specs are files, directories, glob patterns and @lists (a file of paths, one a line).
+Local paths go through `os` (any bytes in names, no length surprises); every other
+path through tf.io.gfile, so gs:// and TF's other filesystems work.
 """
 
+import glob
 import os
 import stat
 from dataclasses import dataclass, field
@@ -11,17 +13,19 @@ from dataclasses import dataclass, field
 import numpy as np
 import tensorflow as tf
 
-from tf2_mapreduce.errors import InputError
+from tf2_mapreduce.errors import InputError, op_error_cause
 
-__all__ = ["InputFile", "Inputs", "expand", "batches", "sample_corpus"]
+__all__ = ["InputFile", "Inputs", "ON_ERROR", "expand", "batches", "sample_corpus"]
 
 GLOB_CHARS = frozenset("*?[")
+ON_ERROR = ("fail", "skip")
 
 
 @dataclass(frozen=True)
 class InputFile:
     path: str
     size: int
+    mtime_ns: int  # recorded in checkpoints, so a resume notices a changed file
 
 
 @dataclass
@@ -34,6 +38,7 @@ class Inputs:
     # they are counted.
     hidden: list = field(default_factory=list)
     duplicates: list = field(default_factory=list)
+    skipped: list = field(default_factory=list)  # (path, reason), with on_error="skip"
 
     @property
     def total_bytes(self):
@@ -49,111 +54,166 @@ def _is_hidden(name):
     return name.startswith((".", "_"))
 
 
-def _is_local(path):
-    return "://" not in path or path.startswith("file://")
+def _local(path):
+    """The local filesystem path of `path`, or None for a path of another filesystem."""
+    if path.startswith("file://"):
+        return path[len("file://") :]
+    return None if "://" in path else path
 
 
-def _check_file(path):
-    """Returns the size of `path`, or raises `InputError` saying why it can't be read."""
-    if _is_local(path):
-        local = path[len("file://") :] if path.startswith("file://") else path
+def _reason(error):
+    """A lower-case cause: "no such file or directory", "permission denied", ..."""
+    if isinstance(error, OSError):
+        return (error.strerror or str(error)).lower()
+    return op_error_cause(error)
+
+
+def _stat_file(path):
+    """Returns (size, mtime_ns) of a readable regular file, or raises `InputError`."""
+    local = _local(path)
+    if local is None:
         try:
-            st = os.stat(local)
-        except FileNotFoundError:
-            why = "broken symbolic link" if os.path.islink(local) else "no such file or directory"
-            raise InputError("%s: %s" % (path, why)) from None
-        except OSError as e:
-            raise InputError("%s: %s" % (path, e.strerror.lower())) from None
-        if stat.S_ISDIR(st.st_mode):
-            raise InputError("%s: is a directory" % path)
-        if not stat.S_ISREG(st.st_mode):
-            raise InputError("%s: not a regular file (FIFOs, sockets and devices are not supported)" % path)
-        try:
-            os.close(os.open(local, os.O_RDONLY))
-        except OSError as e:
-            raise InputError("%s: %s" % (path, e.strerror.lower())) from None
-        return st.st_size
+            st = tf.io.gfile.stat(path)
+        except tf.errors.NotFoundError:
+            raise InputError(path, "no such file or directory") from None
+        except tf.errors.OpError as e:
+            raise InputError(path, _reason(e)) from None
+        if st.is_directory:
+            raise InputError(path, "is a directory")
+        return st.length, st.mtime_nsec
     try:
-        st = tf.io.gfile.stat(path)
-    except tf.errors.NotFoundError:
-        raise InputError("%s: no such file or directory" % path) from None
-    except tf.errors.OpError as e:
-        raise InputError("%s: %s" % (path, e.message.splitlines()[0])) from None
-    if st.is_directory:
-        raise InputError("%s: is a directory" % path)
-    return st.length
+        st = os.stat(local)
+    except FileNotFoundError:
+        raise InputError(path, "broken symbolic link" if os.path.islink(local) else "no such file or directory") from None
+    except OSError as e:
+        raise InputError(path, _reason(e)) from None
+    if stat.S_ISDIR(st.st_mode):
+        raise InputError(path, "is a directory")
+    if not stat.S_ISREG(st.st_mode):
+        raise InputError(path, "not a regular file (FIFOs, sockets and devices are not supported)")
+    try:
+        os.close(os.open(local, os.O_RDONLY))
+    except OSError as e:
+        raise InputError(path, _reason(e)) from None
+    return st.st_size, st.st_mtime_ns
+
+
+def _isdir(path):
+    local = _local(path)
+    return os.path.isdir(local) if local is not None else tf.io.gfile.isdir(path)
 
 
 class _Expander:
-    def __init__(self):
+    def __init__(self, on_error):
+        if on_error not in ON_ERROR:
+            raise ValueError("on_error must be one of %s" % (ON_ERROR,))
+        self.skip = on_error == "skip"
         self.result = Inputs()
         self.seen = set()
 
+    def problem(self, error):
+        """Raises `error`, or with on_error="skip" records it and carries on."""
+        if not self.skip:
+            raise error
+        self.result.skipped.append((error.path, error.reason))
+
+    def _reached(self):
+        return len(self.result.files) + len(self.result.duplicates) + len(self.result.skipped)
+
     def add_file(self, path):
-        size = _check_file(path)
-        key = os.path.realpath(path) if _is_local(path) else path
+        try:
+            size, mtime_ns = _stat_file(path)
+        except InputError as e:
+            self.problem(e)
+            return
+        local = _local(path)
+        key = os.path.realpath(local) if local is not None else path
         if key in self.seen:
             self.result.duplicates.append(path)
             return
         self.seen.add(key)
-        self.result.files.append(InputFile(path, size))
+        self.result.files.append(InputFile(path, size, mtime_ns))
 
-    def _reached(self):
-        return len(self.result.files) + len(self.result.duplicates)
+    def _walk(self, top):
+        """Yields (directory, subdirs, names) top-down; subdirs may be pruned in place."""
+        local = _local(top)
+        if local is not None:
+
+            def unlistable(error):
+                self.problem(InputError(error.filename, "cannot list directory: " + _reason(error)))
+
+            for directory, subdirs, names in os.walk(local, onerror=unlistable):
+                if local != top:  # keep the file:// form the user gave
+                    directory = "file://" + directory
+                yield directory, subdirs, names
+            return
+        try:
+            yield from tf.io.gfile.walk(top)
+        except tf.errors.OpError as e:
+            self.problem(InputError(top, "cannot list directory: " + _reason(e)))
 
     def add_directory(self, top):
         before = self._reached()
-        try:
-            for directory, subdirs, names in tf.io.gfile.walk(top):
-                self.result.hidden.extend(os.path.join(directory, n) for n in subdirs + names if _is_hidden(n))
-                subdirs[:] = sorted(d for d in subdirs if not _is_hidden(d))
-                for name in sorted(names):
-                    if not _is_hidden(name):
-                        self.add_file(os.path.join(directory, name))
-        except tf.errors.OpError as e:
-            raise InputError("%s: cannot list directory: %s" % (top, e.message.splitlines()[0])) from None
+        for directory, subdirs, names in self._walk(top):
+            self.result.hidden.extend(os.path.join(directory, n) for n in subdirs + names if _is_hidden(n))
+            subdirs[:] = sorted(d for d in subdirs if not _is_hidden(d))
+            for name in sorted(names):
+                if not _is_hidden(name):
+                    self.add_file(os.path.join(directory, name))
         if self._reached() == before:
-            raise InputError("%s: directory holds no input files" % top)
+            self.problem(InputError(top, "directory holds no input files"))
 
     def add_glob(self, pattern):
+        local = _local(pattern)
         try:
-            matches = sorted(tf.io.gfile.glob(pattern))
-        except tf.errors.OpError as e:
-            raise InputError("%s: %s" % (pattern, e.message.splitlines()[0])) from None
+            if local is None:
+                matches = sorted(tf.io.gfile.glob(pattern))
+            else:
+                # Names starting with "." match too, to be reported as hidden.
+                matches = sorted(glob.glob(local, include_hidden=True))
+                if local != pattern:
+                    matches = ["file://" + m for m in matches]
+        except (OSError, tf.errors.OpError) as e:
+            self.problem(InputError(pattern, _reason(e)))
+            return
         visible = []
         for match in matches:
             hidden = _is_hidden(os.path.basename(match.rstrip("/")))
             (self.result.hidden if hidden else visible).append(match)
         if not visible:
-            raise InputError("%s: no path matched" % pattern)
+            self.problem(InputError(pattern, "no path matched"))
         for match in visible:
             self.add_path(match)
 
     def add_path(self, path):
-        if tf.io.gfile.isdir(path):
+        if _isdir(path):
             self.add_directory(path)
         else:
             self.add_file(path)
 
     def add_list(self, list_path):
+        where = "@" + list_path
+        if _isdir(list_path):
+            self.problem(InputError(where, "is a directory, not a list of paths"))
+            return
         try:
-            if tf.io.gfile.isdir(list_path):
-                raise InputError("@%s: is a directory, not a list of paths" % list_path)
             with tf.io.gfile.GFile(list_path, "rb") as f:
                 data = f.read()
         except tf.errors.NotFoundError:
-            raise InputError("@%s: no such file or directory" % list_path) from None
+            self.problem(InputError(where, "no such file or directory"))
+            return
         except tf.errors.OpError as e:
-            raise InputError("@%s: %s" % (list_path, e.message.splitlines()[0])) from None
+            self.problem(InputError(where, _reason(e)))
+            return
         lines = [(n, os.fsdecode(line.strip())) for n, line in enumerate(data.splitlines(), 1)]
         lines = [(n, line) for n, line in lines if line]
         if not lines:
-            raise InputError("@%s: the list holds no paths" % list_path)
+            self.problem(InputError(where, "the list holds no paths"))
         for number, line in lines:
             try:
                 self.add_spec(line, allow_list=False)
             except InputError as e:
-                raise InputError("@%s line %d: %s" % (list_path, number, e)) from None
+                raise InputError("%s line %d: %s" % (where, number, e.path), e.reason) from None
 
     def add_spec(self, spec, allow_list=True):
         if allow_list and spec.startswith("@"):
@@ -164,29 +224,43 @@ class _Expander:
             self.add_path(spec)
 
 
-def expand(specs):
+def expand(specs, on_error="fail"):
     """Expands input specs into an `Inputs` of regular files, checked readable.
 
     Specs: a file; a directory (walked recursively, hidden entries skipped); a glob
     pattern; or "@list" (a file of paths, one a line, blank lines ignored, relative
     paths taken from the current directory). A file reached twice is kept once.
-    Raises `InputError` naming the first spec or path that cannot be used; a spec
-    that yields nothing (a glob without match, an empty directory) is an error.
+    With on_error="fail", raises `InputError` naming the first spec or path that
+    cannot be used, a spec that yields nothing included; with "skip", records each
+    in `Inputs.skipped` with its reason and goes on. Either way, no input at all
+    is an `InputError`.
     """
     if not specs:
-        raise InputError("no input given")
-    expander = _Expander()
+        raise InputError("--input", "no input given")
+    expander = _Expander(on_error)
     for spec in specs:
         expander.add_spec(spec)
+    if not expander.result.files:
+        skipped = expander.result.skipped
+        raise InputError(
+            ", ".join(specs) if len(specs) < 4 else "%d inputs" % len(specs),
+            "no readable input file" + (" (%d skipped, first %s: %s)" % (len(skipped), *skipped[0]) if skipped else ""),
+        )
     return expander.result
 
 
-def batches(files, files_per_step):
-    """A tf.data pipeline of (ids, paths) batches: ids index `files`, paths are bytes.
+def encode_path(path):
+    """The bytes TensorFlow must be given for `path` (local names may be any bytes)."""
+    return os.fsencode(path)
+
+
+def batches(files, ids, files_per_step):
+    """A tf.data pipeline of (ids, paths, sizes) batches for the files `ids` index.
 
     Each element becomes the tensor arguments of one scheduled map step; tensors,
     not Python values, so the step is traced once.
     """
-    ids = np.arange(len(files), dtype=np.int64)
-    paths = np.array([os.fsencode(f.path) for f in files], dtype=object)
-    return tf.data.Dataset.from_tensor_slices((ids, paths)).batch(files_per_step)
+    ids = np.asarray(ids, dtype=np.int64)
+    paths = np.array([encode_path(files[i].path) for i in ids], dtype=object)
+    sizes = np.array([files[i].size for i in ids], dtype=np.int64)
+    return tf.data.Dataset.from_tensor_slices((ids, paths, sizes)).batch(files_per_step)
