@@ -19,6 +19,7 @@ __all__ = [
     "Cluster",
     "LocalCluster",
     "from_tf_config",
+    "probe",
     "wait_for_tasks",
 ]
 
@@ -179,6 +180,9 @@ class LocalCluster:
                     stdin=subprocess.DEVNULL,
                     stdout=log,
                     stderr=subprocess.STDOUT,
+                    # Out of the terminal's process group: Ctrl-C must reach only the
+                    # coordinator, which still needs the ps to save a checkpoint.
+                    start_new_session=True,
                 )
         return self
 
@@ -237,6 +241,15 @@ class LocalCluster:
         self.close()
 
 
+def probe(address, timeout=1.0):
+    """None if something accepts TCP connections at `address`, else why not."""
+    try:
+        socket.create_connection(split_address(address), timeout=timeout).close()
+        return None
+    except OSError as e:
+        return (e.strerror or str(e) or type(e).__name__).lower()
+
+
 def wait_for_tasks(cluster, timeout, check=None):
     """Blocks until every ps and worker accepts TCP connections, or `timeout` s pass.
 
@@ -250,11 +263,9 @@ def wait_for_tasks(cluster, timeout, check=None):
     deadline = time.monotonic() + timeout
     while pending:
         for key, address in list(pending.items()):
-            try:
-                socket.create_connection(split_address(address), timeout=1.0).close()
+            reasons[key] = probe(address)
+            if reasons[key] is None:
                 del pending[key]
-            except OSError as e:
-                reasons[key] = (e.strerror or str(e)).lower()
         if not pending:
             return
         if check:

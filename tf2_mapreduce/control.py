@@ -1,15 +1,25 @@
-"""The end-of-job signal from the coordinator to the ps and worker servers.
-
-TF's gRPC servers cannot be stopped from outside. Instead each server blocks on a
-queue of its own (a shared name on its own device); the coordinator enqueues into it.
+"""Messages from the coordinator to the ps and worker servers: heartbeats while a job
+runs, and "the job is over". TF's gRPC servers cannot be stopped or queried from outside,
+so each server blocks on a queue on its own device and the coordinator enqueues into it.
 """
+
+import threading
+import time
 
 import tensorflow as tf
 
-__all__ = ["request_exit", "wait_for_exit_request"]
+from tf2_mapreduce import cluster as cluster_lib
+from tf2_mapreduce.errors import op_error_cause
+
+__all__ = ["Heartbeats", "ControlQueue", "request_exit", "JOB_OVER", "HEARTBEAT"]
 
 CONTROL_QUEUE = "tf2_mapreduce_control"
 JOB_OVER = 1
+HEARTBEAT = 2
+HEARTBEAT_EVERY = 1.0  # seconds; servers' --idle_timeout must be well above it
+
+
+SEND_TIMEOUT = 5.0  # seconds; a message to a task that does not answer in time fails
 
 
 def _task_device(role, index):
@@ -18,37 +28,161 @@ def _task_device(role, index):
 
 def _queue(device):
     with tf.device(device + "/device:CPU:0"):
-        # Unbounded, so that a coordinator never blocks on a server that keeps serving.
-        return tf.raw_ops.FIFOQueueV2(
-            component_types=[tf.int64], shapes=[[]], capacity=-1, shared_name=CONTROL_QUEUE
-        )
+        # Unbounded, so that a coordinator never blocks on a server that is busy.
+        return tf.raw_ops.FIFOQueueV2(component_types=[tf.int64], shapes=[[]], capacity=-1, shared_name=CONTROL_QUEUE)
+
+
+def _session(target, graph, device, timeout=None):
+    # Restricted to the task itself, or the session would first wait for every
+    # task of the cluster to answer.
+    config = tf.compat.v1.ConfigProto(device_filters=[device])
+    if timeout:
+        # Also bounds creating the session, which retries an absent task forever.
+        config.operation_timeout_in_ms = int(timeout * 1000)
+    return tf.compat.v1.Session(target, graph=graph, config=config)
+
+
+class _Channel:
+    """Sends messages to one task through a TF1 session whose master is that task.
+
+    Deliberately not through the coordinator's eager context: ClusterCoordinator
+    rebuilds that context when a worker fails, and eager ops that failed against
+    the dead worker from other threads make the rebuild fail (measured: a worker
+    kill that is otherwise survived ends the job).
+    """
+
+    def __init__(self, role, index, address):
+        self.address = address
+        self.target = "grpc://" + address
+        self.device = _task_device(role, index)
+        self.graph = tf.Graph()
+        with self.graph.as_default():
+            self.message = tf.compat.v1.placeholder(tf.int64, [])
+            self.enqueue = tf.raw_ops.QueueEnqueueV2(handle=_queue(self.device), components=[self.message])
+        self.session = None
+
+    def send(self, message, timeout=SEND_TIMEOUT):
+        """Blocks until the task queued `message`; raises ConnectionError or
+        tf.errors.OpError otherwise, within about `timeout` s."""
+        refused = cluster_lib.probe(self.address)
+        if refused:  # fails at once, where TF would retry until the timeout
+            self.session = None
+            raise ConnectionError(refused)
+        try:
+            if self.session is None:
+                self.session = _session(self.target, self.graph, self.device, timeout)
+            self.session.run(self.enqueue, {self.message: message})
+        except tf.errors.OpError:
+            self.session = None  # a restarted task needs a new session
+            raise
+
+
+def _gone_within(address, seconds):
+    """Whether `address` stops accepting connections within `seconds`."""
+    deadline = time.monotonic() + seconds
+    while cluster_lib.probe(address) is None:
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.1)  # the server is exiting; its port closes when it is gone
+    return True
 
 
 def request_exit(cluster):
-    """Tells every ps and worker of `cluster` that the job is over; workers first.
+    """Tells every ps and worker of `cluster` that the job is over, all at once.
 
-    Blocking; one small RPC a task. Needs this process's TensorFlow context to be
-    connected to `cluster` (the coordinator's is). Returns {(role, index): reason}
+    Blocking, at most about `SEND_TIMEOUT` s in all. Returns {(role, index): reason}
     for the tasks that could not be told, such as tasks that are already gone.
     """
     failed = {}
-    for role, index, _ in cluster.tasks(roles=("worker", "ps")):
-        device = _task_device(role, index)
+
+    def tell(role, index, address):
         try:
-            with tf.device(device + "/device:CPU:0"):
-                tf.raw_ops.QueueEnqueueV2(handle=_queue(device), components=[tf.constant(JOB_OVER, tf.int64)])
+            _Channel(role, index, address).send(JOB_OVER)
+        except ConnectionError as e:
+            failed[role, index] = str(e)
         except tf.errors.OpError as e:
-            failed[role, index] = e.message.splitlines()[0]
+            # A server exits as soon as it reads the message, often before its
+            # reply reaches us: if it is gone, it was told.
+            if not _gone_within(address, SEND_TIMEOUT):
+                failed[role, index] = op_error_cause(e)
+
+    threads = [threading.Thread(target=tell, args=task, daemon=True) for task in cluster.tasks(roles=("worker", "ps"))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
     return failed
 
 
-def wait_for_exit_request(server, role, index):
-    """Blocks until a coordinator calls `request_exit` for task `role:index` of `server`."""
-    device = _task_device(role, index)
-    with tf.Graph().as_default():
-        dequeue = tf.raw_ops.QueueDequeueV2(handle=_queue(device), component_types=[tf.int64])
-        # Restricted to this task, or the session would first wait for every task
-        # of the cluster (the coordinator included) to answer.
-        config = tf.compat.v1.ConfigProto(device_filters=[device])
-        with tf.compat.v1.Session(server.target, config=config) as session:
-            session.run(dequeue)
+class Heartbeats:
+    """Sends every ps and worker a heartbeat each second while a job runs, and records
+    when each last answered: the coordinator's view of which tasks are alive.
+
+    One daemon thread per task, so that a task that hangs delays no other. Servers
+    that hear nothing for their --idle_timeout exit, so a dead coordinator does not
+    leave them behind forever. Use as a context manager around the job.
+    """
+
+    def __init__(self, cluster, every=HEARTBEAT_EVERY):
+        self.cluster = cluster
+        self.every = every
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+        self.started = time.monotonic()
+        self._answered = {}  # (role, index) -> monotonic time of the last answer
+        self._errors = {}  # (role, index) -> the last failure, while failing
+        self._threads = [
+            threading.Thread(target=self._beat, args=(role, index, address), daemon=True,
+                             name="tf2_mapreduce-heartbeat-%s%d" % (role, index))
+            for role, index, address in cluster.tasks()
+        ]
+
+    def _beat(self, role, index, address):
+        channel = _Channel(role, index, address)
+        while not self._stop.is_set():
+            try:
+                channel.send(HEARTBEAT)
+                with self._lock:
+                    self._answered[role, index] = time.monotonic()
+                    self._errors.pop((role, index), None)
+            except (ConnectionError, tf.errors.OpError) as e:
+                with self._lock:
+                    self._errors[role, index] = str(e) if isinstance(e, ConnectionError) else op_error_cause(e)
+            self._stop.wait(self.every)
+
+    def silent_for(self, role, index):
+        """Seconds since task role:index last answered (since the start if never)."""
+        with self._lock:
+            return time.monotonic() - self._answered.get((role, index), self.started)
+
+    def failing(self, role, index):
+        """The error of the last heartbeat to role:index, or None if it answered."""
+        with self._lock:
+            return self._errors.get((role, index))
+
+    def __enter__(self):
+        for thread in self._threads:
+            thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+
+
+class ControlQueue:
+    """The server side: this task's queue, read in a session of the server's own."""
+
+    def __init__(self, server, role, index):
+        device = _task_device(role, index)
+        self._graph = tf.Graph()
+        with self._graph.as_default():
+            self._dequeue = tf.raw_ops.QueueDequeueV2(handle=_queue(device), component_types=[tf.int64])
+        self._session = _session(server.target, self._graph, device)
+
+    def next(self, timeout=None):
+        """Blocks for the next message (JOB_OVER, HEARTBEAT); None after `timeout` s."""
+        options = tf.compat.v1.RunOptions(timeout_in_ms=int(timeout * 1000)) if timeout else None
+        try:
+            return int(self._session.run(self._dequeue, options=options)[0])
+        except tf.errors.DeadlineExceededError:
+            return None

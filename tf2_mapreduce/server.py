@@ -8,11 +8,12 @@ import ctypes
 import os
 import signal
 import sys
+import time
 
 from absl import app, flags
 
 from tf2_mapreduce import cluster as cluster_lib
-from tf2_mapreduce.errors import ClusterError, Error, UsageError
+from tf2_mapreduce.errors import ClusterError, Error, UsageError, op_error_cause
 
 __all__ = ["serve", "server_config"]
 
@@ -37,13 +38,21 @@ def server_config(num_workers):
     return tf.compat.v1.ConfigProto(inter_op_parallelism_threads=max(num_workers + 1, os.cpu_count() or 1))
 
 
-def serve(cluster, keep_serving=False, log=print):
+IDLE_EXIT = 4
+EXIT_GRACE = 0.5  # seconds
+
+
+def serve(cluster, keep_serving=False, idle_timeout=0, log=print):
     """Starts this task's server; blocks until a coordinator says the job is over.
 
-    With `keep_serving`, blocks forever instead, serving one job after another.
+    Returns the exit status: 0 when told the job is over, `IDLE_EXIT` when no
+    coordinator was heard from for `idle_timeout` seconds (0: wait forever). With
+    `keep_serving`, the end of a job is ignored and the server serves the next one.
     Raises `ClusterError` if the server cannot start (its port is taken, say).
     """
     import tensorflow as tf
+
+    from tf2_mapreduce import control
 
     role, index = cluster.task_type, cluster.task_index
     try:
@@ -56,21 +65,33 @@ def serve(cluster, keep_serving=False, log=print):
             start=True,
         )
     except (tf.errors.OpError, ValueError) as e:
-        message = e.message if isinstance(e, tf.errors.OpError) else str(e)
-        raise ClusterError(
-            "%s %d cannot serve on %s: %s" % (role, index, cluster.address, message.splitlines()[0])
-        ) from None
+        cause = op_error_cause(e) if isinstance(e, tf.errors.OpError) else str(e)
+        raise ClusterError("%s %d cannot serve on %s: %s" % (role, index, cluster.address, cause)) from None
     log("tf2_mapreduce server: %s %d serving on %s (cluster: %s)" % (role, index, cluster.address, cluster.describe()))
-    if keep_serving:
-        server.join()
-    from tf2_mapreduce import control
-
-    control.wait_for_exit_request(server, role, index)
-    log("tf2_mapreduce server: %s %d: the job is over, exiting" % (role, index))
+    queue = control.ControlQueue(server, role, index)
+    while True:
+        message = queue.next(timeout=idle_timeout)
+        if message is None:
+            log("tf2_mapreduce server: %s %d: no coordinator for %gs (--idle_timeout), exiting" % (role, index, idle_timeout))
+            return IDLE_EXIT
+        if message == control.JOB_OVER:
+            if not keep_serving:
+                log("tf2_mapreduce server: %s %d: the job is over, exiting" % (role, index))
+                # Exiting at once would often cut off the reply to the coordinator
+                # that sent the message, leaving it to wait for its deadline.
+                time.sleep(EXIT_GRACE)
+                return 0
+            log("tf2_mapreduce server: %s %d: the job is over, serving the next (--keep_serving)" % (role, index))
 
 
 FLAGS = flags.FLAGS
 flags.DEFINE_bool("keep_serving", False, "Keep serving after a job ends, for the next coordinator.")
+flags.DEFINE_float(
+    "idle_timeout",
+    900.0,
+    "Exit with status 4 after this many seconds without a coordinator (none connected, or "
+    "the last one died); 0 waits forever. Coordinators send heartbeats every second.",
+)
 flags.DEFINE_integer(
     "parent_pid", None, "Exit when the process with this pid dies (set by the local cluster launcher)."
 )
@@ -88,14 +109,17 @@ def main(argv):
         cluster = cluster_lib.from_tf_config(text, expect_roles=("ps", "worker"))
         for name, value in cluster_lib.TASK_ENV.items():
             os.environ.setdefault(name, value)
-        serve(cluster, keep_serving=FLAGS.keep_serving, log=lambda line: print(line, flush=True))
+        if FLAGS.idle_timeout and FLAGS.idle_timeout < 5:
+            raise UsageError("--idle_timeout=%g: use 0 (never) or at least 5 seconds" % FLAGS.idle_timeout)
+        code = serve(cluster, keep_serving=FLAGS.keep_serving, idle_timeout=FLAGS.idle_timeout,
+                     log=lambda line: print(line, flush=True))
     except Error as e:
         print("tf2_mapreduce server: error: %s" % e, file=sys.stderr, flush=True)
         sys.exit(e.exit_code)
     # TF's gRPC server has no working stop(); leave without waiting for its threads.
     sys.stdout.flush()
     sys.stderr.flush()
-    os._exit(0)
+    os._exit(code)
 
 
 if __name__ == "__main__":
