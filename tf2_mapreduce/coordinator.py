@@ -6,6 +6,7 @@ of child processes first. Prints progress to stderr and the result to stdout.
 
 import json
 import os
+import signal
 import sys
 import threading
 import time
@@ -14,7 +15,7 @@ from absl import app, flags
 from absl import logging as absl_logging
 
 from tf2_mapreduce import cluster as cluster_lib
-from tf2_mapreduce.errors import ClusterError, Error, UsageError
+from tf2_mapreduce.errors import ClusterError, Error, Interrupted, UsageError
 
 __all__ = ["main"]
 
@@ -36,6 +37,24 @@ flags.DEFINE_float(
     "connect_timeout", 60.0, "Seconds to wait for every ps and worker to answer before giving up.", lower_bound=0.1
 )
 flags.DEFINE_integer("files_per_step", 0, "Files per scheduled map step; 0 picks from the input size.", lower_bound=0)
+flags.DEFINE_enum(
+    "on_error", "fail", ["fail", "skip"],
+    "An input that cannot be read: 'fail' stops the job with an error naming it; 'skip' leaves it "
+    "out and lists it, with its reason, in the summary and in --output.",
+)
+flags.DEFINE_string(
+    "checkpoint_dir", None,
+    "Save the job's state here (any tf.io.gfile path) and resume from it: rerunning the same "
+    "command after a failure redoes only the files not yet done.",
+)
+flags.DEFINE_float("checkpoint_every", 30.0, "Seconds between checkpoints (also saved when stopped and at the end).",
+                   lower_bound=0.1)
+flags.DEFINE_float(
+    "worker_timeout", 300.0,
+    "Stop with an error (and a checkpoint) when no map step has finished for this many seconds "
+    "while a worker is down; TF itself would wait forever for it to come back.",
+    lower_bound=1.0,
+)
 flags.DEFINE_bool(
     "keep_serving", False, "Leave the cluster's servers running when the job ends (TF_CONFIG clusters only)."
 )
@@ -52,13 +71,21 @@ def _human_bytes(n):
         n /= 1000.0
 
 
+def _steps_summary(steps):
+    if len(steps) <= 8:
+        return " ".join(str(n) for n in steps)
+    ordered = sorted(steps)
+    return "min %d, median %d, max %d" % (ordered[0], ordered[len(ordered) // 2], ordered[-1])
+
+
 def _progress_line(job, p):
     rate = p.bytes_done / p.seconds if p.seconds > 0 else 0.0
     eta = "%.0fs" % ((p.bytes_total - p.bytes_done) / rate) if rate > 0 else "--"
     percent = 100.0 * p.files_done / p.files_total
-    return "[%6.1fs] %d/%d files (%.0f%%), %s of %s, %d %s so far, %s/s, ETA %s" % (
-        p.seconds, p.files_done, p.files_total, percent, _human_bytes(p.bytes_done),
-        _human_bytes(p.bytes_total), p.value, job.unit, _human_bytes(rate), eta,
+    skipped = ", %d skipped" % p.files_skipped if p.files_skipped else ""
+    return "[%6.1fs] %d/%d files (%.0f%%)%s, %s of %s, %d %s so far, %s/s, ETA %s, steps by worker: %s" % (
+        p.seconds, p.files_done, p.files_total, percent, skipped, _human_bytes(p.bytes_done),
+        _human_bytes(p.bytes_total), p.value, job.unit, _human_bytes(rate), eta, _steps_summary(p.steps_per_worker),
     )
 
 
@@ -87,15 +114,24 @@ def _result_document(job, result, found):
     return {
         "job": job.name,
         "total_" + job.unit: result.total,
-        "files": len(result.files),
+        "files": result.files_done,
         "bytes": result.total_bytes,
         "seconds": round(result.seconds, 3),
+        "resumed_from": result.resumed_from,
+        "files_resumed": result.files_resumed,
+        "steps_per_worker": list(result.steps_per_worker),
         "per_file": [
-            {"path": f.path, "bytes": f.size, job.unit: int(v)} for f, v in zip(result.files, result.values)
+            {"path": f.path, "bytes": f.size, job.unit: int(v)} for f, v in zip(result.files, result.values) if v >= 0
         ],
+        "skipped": [{"path": path, "reason": reason} for path, reason in _skipped(result, found)],
         "skipped_hidden": found.hidden,
         "duplicates_ignored": found.duplicates,
     }
+
+
+def _skipped(result, found):
+    """Every input left out with --on_error=skip: when listed, then when read."""
+    return list(found.skipped) + [(f.path, reason) for f, reason in result.skipped]
 
 
 def _connect_within(seconds, resolver, task_devices, on_timeout):
@@ -120,7 +156,7 @@ def _connect_within(seconds, resolver, task_devices, on_timeout):
         timer.cancel()
 
 
-def _run(specs, cluster, resolver, local):
+def _run(specs, cluster, resolver, local, stop_requests):
     """Everything after the cluster is chosen; returns the process exit status."""
     # Imported here, after the local servers were started: they boot meanwhile.
     from tf2_mapreduce import control, inputs, jobs, runner
@@ -133,44 +169,69 @@ def _run(specs, cluster, resolver, local):
     if not specs:
         specs = [inputs.sample_corpus()]
         _say("no --input given: using the sample corpus in %s" % specs[0])
-    found = inputs.expand(specs)
+    found = inputs.expand(specs, on_error=FLAGS.on_error)
     if found.hidden:
         _say("note: skipped %d hidden name(s) such as %s (names starting with '.' or '_'; "
              "name them explicitly to include them)" % (len(found.hidden), found.hidden[0]))
     if found.duplicates:
         _say("note: %d path(s) were given more than once and are counted once, such as %s"
              % (len(found.duplicates), found.duplicates[0]))
+    for path, reason in found.skipped:
+        _say("skipping %s: %s" % (path, reason))
     _say("%s over %d files (%s) on %s%s" % (
         job.name, len(found.files), _human_bytes(found.total_bytes), cluster.describe(), " (local)" if local else ""))
     cluster_lib.wait_for_tasks(cluster, FLAGS.connect_timeout, check=local.check_alive if local else None)
-    devices = {(role, index): "/job:%s/replica:0/task:%d/device:CPU:0" % (role, index)
-               for role, index, _ in cluster.tasks()}
-    coordinator = _connect_within(FLAGS.connect_timeout, resolver, list(devices.values()),
+    devices = ["/job:%s/replica:0/task:%d/device:CPU:0" % (role, index) for role, index, _ in cluster.tasks()]
+    coordinator = _connect_within(FLAGS.connect_timeout, resolver, devices,
                                   on_timeout=local.close if local else lambda: None)
+    options = runner.Options(
+        step_files=FLAGS.files_per_step, on_error=FLAGS.on_error, checkpoint_dir=FLAGS.checkpoint_dir,
+        checkpoint_every=FLAGS.checkpoint_every, worker_timeout=FLAGS.worker_timeout,
+        progress_every=FLAGS.progress_every,
+    )
+    job_over = True
     try:
-        result = runner.run(
-            job,
-            found.files,
-            coordinator,
-            cluster.num_workers,
-            [devices["ps", i] for i in range(cluster.num_ps)],
-            step_files=FLAGS.files_per_step,
-            on_progress=lambda p: _say(_progress_line(job, p)),
-            progress_every=FLAGS.progress_every,
-        )
+        with control.Heartbeats(cluster) as heartbeats:
+            run = runner.JobRun(job, found.files, coordinator, cluster, options, heartbeats=heartbeats,
+                                on_progress=lambda p: _say(_progress_line(job, p)), log=_say)
+            stop_requests.append(run.request_stop)
+            result = run.run()
+    except ClusterError:
+        job_over = False  # the servers that are left serve the rerun that resumes the job
+        raise
     finally:
-        if local or not FLAGS.keep_serving:
+        if local or (job_over and not FLAGS.keep_serving):
             failed = control.request_exit(cluster)
             for (role, index), why in sorted(failed.items()):
                 _say("warning: could not tell %s %d that the job is over: %s" % (role, index, why))
         if local:
             _await_local_exit(local)
     print("%s: %d %s in %d files (%d bytes), %.2f s" % (
-        job.name, result.total, job.unit, len(result.files), result.total_bytes, result.seconds), flush=True)
+        job.name, result.total, job.unit, result.files_done, result.total_bytes, result.seconds), flush=True)
+    skipped = _skipped(result, found)
+    if skipped:
+        print("%d input(s) skipped (--on_error=skip):" % len(skipped))
+        for path, reason in skipped:
+            print("  %s: %s" % (path, reason))
     if FLAGS.output:
         _write_output(FLAGS.output, _result_document(job, result, found))
         _say("wrote %s" % FLAGS.output)
     return 0
+
+
+def _handle_stop_signals(stop_requests):
+    """SIGINT and SIGTERM ask a running job to checkpoint and stop (it then exits
+    130 or 143); before the job runs, or on a second signal, they stop at once."""
+
+    def on_signal(signum, frame):
+        if stop_requests:
+            request = stop_requests.pop()
+            request(signum)
+        else:
+            raise Interrupted(signum, "stopped by signal %d" % signum)
+
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, on_signal)
 
 
 def main(argv):
@@ -179,6 +240,8 @@ def main(argv):
         absl_logging.set_verbosity(absl_logging.WARNING)  # TF logs its whole config at INFO
     specs = (FLAGS.input or []) + argv[1:]
     local = None
+    stop_requests = []
+    _handle_stop_signals(stop_requests)
     try:
         for name, value in cluster_lib.TASK_ENV.items():
             os.environ.setdefault(name, value)
@@ -195,13 +258,13 @@ def main(argv):
             local = cluster_lib.LocalCluster(FLAGS.num_ps, FLAGS.num_workers).start()
             cluster = local.cluster
             _say("started a local cluster: %s" % ", ".join("%s %s" % (r, a) for r, _, a in cluster.tasks()))
-        code = _run(specs, cluster, _resolver(cluster, from_env=bool(tf_config)), local)
+        code = _run(specs, cluster, _resolver(cluster, from_env=bool(tf_config)), local, stop_requests)
+    except Interrupted as e:
+        _say(str(e))
+        code = e.exit_code
     except Error as e:
         _say("error: %s" % e)
         code = e.exit_code
-    except KeyboardInterrupt:
-        _say("interrupted")
-        code = 130
     finally:
         if local:
             local.close()

@@ -7,7 +7,7 @@ map step that is retried after its worker died must not count its files twice.
 import numpy as np
 import tensorflow as tf
 
-__all__ = ["PerFileSum"]
+__all__ = ["PerFileSum", "WorkerSteps"]
 
 NOT_DONE = -1
 
@@ -41,6 +41,10 @@ class PerFileSum:
                 )
                 self.sizes.append(tf.Variable(shard_sizes, trainable=False, name="sizes_%d" % shard))
         self._stats = tf.function(self._stats_fn)
+
+    def variables(self):
+        """The state to checkpoint, by name: each ps shard's slots."""
+        return {"slots_%d" % shard: slots for shard, slots in enumerate(self.slots)}
 
     def commit(self, ids, values):
         """Writes `values[k]` as the result of file `ids[k]`; idempotent.
@@ -79,3 +83,21 @@ class PerFileSum:
         for shard, slots in enumerate(self.slots):
             out[shard :: len(self.slots)] = slots.numpy()
         return out
+
+
+class WorkerSteps:
+    """How many map steps each worker has run, on one ps: for progress and
+    diagnostics only. An at-least-once count: a step re-run after its worker failed
+    counts again, so these counts never feed a result."""
+
+    def __init__(self, num_workers, device):
+        with tf.device(device):
+            self.counts = tf.Variable(tf.zeros([num_workers], tf.int64), trainable=False, name="worker_steps")
+
+    def count_this_step(self):
+        """Called inside a scheduled `tf.function`: adds one to this worker's count."""
+        worker = tf.distribute.coordinator.experimental_get_current_worker_index()
+        self.counts.scatter_nd_add([[worker]], [tf.constant(1, tf.int64)])
+
+    def read(self):
+        return tuple(int(x) for x in self.counts.numpy())

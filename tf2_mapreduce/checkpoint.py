@@ -1,0 +1,125 @@
+"""Checkpoints of a running job: its reduce state on the ps tasks (which also says
+which files are done) and a manifest of its inputs, so a job stopped by a failure
+resumes later without redoing finished files or counting any of them twice.
+"""
+
+import hashlib
+import json
+import os
+
+import tensorflow as tf
+
+from tf2_mapreduce.errors import UsageError
+
+__all__ = ["JobCheckpoint", "manifest"]
+
+MANIFEST = "manifest.json"
+FORMAT = 1
+
+
+def manifest(job_name, num_ps, files):
+    """What makes a checkpoint belong to a job: the job, its ps layout, and its
+    inputs with their sizes and modification times."""
+    return {
+        "format": FORMAT,
+        "job": job_name,
+        "num_ps": num_ps,
+        "files": [[f.path, f.size, f.mtime_ns] for f in files],
+    }
+
+
+def _fingerprint(document):
+    return hashlib.sha256(json.dumps(document, sort_keys=True).encode("utf-8", "surrogateescape")).hexdigest()
+
+
+def _difference(old, new):
+    """Why manifest `new` is not the job of checkpoint manifest `old`, in a few words."""
+    if old.get("format") != FORMAT:
+        return "it was written by another version of tf2_mapreduce"
+    if old["job"] != new["job"]:
+        return "it is a checkpoint of --job=%s" % old["job"]
+    if old["num_ps"] != new["num_ps"]:
+        return "it was made on %d ps task(s), this cluster has %d" % (old["num_ps"], new["num_ps"])
+    before = {f[0]: f for f in old["files"]}
+    now = {f[0]: f for f in new["files"]}
+    for path in before.keys() - now.keys():
+        return "input %s is not in this job's inputs" % path
+    for path in now.keys() - before.keys():
+        return "input %s is new" % path
+    for path, size, mtime_ns in new["files"]:
+        if before[path][1] != size:
+            return "input %s changed size (%d bytes, now %d)" % (path, before[path][1], size)
+        if before[path][2] != mtime_ns:
+            return "input %s was modified" % path
+    return "the inputs are listed in another order"
+
+
+class JobCheckpoint:
+    """Saves and restores a job's reduce state in `directory` (any tf.io.gfile path).
+
+    Saves go through `tf.train.CheckpointManager`: each is written to new files and
+    the directory's `checkpoint` index is replaced atomically afterwards, so a save
+    torn by a crash leaves the previous checkpoint intact. The manifest is written
+    once, atomically, and a fingerprint of it is saved inside every checkpoint.
+    """
+
+    def __init__(self, directory, job_manifest, variables, max_to_keep=3):
+        """`variables`: name -> tf.Variable holding the reduce state (on the ps tasks)."""
+        self.directory = directory
+        self.manifest = job_manifest
+        fingerprint = _fingerprint(job_manifest)
+        self._fingerprint = tf.Variable(fingerprint, trainable=False, name="manifest_fingerprint")
+        self._expected = fingerprint
+        self._checkpoint = tf.train.Checkpoint(manifest_fingerprint=self._fingerprint, **variables)
+        self._check_manifest()
+        self._manager = tf.train.CheckpointManager(self._checkpoint, directory, max_to_keep=max_to_keep)
+
+    def _refuse(self, why):
+        return UsageError(
+            "--checkpoint_dir %s holds another job's checkpoint: %s. Resume with the same inputs and "
+            "cluster, or start over with a new --checkpoint_dir (or delete this one)" % (self.directory, why)
+        )
+
+    def _check_manifest(self):
+        path = os.path.join(self.directory, MANIFEST)
+        if tf.io.gfile.exists(path):
+            with tf.io.gfile.GFile(path, "r") as f:
+                try:
+                    old = json.load(f)
+                except ValueError as e:
+                    raise self._refuse("its %s is not valid JSON (%s)" % (MANIFEST, e)) from None
+            if _fingerprint(old) != self._expected:
+                raise self._refuse(_difference(old, self.manifest))
+            return
+        if tf.io.gfile.exists(os.path.join(self.directory, "checkpoint")):
+            raise self._refuse("it has checkpoints but no %s" % MANIFEST)
+        tf.io.gfile.makedirs(self.directory)
+        temporary = "%s.tmp-%d" % (path, os.getpid())
+        with tf.io.gfile.GFile(temporary, "w") as f:
+            json.dump(self.manifest, f)
+        tf.io.gfile.rename(temporary, path, overwrite=True)
+
+    def restore(self, warn=print):
+        """Restores the newest readable checkpoint; returns its path, or None if none.
+
+        Blocking. A checkpoint that cannot be read (damaged files) is reported with
+        `warn` and the one before it is tried.
+        """
+        for path in reversed(self._manager.checkpoints):
+            try:
+                self._checkpoint.restore(path).assert_existing_objects_matched()
+            except (tf.errors.OpError, AssertionError, ValueError) as e:
+                warn("checkpoint %s cannot be read (%s); trying an older one" % (path, str(e).splitlines()[0]))
+                continue
+            if self._fingerprint.numpy().decode() != self._expected:
+                raise self._refuse("checkpoint %s does not match its %s" % (path, MANIFEST))
+            return path
+        return None
+
+    def save(self):
+        """Saves the reduce state now; returns the checkpoint's path. Blocking.
+
+        Safe while map steps run: each file's slot is either written or not, so any
+        snapshot is a consistent set of finished files with their counts.
+        """
+        return self._manager.save()
