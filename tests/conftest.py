@@ -1,13 +1,19 @@
 """Shared test helpers: the independent oracle, corpora, real processes reaped on exit."""
 
 import faulthandler
+import json
 import os
+import queue
 import random
+import re
 import signal
 import subprocess
 import sys
+import threading
+import time
 from dataclasses import dataclass
 
+import portpicker
 import pytest
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -107,10 +113,11 @@ class CliRun:
     stderr: str
 
 
-def run_cli(args, env, timeout=180):
-    """Runs `python -m tf2_mapreduce.coordinator args` to the end, within `timeout` s."""
+def run_cli(args, env, timeout=180, command=None):
+    """Runs `python -m tf2_mapreduce.coordinator args` (or `command` + args) to the
+    end, within `timeout` s."""
     proc = subprocess.Popen(
-        [sys.executable, "-m", "tf2_mapreduce.coordinator", *args],
+        (command or [sys.executable, "-m", "tf2_mapreduce.coordinator"]) + list(args),
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -138,3 +145,129 @@ def servers_of(parent_pid):
         if b"tf2_mapreduce.server" in argv and b"--parent_pid=%d" % parent_pid in argv:
             found.append(int(pid))
     return found
+
+
+SERVER_EXIT_TIMEOUT = 30
+
+
+class ConfiguredCluster:
+    """A cluster described by make_configs.py files, its servers started on demand."""
+
+    def __init__(self, tmp_path, processes, num_ps, num_workers):
+        self.dir = str(tmp_path / "configs")
+        self.processes = processes
+        ports = [portpicker.pick_unused_port() for _ in range(1 + num_ps + num_workers)]
+        hosts = ["localhost:%d" % p for p in ports]
+        subprocess.run(
+            [sys.executable, os.path.join(SCRIPTS, "make_configs.py"), "--out_dir", self.dir,
+             "--chief_host", hosts[0], "--ps_hosts", ",".join(hosts[1:1 + num_ps]),
+             "--worker_hosts", ",".join(hosts[1 + num_ps:])],
+            check=True, capture_output=True, timeout=60)
+        self.tasks = [("ps", i) for i in range(num_ps)] + [("worker", i) for i in range(num_workers)]
+        self.addresses = dict(zip([("chief", 0)] + self.tasks, hosts))
+        self.servers = {}
+
+    def config(self, role, index):
+        return os.path.join(self.dir, "config_%s_%d.sh" % (role, index))
+
+    def start(self, role, index, *flags, wrap=lambda command: command):
+        """Starts a server the README's way: source its config file, run the module.
+        `wrap` may prefix the server's command (to run it with fewer privileges, say)."""
+        server = wrap([sys.executable, "-m", "tf2_mapreduce.server", *flags])
+        proc = self.processes.start(
+            ["bash", "-c", 'source "$1" && shift && exec "$@"', "-", self.config(role, index), *server],
+            env=task_env(), log_path=os.path.join(self.dir, "%s-%d.log" % (role, index)))
+        self.servers[role, index] = proc
+        return proc
+
+    def start_all(self, *flags):
+        for role, index in self.tasks:
+            self.start(role, index, *flags)
+
+    def chief_env(self):
+        out = subprocess.run(["bash", "-c", 'source "$1" && printf %s "$TF_CONFIG"', "-", self.config("chief", 0)],
+                             capture_output=True, check=True, timeout=30)
+        return task_env(TF_CONFIG=out.stdout.decode())
+
+    def exit_codes(self):
+        """Waits for every started server to exit by itself; returns their statuses."""
+        codes = {}
+        for key, proc in self.servers.items():
+            try:
+                codes[key] = proc.wait(timeout=SERVER_EXIT_TIMEOUT)
+            except subprocess.TimeoutExpired:
+                codes[key] = "still running after %ds" % SERVER_EXIT_TIMEOUT
+        return codes
+
+    def log(self, role, index):
+        with open(os.path.join(self.dir, "%s-%d.log" % (role, index)), "rb") as f:
+            return f.read().decode(errors="replace")
+
+
+def read_result(path):
+    with open(path) as f:
+        return json.load(f)
+
+
+def assert_matches_oracle(result, paths):
+    assert result["total_words"] == oracle_words(paths)
+    assert {r["path"]: r["words"] for r in result["per_file"]} == {p: oracle_words([p]) for p in paths}
+    assert result["files"] == len(paths)
+    assert result["bytes"] == sum(os.path.getsize(p) for p in paths)
+
+
+
+
+class LiveCoordinator:
+    """`python -m tf2_mapreduce.coordinator` running in the background; its stderr
+    is read as it comes, so a test can act at a point the job reports reaching."""
+
+    def __init__(self, args, env, processes, log_path):
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "tf2_mapreduce.coordinator", *args], env=env, cwd=REPO,
+            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        processes.procs.append(self.proc)
+        self.lines = queue.Queue()
+        self.stderr = []
+        self.log_path = log_path
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self):
+        for raw in self.proc.stderr:
+            line = raw.decode(errors="replace").rstrip("\n")
+            self.stderr.append(line)
+            self.lines.put(line)
+        self.lines.put(None)
+
+    def wait_for(self, pattern, timeout=120):
+        """Blocks until a stderr line matches `pattern`; returns the match."""
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                line = self.lines.get(timeout=max(0.0, deadline - time.monotonic()))
+            except queue.Empty:
+                line = None
+            if line is None:
+                pytest.fail("no stderr line matched %r; stderr:\n%s" % (pattern, "\n".join(self.stderr[-30:])))
+            match = re.search(pattern, line)
+            if match:
+                return match
+
+    def wait_for_files(self, count, timeout=120):
+        """Blocks until progress reports at least `count` files done; returns the count."""
+        while True:
+            done = int(self.wait_for(r"\] (\d+)/\d+ files", timeout).group(1))
+            if done >= count:
+                return done
+
+    def finish(self, timeout=180):
+        """Waits for the exit; returns (status, stdout, stderr)."""
+        try:
+            self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            pytest.fail("coordinator still running after %ds; stderr:\n%s" % (timeout, "\n".join(self.stderr[-30:])))
+        stdout = self.proc.stdout.read().decode(errors="replace")
+        while self.lines.get() is not None:  # the reader has seen the end of stderr
+            pass
+        self.lines.put(None)
+        return self.proc.returncode, stdout, "\n".join(self.stderr)

@@ -2,7 +2,6 @@
 CLI as a subprocess, results checked against the oracle, every process's exit checked.
 """
 
-import json
 import os
 import re
 import socket
@@ -10,78 +9,10 @@ import subprocess
 import sys
 import time
 
-import portpicker
 import pytest
 
-from conftest import REPO, SCRIPTS, oracle_words, run_cli, servers_of, task_env, write_corpus
-
-SERVER_EXIT_TIMEOUT = 30
-
-
-class ConfiguredCluster:
-    """A cluster described by make_configs.py files, its servers started on demand."""
-
-    def __init__(self, tmp_path, processes, num_ps, num_workers):
-        self.dir = str(tmp_path / "configs")
-        self.processes = processes
-        ports = [portpicker.pick_unused_port() for _ in range(1 + num_ps + num_workers)]
-        hosts = ["localhost:%d" % p for p in ports]
-        subprocess.run(
-            [sys.executable, os.path.join(SCRIPTS, "make_configs.py"), "--out_dir", self.dir,
-             "--chief_host", hosts[0], "--ps_hosts", ",".join(hosts[1:1 + num_ps]),
-             "--worker_hosts", ",".join(hosts[1 + num_ps:])],
-            check=True, capture_output=True, timeout=60)
-        self.tasks = [("ps", i) for i in range(num_ps)] + [("worker", i) for i in range(num_workers)]
-        self.addresses = dict(zip([("chief", 0)] + self.tasks, hosts))
-        self.servers = {}
-
-    def config(self, role, index):
-        return os.path.join(self.dir, "config_%s_%d.sh" % (role, index))
-
-    def start(self, role, index, *flags):
-        """Starts a server the README's way: source its config file, run the module."""
-        command = 'source "$1" && shift && exec "$@"'
-        proc = self.processes.start(
-            ["bash", "-c", command, "-", self.config(role, index), sys.executable, "-m", "tf2_mapreduce.server", *flags],
-            env=task_env(), log_path=os.path.join(self.dir, "%s-%d.log" % (role, index)))
-        self.servers[role, index] = proc
-        return proc
-
-    def start_all(self, *flags):
-        for role, index in self.tasks:
-            self.start(role, index, *flags)
-
-    def chief_env(self):
-        out = subprocess.run(["bash", "-c", 'source "$1" && printf %s "$TF_CONFIG"', "-", self.config("chief", 0)],
-                             capture_output=True, check=True, timeout=30)
-        return task_env(TF_CONFIG=out.stdout.decode())
-
-    def exit_codes(self):
-        """Waits for every started server to exit by itself; returns their statuses."""
-        codes = {}
-        for key, proc in self.servers.items():
-            try:
-                codes[key] = proc.wait(timeout=SERVER_EXIT_TIMEOUT)
-            except subprocess.TimeoutExpired:
-                codes[key] = "still running after %ds" % SERVER_EXIT_TIMEOUT
-        return codes
-
-    def log(self, role, index):
-        with open(os.path.join(self.dir, "%s-%d.log" % (role, index)), "rb") as f:
-            return f.read().decode(errors="replace")
-
-
-def read_result(path):
-    with open(path) as f:
-        return json.load(f)
-
-
-def assert_matches_oracle(result, paths):
-    assert result["total_words"] == oracle_words(paths)
-    assert {r["path"]: r["words"] for r in result["per_file"]} == {p: oracle_words([p]) for p in paths}
-    assert result["files"] == len(paths)
-    assert result["bytes"] == sum(os.path.getsize(p) for p in paths)
-
+from conftest import (REPO, SCRIPTS, SERVER_EXIT_TIMEOUT, ConfiguredCluster, assert_matches_oracle, oracle_words,
+                      read_result, run_cli, servers_of, task_env, write_corpus)
 
 def test_walkthrough_cluster_counts_exactly_and_every_server_exits_zero(tmp_path, processes):
     corpus = str(tmp_path / "corpus")
