@@ -124,6 +124,26 @@ def test_checkpoint_resume_counts_each_file_once(cluster, corpus, tmp_path):
     assert again.total == whole.total == oracle_words(f.path for f in corpus)
 
 
+def test_torn_or_damaged_checkpoints_fall_back_to_a_good_one(cluster, corpus, tmp_path):
+    directory = tmp_path / "ckpt"
+    run(cluster, corpus, checkpoint_dir=str(directory))  # ckpt-1, at the end
+    run(cluster, corpus, checkpoint_dir=str(directory))  # ckpt-2: resumed, saved again
+    # A save that died midway leaves files the index never names.
+    torn = directory / "ckpt-3_temp"
+    torn.mkdir()
+    (torn / "part-00000-of-00001.data-00000-of-00001").write_bytes(b"\0" * 7)
+    (directory / "ckpt-3.index").write_bytes(b"garbage")
+    # The newest checkpoint the index names is damaged after the fact.
+    data = next(directory.glob("ckpt-2.data-*"))
+    data.write_bytes(data.read_bytes()[:5])
+    warnings = []
+    result = runner.JobRun(WORDCOUNT, corpus, cluster[1], cluster[0], runner.Options(checkpoint_dir=str(directory)),
+                           log=warnings.append).run()
+    assert result.resumed_from == str(directory / "ckpt-1") and result.files_resumed == len(corpus)
+    assert result.total == oracle_words(f.path for f in corpus)
+    assert any(w.startswith("checkpoint %s cannot be read" % (directory / "ckpt-2")) for w in warnings), warnings
+
+
 def test_checkpoint_of_other_inputs_is_refused(cluster, corpus, tmp_path):
     directory = str(tmp_path / "ckpt")
     run(cluster, corpus[:10], checkpoint_dir=directory)

@@ -103,12 +103,12 @@ class JobCheckpoint:
         """Restores the newest readable checkpoint; returns its path, or None if none.
 
         Blocking. A checkpoint that cannot be read (damaged files) is reported with
-        `warn` and the one before it is tried.
+        `warn` and the one before it is tried; if none can be, the job starts over.
         """
         for path in reversed(self._manager.checkpoints):
             try:
                 self._checkpoint.restore(path).assert_existing_objects_matched()
-            except (tf.errors.OpError, AssertionError, ValueError) as e:
+            except Exception as e:  # damaged files fail in many ways: DataLoss, a short read's IndexError...
                 warn("checkpoint %s cannot be read (%s); trying an older one" % (path, str(e).splitlines()[0]))
                 continue
             if self._fingerprint.numpy().decode() != self._expected:
