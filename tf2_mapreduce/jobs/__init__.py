@@ -1,8 +1,40 @@
-"""The built-in jobs, by name (`--job`)."""
+"""Jobs by name (`--job`): the built-in ones, or a user's as "module:ATTRIBUTE"."""
 
-from tf2_mapreduce.jobs import wordcount
-from tf2_mapreduce.jobs.base import Job
+import importlib
 
-__all__ = ["Job", "JOBS"]
+from tf2_mapreduce.errors import UsageError
+from tf2_mapreduce.jobs import lines, wordcount, wordfreq
+from tf2_mapreduce.jobs.base import Job, KeySum, Sum, VectorSum, per_text
 
-JOBS = {job.name: job for job in (wordcount.JOB,)}
+__all__ = ["Job", "Sum", "VectorSum", "KeySum", "per_text", "BUILT_IN", "resolve"]
+
+BUILT_IN = {job.name: job for job in (wordcount.JOB, wordfreq.JOB, lines.LINECOUNT, lines.WC)}
+BUILT_IN_NAMES = sorted(list(BUILT_IN) + ["grep"])
+
+
+def resolve(name, pattern=None):
+    """The job `name` names: a built-in job, or "package.module:ATTRIBUTE" holding a `Job`.
+
+    Only the coordinator imports a user's module: map steps are traced into graphs
+    that the workers run, so workers need no user code. Raises `UsageError`.
+    """
+    if name == "grep":
+        if pattern is None:
+            raise UsageError("--job=grep needs --pattern (an RE2 regular expression matched against whole lines)")
+        return lines.grep(pattern)
+    if pattern is not None:
+        raise UsageError("--pattern is only for --job=grep")
+    if name in BUILT_IN:
+        return BUILT_IN[name]
+    module_name, sep, attribute = name.partition(":")
+    if not sep:
+        raise UsageError("--job=%s: unknown job (built in: %s; or module:ATTRIBUTE for your own)"
+                         % (name, ", ".join(BUILT_IN_NAMES)))
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as e:
+        raise UsageError("--job=%s: cannot import %s: %s" % (name, module_name, e)) from None
+    job = getattr(module, attribute, None)
+    if not isinstance(job, Job):
+        raise UsageError("--job=%s: %s.%s is not a tf2_mapreduce Job" % (name, module_name, attribute))
+    return job

@@ -4,7 +4,7 @@ bytes (space, \\t, \\n, \\v, \\f, \\r), exactly as Python's `bytes.split()` cuts
 
 import tensorflow as tf
 
-from tf2_mapreduce.jobs.base import Job
+from tf2_mapreduce.jobs.base import Job, Sum, per_text
 
 __all__ = ["count_words", "JOB"]
 
@@ -25,4 +25,9 @@ def count_words(text):
     return tf.reduce_sum(tf.cast(starts, tf.int64))
 
 
-JOB = Job(name="wordcount", map_fn=count_words, unit="words")
+JOB = Job(
+    name="wordcount",
+    map_fn=per_text(count_words),
+    reducer=Sum(unit="words"),
+    description="total words (runs of non-whitespace bytes, as bytes.split())",
+)

@@ -1,0 +1,70 @@
+"""Jobs over lines. A line is the bytes up to and including a newline (\\n), or the
+bytes after the last newline if there are any: `wc -l` plus an unterminated last line.
+"""
+
+import tensorflow as tf
+
+from tf2_mapreduce.errors import UsageError, op_error_cause
+from tf2_mapreduce.jobs.base import Job, Sum, VectorSum, per_text
+from tf2_mapreduce.jobs.wordcount import count_words
+
+__all__ = ["count_lines", "LINECOUNT", "WC", "grep"]
+
+
+def count_lines(text):
+    """Number of lines in `text` (a scalar tf.string), as a scalar tf.int64."""
+    data = tf.io.decode_raw(text, tf.uint8)
+    newlines = tf.reduce_sum(tf.cast(tf.equal(data, 10), tf.int64))
+    last = data[tf.maximum(tf.size(data) - 1, 0) :]  # the last byte, or nothing
+    unterminated = tf.reduce_any(tf.not_equal(last, 10))
+    return newlines + tf.cast(unterminated, tf.int64)
+
+
+def _lines(text):
+    """The lines of `text` without their newlines, as a 1-D tf.string."""
+    pieces = tf.strings.split(text, sep="\n")
+    # After a final newline (or in an empty text) split leaves an empty piece that is no line.
+    return pieces[: tf.cast(count_lines(text), tf.int32)]
+
+
+def _wc(text):
+    return tf.stack([count_lines(text), count_words(text), tf.cast(tf.strings.length(text), tf.int64)])
+
+
+LINECOUNT = Job(
+    name="linecount",
+    map_fn=per_text(count_lines),
+    reducer=Sum(unit="lines"),
+    description="total lines",
+)
+
+WC = Job(
+    name="wc",
+    map_fn=per_text(_wc, shape=(3,)),
+    reducer=VectorSum(names=("lines", "words", "bytes")),
+    description="lines, words and bytes, like wc",
+)
+
+
+def grep(pattern):
+    """The job counting lines that `pattern` (RE2 syntax) matches in full.
+
+    Lines are matched as UTF-8 text, as RE2 does: a line that is not valid UTF-8
+    matches only a pattern that consumes its invalid bytes (with \\C). Raises
+    `UsageError` if the pattern does not compile.
+    """
+    try:
+        tf.strings.regex_full_match(tf.constant([""]), pattern)
+    except tf.errors.InvalidArgumentError as e:
+        raise UsageError("--pattern %r: not a valid RE2 regular expression: %s" % (pattern, op_error_cause(e))) from None
+
+    def matching_lines(text):
+        return tf.reduce_sum(tf.cast(tf.strings.regex_full_match(_lines(text), pattern), tf.int64))
+
+    return Job(
+        name="grep",
+        map_fn=per_text(matching_lines),
+        reducer=Sum(unit="matching lines"),
+        description="lines matching --pattern in full (RE2)",
+        config={"pattern": pattern},
+    )
