@@ -17,12 +17,13 @@ MANIFEST = "manifest.json"
 FORMAT = 1
 
 
-def manifest(job_name, num_ps, files):
-    """What makes a checkpoint belong to a job: the job, its ps layout, and its
-    inputs with their sizes and modification times."""
+def manifest(job, num_ps, files):
+    """What makes a checkpoint belong to a job: the job and its parameters, its ps
+    layout, and its inputs with their sizes and modification times."""
     return {
         "format": FORMAT,
-        "job": job_name,
+        "job": job.name,
+        "config": job.config,
         "num_ps": num_ps,
         "files": [[f.path, f.size, f.mtime_ns] for f in files],
     }
@@ -38,6 +39,8 @@ def _difference(old, new):
         return "it was written by another version of tf2_mapreduce"
     if old["job"] != new["job"]:
         return "it is a checkpoint of --job=%s" % old["job"]
+    if old["config"] != new["config"]:
+        return "it was made with other job parameters (%s)" % json.dumps(old["config"], sort_keys=True)
     if old["num_ps"] != new["num_ps"]:
         return "it was made on %d ps task(s), this cluster has %d" % (old["num_ps"], new["num_ps"])
     before = {f[0]: f for f in old["files"]}
@@ -63,16 +66,22 @@ class JobCheckpoint:
     once, atomically, and a fingerprint of it is saved inside every checkpoint.
     """
 
-    def __init__(self, directory, job_manifest, variables, max_to_keep=3):
-        """`variables`: name -> tf.Variable holding the reduce state (on the ps tasks)."""
+    def __init__(self, directory, job_manifest, state, max_to_keep=3):
+        """`state`: the reducer's `reduce.CheckpointState` (its objects on the ps tasks)."""
         self.directory = directory
         self.manifest = job_manifest
         fingerprint = _fingerprint(job_manifest)
         self._fingerprint = tf.Variable(fingerprint, trainable=False, name="manifest_fingerprint")
         self._expected = fingerprint
-        self._checkpoint = tf.train.Checkpoint(manifest_fingerprint=self._fingerprint, **variables)
+        self._prepare = state.prepare
+        self._checkpoint = tf.train.Checkpoint(manifest_fingerprint=self._fingerprint, **state.save)
+        self._restore_into = tf.train.Checkpoint(manifest_fingerprint=self._fingerprint, **state.restore)
         self._check_manifest()
         self._manager = tf.train.CheckpointManager(self._checkpoint, directory, max_to_keep=max_to_keep)
+        # Numbered after the newest existing checkpoint: a resumed run must never
+        # write over the checkpoint it resumed from (the saving object's own counter
+        # starts again at 0).
+        self._number = 1 + max((int(path.rsplit("-", 1)[1]) for path in self._manager.checkpoints), default=0)
 
     def _refuse(self, why):
         return UsageError(
@@ -107,7 +116,7 @@ class JobCheckpoint:
         """
         for path in reversed(self._manager.checkpoints):
             try:
-                self._checkpoint.restore(path).assert_existing_objects_matched()
+                self._restore_into.restore(path).assert_existing_objects_matched()
             except Exception as e:  # damaged files fail in many ways: DataLoss, a short read's IndexError...
                 warn("checkpoint %s cannot be read (%s); trying an older one" % (path, str(e).splitlines()[0]))
                 continue
@@ -119,7 +128,11 @@ class JobCheckpoint:
     def save(self):
         """Saves the reduce state now; returns the checkpoint's path. Blocking.
 
-        Safe while map steps run: each file's slot is either written or not, so any
-        snapshot is a consistent set of finished files with their counts.
+        Safe while map steps run: the reducer's state is saved as one consistent
+        snapshot (for per-key sums, taken inside their commits' critical sections).
         """
-        return self._manager.save()
+        if self._prepare:
+            self._prepare()
+        path = self._manager.save(checkpoint_number=self._number)
+        self._number += 1
+        return path

@@ -2,14 +2,16 @@
 
 With TF_CONFIG it runs the job on that cluster; without, it starts a local cluster
 of child processes first. Prints progress to stderr and the result to stdout.
+Modules that import TensorFlow are imported inside functions, after the local
+servers were started, so that they boot while TensorFlow loads here.
 """
 
-import json
 import os
 import signal
 import sys
 import threading
 import time
+import traceback
 
 from absl import app, flags
 from absl import logging as absl_logging
@@ -28,10 +30,24 @@ flags.DEFINE_multi_string(
     "paths, one a line). Any tf.io.gfile path (gs://...) works. Positional arguments "
     "are inputs too. Default: the sample corpus shipped with the package.",
 )
-flags.DEFINE_string("job", "wordcount", "The job to run. Built in: wordcount.")
+flags.DEFINE_string(
+    "job", "wordcount",
+    "The job to run. Built in: wordcount (total words), wordfreq (count of every distinct word), "
+    "linecount, wc (lines, words, bytes), grep (lines matching --pattern). Or your own: "
+    "package.module:ATTRIBUTE naming a tf2_mapreduce.jobs.Job.",
+)
+flags.DEFINE_string("pattern", None, "For --job=grep: an RE2 regular expression that whole lines must match.")
+flags.DEFINE_integer("top_k", 20, "For per-key jobs (wordfreq): how many of the most frequent keys to print.",
+                     lower_bound=0)
+flags.DEFINE_integer("min_count", 1, "For per-key jobs: leave keys counted fewer times out of --output.",
+                     lower_bound=1)
 flags.DEFINE_integer("num_ps", 1, "ps tasks of the local cluster (ignored with TF_CONFIG).", lower_bound=1)
 flags.DEFINE_integer("num_workers", 2, "Worker tasks of the local cluster (ignored with TF_CONFIG).", lower_bound=1)
-flags.DEFINE_string("output", None, "Write the result as JSON to this path (any tf.io.gfile path).")
+flags.DEFINE_string(
+    "output", None,
+    "Write the result to this path (any tf.io.gfile path): JSON for sums; for per-key jobs the "
+    "whole table, sorted, as TSV (word<TAB>count), or JSON if the name ends in .json.",
+)
 flags.DEFINE_float("progress_every", 2.0, "Seconds between progress lines on stderr.", lower_bound=0.1)
 flags.DEFINE_float(
     "connect_timeout", 60.0, "Seconds to wait for every ps and worker to answer before giving up.", lower_bound=0.1
@@ -78,60 +94,48 @@ def _steps_summary(steps):
     return "min %d, median %d, max %d" % (ordered[0], ordered[len(ordered) // 2], ordered[-1])
 
 
+def _amount(job, value, distinct=None):
+    """A sum in words: "901 words", "12 lines, 901 words, 4997 bytes", "901 words (450 distinct)"."""
+    from tf2_mapreduce.jobs.base import VectorSum
+
+    if isinstance(job.reducer, VectorSum):
+        return ", ".join("%d %s" % pair for pair in zip(value, job.reducer.names))
+    text = "%d %s" % (value, job.reducer.unit)
+    return text if distinct is None else "%s (%d distinct)" % (text, distinct)
+
+
 def _progress_line(job, p):
     rate = p.bytes_done / p.seconds if p.seconds > 0 else 0.0
     eta = "%.0fs" % ((p.bytes_total - p.bytes_done) / rate) if rate > 0 else "--"
     percent = 100.0 * p.files_done / p.files_total
     skipped = ", %d skipped" % p.files_skipped if p.files_skipped else ""
-    return "[%6.1fs] %d/%d files (%.0f%%)%s, %s of %s, %d %s so far, %s/s, ETA %s, steps by worker: %s" % (
+    return "[%6.1fs] %d/%d files (%.0f%%)%s, %s of %s, %s so far, %s/s, ETA %s, steps by worker: %s" % (
         p.seconds, p.files_done, p.files_total, percent, skipped, _human_bytes(p.bytes_done),
-        _human_bytes(p.bytes_total), p.value, job.unit, _human_bytes(rate), eta, _steps_summary(p.steps_per_worker),
+        _human_bytes(p.bytes_total), _amount(job, p.value, p.distinct), _human_bytes(rate), eta,
+        _steps_summary(p.steps_per_worker),
     )
 
 
-def _check_output(path):
-    """Fails before the job, not after it, if the result could not be written."""
-    import tensorflow as tf
+def _print_result(result, found):
+    """The summary on stdout: the total, the top keys of a per-key job, what was skipped."""
+    from tf2_mapreduce import output
+    from tf2_mapreduce.jobs.base import KeySum
 
-    if tf.io.gfile.isdir(path):
-        raise UsageError("--output %s: is a directory" % path)
-    parent = os.path.dirname(path)
-    if parent and not tf.io.gfile.isdir(parent):
-        raise UsageError("--output %s: directory %s does not exist" % (path, parent))
-
-
-def _write_output(path, document):
-    import tensorflow as tf
-
-    temporary = "%s.tmp-%d" % (path, os.getpid())
-    with tf.io.gfile.GFile(temporary, "w") as f:
-        json.dump(document, f, indent=1)
-        f.write("\n")
-    tf.io.gfile.rename(temporary, path, overwrite=True)  # readers never see half a file
-
-
-def _result_document(job, result, found):
-    return {
-        "job": job.name,
-        "total_" + job.unit: result.total,
-        "files": result.files_done,
-        "bytes": result.total_bytes,
-        "seconds": round(result.seconds, 3),
-        "resumed_from": result.resumed_from,
-        "files_resumed": result.files_resumed,
-        "steps_per_worker": list(result.steps_per_worker),
-        "per_file": [
-            {"path": f.path, "bytes": f.size, job.unit: int(v)} for f, v in zip(result.files, result.values) if v >= 0
-        ],
-        "skipped": [{"path": path, "reason": reason} for path, reason in _skipped(result, found)],
-        "skipped_hidden": found.hidden,
-        "duplicates_ignored": found.duplicates,
-    }
-
-
-def _skipped(result, found):
-    """Every input left out with --on_error=skip: when listed, then when read."""
-    return list(found.skipped) + [(f.path, reason) for f, reason in result.skipped]
+    job = result.job
+    print("%s: %s in %d files (%d bytes), %.2f s" % (
+        job.name, _amount(job, result.total, result.stats.distinct), result.files_done, result.total_bytes,
+        result.seconds))
+    if isinstance(job.reducer, KeySum) and FLAGS.top_k:
+        top = result.reducer.top(FLAGS.top_k, FLAGS.min_count)
+        print("top %d %s (count, %s; non-printable bytes as \\xHH):" % (len(top), job.reducer.unit, job.reducer.unit))
+        for key, count in top:
+            print("%12d  %s" % (count, output.escape(key)))
+    skipped = list(found.skipped) + [(f.path, reason) for f, reason in result.skipped]
+    if skipped:
+        print("%d input(s) skipped (--on_error=skip):" % len(skipped))
+        for path, reason in skipped:
+            print("  %s: %s" % (path, reason))
+    sys.stdout.flush()
 
 
 def _connect_within(seconds, resolver, task_devices, on_timeout):
@@ -159,13 +163,11 @@ def _connect_within(seconds, resolver, task_devices, on_timeout):
 def _run(specs, cluster, resolver, local, stop_requests):
     """Everything after the cluster is chosen; returns the process exit status."""
     # Imported here, after the local servers were started: they boot meanwhile.
-    from tf2_mapreduce import control, inputs, jobs, runner
+    from tf2_mapreduce import control, inputs, jobs, output, runner
 
-    if FLAGS.job not in jobs.JOBS:
-        raise UsageError("--job=%s: unknown job (built in: %s)" % (FLAGS.job, ", ".join(sorted(jobs.JOBS))))
-    job = jobs.JOBS[FLAGS.job]
+    job = jobs.resolve(FLAGS.job, FLAGS.pattern)
     if FLAGS.output:
-        _check_output(FLAGS.output)
+        output.check_path(FLAGS.output, job)
     if not specs:
         specs = [inputs.sample_corpus()]
         _say("no --input given: using the sample corpus in %s" % specs[0])
@@ -196,6 +198,11 @@ def _run(specs, cluster, resolver, local, stop_requests):
                                 on_progress=lambda p: _say(_progress_line(job, p)), log=_say)
             stop_requests.append(run.request_stop)
             result = run.run()
+        # Before the servers are told to exit: per-key results are read from the ps tasks.
+        _print_result(result, found)
+        if FLAGS.output:
+            output.write(FLAGS.output, result, found, FLAGS.min_count)
+            _say("wrote %s" % FLAGS.output)
     except ClusterError:
         job_over = False  # the servers that are left serve the rerun that resumes the job
         raise
@@ -206,16 +213,6 @@ def _run(specs, cluster, resolver, local, stop_requests):
                 _say("warning: could not tell %s %d that the job is over: %s" % (role, index, why))
         if local:
             _await_local_exit(local)
-    print("%s: %d %s in %d files (%d bytes), %.2f s" % (
-        job.name, result.total, job.unit, result.files_done, result.total_bytes, result.seconds), flush=True)
-    skipped = _skipped(result, found)
-    if skipped:
-        print("%d input(s) skipped (--on_error=skip):" % len(skipped))
-        for path, reason in skipped:
-            print("  %s: %s" % (path, reason))
-    if FLAGS.output:
-        _write_output(FLAGS.output, _result_document(job, result, found))
-        _say("wrote %s" % FLAGS.output)
     return 0
 
 
@@ -265,6 +262,10 @@ def main(argv):
     except Error as e:
         _say("error: %s" % e)
         code = e.exit_code
+    except Exception:  # a bug: say so, then leave through the same exit as every run
+        traceback.print_exc()
+        _say("error: internal error, a bug in tf2_mapreduce: please report it with the traceback above")
+        code = 1
     finally:
         if local:
             local.close()

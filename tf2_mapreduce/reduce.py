@@ -1,50 +1,86 @@
-"""Reducers: accumulators placed on the ps tasks that commit each input's result once.
-
-ClusterCoordinator.schedule() is at-least-once, so a commit must be idempotent: a
-map step that is retried after its worker died must not count its files twice.
+"""Reducers: accumulators placed on the ps tasks that commit each input file's result
+exactly once. ClusterCoordinator.schedule() is at-least-once, so a commit must be
+idempotent: a map step re-run after its worker died must not count its files twice.
 """
+
+import heapq
+from dataclasses import dataclass
 
 import numpy as np
 import tensorflow as tf
 
-__all__ = ["PerFileSum", "WorkerSteps"]
+from tf2_mapreduce.jobs.base import KeySum, Sum, VectorSum
+
+__all__ = ["Stats", "CheckpointState", "PerFileSum", "KeyedSum", "WorkerSteps", "for_job"]
 
 NOT_DONE = -1
+CHUNK = 200_000  # table entries fetched from a ps at a time
+
+
+@dataclass(frozen=True)
+class Stats:
+    files_done: int
+    bytes_done: int
+    value: object  # the sum so far: an int, or a tuple for a vector
+    distinct: int = None  # keys so far, for per-key sums
+
+
+@dataclass(frozen=True)
+class CheckpointState:
+    """What to checkpoint: objects saved by name, the live objects restored under the
+    same names, and a function that makes the saved ones consistent first."""
+
+    save: dict
+    restore: dict
+    prepare: object = None
+
+
+def for_job(job, sizes, ps_devices):
+    """The reducer `job.reducer` asks for, over files of byte sizes `sizes`."""
+    if isinstance(job.reducer, Sum):
+        return PerFileSum(sizes, ps_devices)
+    if isinstance(job.reducer, VectorSum):
+        return PerFileSum(sizes, ps_devices, width=len(job.reducer.names))
+    if isinstance(job.reducer, KeySum):
+        return KeyedSum(sizes, ps_devices)
+    raise TypeError("unknown reducer %r of job %s" % (job.reducer, job.name))
 
 
 class PerFileSum:
-    """An exact sum of one int64 value per file, sharded over the ps tasks.
+    """An exact sum of one int64 value (or fixed-size vector) per file, sharded over ps.
 
     File i owns slot i, placed on ps i % P at offset i // P. A map step writes its
     files' values into their slots with `scatter_update` (never `scatter_add`, which
     is not atomic on the ps, design.md), so running it twice writes the same values
     again: the sum is exactly-once however often a step is retried. Slots start at
-    -1, which is how progress tells done files from pending ones.
+    -1, which tells done files from pending ones, so any snapshot of the slots is a
+    consistent set of finished files with their values.
 
     Created outside the strategy's scope on purpose: ParameterServerStrategy places
     variables round-robin and ignores device scopes, and the sharding here needs
     slot i on a known ps.
     """
 
-    def __init__(self, sizes, ps_devices):
-        """`sizes`: the byte size of each file, for progress; `ps_devices`: one per ps."""
+    def __init__(self, sizes, ps_devices, width=None):
+        """`sizes`: each file's byte size, for progress; `width`: None for scalars."""
         self.num_files = len(sizes)
+        self.width = width
         self.ps_devices = list(ps_devices)
         num_ps = len(self.ps_devices)
         sizes = np.asarray(sizes, dtype=np.int64)
         self.slots, self.sizes = [], []
         for shard, device in enumerate(self.ps_devices):
             shard_sizes = sizes[shard::num_ps]
+            shape = [len(shard_sizes)] + ([width] if width else [])
             with tf.device(device):
-                self.slots.append(
-                    tf.Variable(tf.fill([len(shard_sizes)], tf.constant(NOT_DONE, tf.int64)), trainable=False, name="slots_%d" % shard)
-                )
+                self.slots.append(tf.Variable(tf.fill(shape, tf.constant(NOT_DONE, tf.int64)), trainable=False,
+                                              name="slots_%d" % shard))
                 self.sizes.append(tf.Variable(shard_sizes, trainable=False, name="sizes_%d" % shard))
         self._stats = tf.function(self._stats_fn)
 
-    def variables(self):
-        """The state to checkpoint, by name: each ps shard's slots."""
-        return {"slots_%d" % shard: slots for shard, slots in enumerate(self.slots)}
+    def checkpoint_state(self):
+        slots = {"slots_%d" % shard: slots for shard, slots in enumerate(self.slots)}
+        return CheckpointState(save=slots, restore=slots)
 
     def commit(self, ids, values):
         """Writes `values[k]` as the result of file `ids[k]`; idempotent.
@@ -59,30 +95,199 @@ class PerFileSum:
         for slots, offset, value in zip(self.slots, offsets, shard_values):
             slots.scatter_update(tf.IndexedSlices(value, offset))
 
+    def _done(self, values):
+        return values >= 0 if self.width is None else values[:, 0] >= 0
+
     def _stats_fn(self):
-        files = bytes_ = total = tf.constant(0, tf.int64)
+        files = bytes_ = tf.constant(0, tf.int64)
+        total = tf.zeros([self.width] if self.width else [], tf.int64)
         for device, slots, sizes in zip(self.ps_devices, self.slots, self.sizes):
             with tf.device(device):
                 values = slots.read_value()
-                done = values >= 0
+                done = self._done(values)
                 files += tf.reduce_sum(tf.cast(done, tf.int64))
                 bytes_ += tf.reduce_sum(tf.where(done, sizes, 0))
-                total += tf.reduce_sum(tf.where(done, values, 0))
+                total += tf.reduce_sum(tf.where(done if self.width is None else done[:, None], values, 0), axis=0)
         return files, bytes_, total
 
     def stats(self):
-        """(files done, bytes done, sum so far) as ints; reduced on the ps, one RPC each.
+        """Files done, bytes done and the sum so far, reduced on the ps (one RPC each).
 
         Safe to call while map steps run: each file is either committed or not.
         """
-        return tuple(int(x) for x in self._stats())
+        files, bytes_, total = self._stats()
+        total = int(total) if self.width is None else tuple(int(x) for x in total.numpy())
+        return Stats(int(files), int(bytes_), total)
 
     def values(self):
-        """Every file's value as an int64 array in file order; -1 where not done."""
-        out = np.full(self.num_files, NOT_DONE, dtype=np.int64)
+        """Every file's value in file order (rows for a vector); -1 where not done."""
+        out = np.full([self.num_files] + ([self.width] if self.width else []), NOT_DONE, dtype=np.int64)
         for shard, slots in enumerate(self.slots):
             out[shard :: len(self.slots)] = slots.numpy()
         return out
+
+    def done(self):
+        """Which files are committed, as a bool array in file order."""
+        return self._done(self.values())
+
+
+class _KeyShard:
+    """One ps's part of a `KeyedSum`: its table, done flags and total, and the
+    critical section that makes a commit to them atomic."""
+
+    def __init__(self, shard, device, num_files):
+        self.device = device
+        with tf.device(device):
+            self.table = tf.lookup.experimental.MutableHashTable(tf.string, tf.int64, default_value=0,
+                                                                 name="table_%d" % shard)
+            self.done = tf.Variable(tf.zeros([num_files], tf.bool), trainable=False, name="done_%d" % shard)
+            self.total = tf.Variable(tf.constant(0, tf.int64), trainable=False, name="total_%d" % shard)
+            self.lock = tf.CriticalSection(name="commit_%d" % shard)
+            # Copies taken inside the critical section, for consistent checkpoints.
+            self.saved_table = tf.lookup.experimental.MutableHashTable(tf.string, tf.int64, default_value=0)
+            self.saved_done = tf.Variable(tf.zeros([num_files], tf.bool), trainable=False)
+            self.saved_total = tf.Variable(tf.constant(0, tf.int64), trainable=False)
+            # The entries being read out: a filtered export of the table.
+            self.view_keys = tf.Variable(tf.constant([], tf.string), shape=tf.TensorShape([None]), trainable=False)
+            self.view_counts = tf.Variable(tf.constant([], tf.int64), shape=tf.TensorShape([None]), trainable=False)
+
+    def commit(self, ids, keys, counts):
+        def update():
+            with tf.device(self.device):
+                done = tf.reduce_sum(tf.cast(tf.gather(self.done, ids), tf.int32))
+                # A step's files are committed together, so a step finds all of them
+                # done (it is a re-run) or none; anything else would be a bug.
+                whole = tf.debugging.Assert(tf.logical_or(done == 0, done == tf.size(ids)),
+                                            ["tf2_mapreduce: a step's files were committed in part", self.device])
+
+                def apply():
+                    self.table.insert(keys, self.table.lookup(keys) + counts)
+                    self.done.scatter_update(tf.IndexedSlices(tf.ones_like(ids, tf.bool), ids))
+                    self.total.assign_add(tf.reduce_sum(counts))
+                    return tf.constant(True)
+
+                with tf.control_dependencies([whole]):
+                    return tf.cond(done == 0, apply, lambda: tf.constant(False))
+
+        return self.lock.execute(update)
+
+    def snapshot(self):
+        def copy():
+            with tf.device(self.device):
+                keys, counts = self.table.export()
+                imported = tf.raw_ops.LookupTableImportV2(table_handle=self.saved_table.resource_handle,
+                                                          keys=keys, values=counts)
+                with tf.control_dependencies([imported, self.saved_done.assign(self.done),
+                                              self.saved_total.assign(self.total)]):
+                    return tf.constant(True)
+
+        return self.lock.execute(copy)
+
+    def export(self):
+        # export() leaves the rank unknown; keys are scalars, so both are vectors.
+        keys, counts = self.table.export()
+        return tf.ensure_shape(keys, [None]), tf.ensure_shape(counts, [None])
+
+    def make_view(self, min_count):
+        with tf.device(self.device):
+            keys, counts = self.export()
+            keep = counts >= min_count
+            self.view_keys.assign(tf.boolean_mask(keys, keep))
+            self.view_counts.assign(tf.boolean_mask(counts, keep))
+            return tf.size(self.view_keys)
+
+    def view_chunk(self, start, end):
+        with tf.device(self.device):
+            return self.view_keys[start:end], self.view_counts[start:end]
+
+    def top_counts(self, k):
+        with tf.device(self.device):
+            _, counts = self.export()
+            return tf.math.top_k(counts, k=tf.minimum(k, tf.size(counts))).values
+
+
+class KeyedSum:
+    """An exact int64 sum per key: one `MutableHashTable` per ps, each key on the ps
+    its hash picks, so the reduce scales with the number of ps tasks.
+
+    Exactly-once per file: each ps keeps a done flag per file. A map step combines
+    its keys on the worker (unique + segment sum), then on each ps, inside a
+    `tf.CriticalSection` there, checks its files' flags and, if they are not set,
+    adds its counts to the table and sets them, atomically (a bare lookup + insert
+    loses concurrent updates, design.md). A re-run step finds its flags set and
+    adds nothing. A file is done when every ps has its flag set.
+    """
+
+    def __init__(self, sizes, ps_devices):
+        self.num_files = len(sizes)
+        self.sizes = np.asarray(sizes, dtype=np.int64)
+        self.shards = [_KeyShard(shard, device, self.num_files) for shard, device in enumerate(ps_devices)]
+        self._stats = tf.function(self._stats_fn)
+        self._snapshot = tf.function(lambda: tf.stack([shard.snapshot() for shard in self.shards]))
+        self._make_views = tf.function(lambda min_count: [shard.make_view(min_count) for shard in self.shards])
+        self._chunks = [tf.function(shard.view_chunk) for shard in self.shards]
+        self._top = tf.function(lambda k: [shard.top_counts(k) for shard in self.shards])
+
+    def checkpoint_state(self):
+        save, restore = {}, {}
+        for n, shard in enumerate(self.shards):
+            save.update({"table_%d" % n: shard.saved_table, "done_%d" % n: shard.saved_done,
+                         "total_%d" % n: shard.saved_total})
+            restore.update({"table_%d" % n: shard.table, "done_%d" % n: shard.done, "total_%d" % n: shard.total})
+        return CheckpointState(save=save, restore=restore, prepare=self._snapshot)
+
+    def commit(self, ids, output):
+        """Adds a step's (keys, counts) for files `ids`, once; called in the scheduled step."""
+        keys, counts = output
+        unique, index = tf.unique(keys)
+        sums = tf.math.unsorted_segment_sum(counts, index, tf.size(unique))
+        num_ps = len(self.shards)
+        shard_of = tf.cast(tf.strings.to_hash_bucket_fast(unique, num_ps), tf.int32)
+        shard_keys = tf.dynamic_partition(unique, shard_of, num_ps)
+        shard_sums = tf.dynamic_partition(sums, shard_of, num_ps)
+        for shard, keys_here, sums_here in zip(self.shards, shard_keys, shard_sums):
+            # Every shard sees every file, with or without keys for it: it must set
+            # the files' flags either way.
+            shard.commit(ids, keys_here, sums_here)
+
+    def _stats_fn(self):
+        done = tf.ones([self.num_files], tf.bool)
+        total = distinct = tf.constant(0, tf.int64)
+        for shard in self.shards:
+            with tf.device(shard.device):
+                done = tf.logical_and(done, shard.done.read_value())
+                total += shard.total.read_value()
+                distinct += shard.table.size()
+        return done, total, distinct
+
+    def done(self):
+        """Which files are committed on every ps, as a bool array in file order."""
+        return self._stats()[0].numpy()
+
+    def stats(self):
+        done, total, distinct = self._stats()
+        done = done.numpy()
+        return Stats(int(done.sum()), int(self.sizes[done].sum()), int(total), int(distinct))
+
+    def entries(self, min_count=1):
+        """Yields every (key bytes, count) with count >= `min_count`, shard by shard, a
+        chunk at a time, in no order: the coordinator never holds a whole table."""
+        sizes = self._make_views(tf.constant(min_count, tf.int64))
+        for chunk_fn, size in zip(self._chunks, sizes):
+            size = int(size)
+            for start in range(0, size, CHUNK):
+                keys, counts = chunk_fn(tf.constant(start), tf.constant(min(start + CHUNK, size)))
+                yield from zip(keys.numpy().tolist(), counts.numpy().tolist())
+
+    def top(self, k, min_count=1):
+        """The `k` keys with the largest counts, ties by key bytes, as [(key, count)].
+
+        Only keys at least as frequent as the k-th largest count are fetched."""
+        counts = sorted((int(c) for shard in self._top(tf.constant(k)) for c in shard.numpy()), reverse=True)
+        if not counts:
+            return []
+        threshold = max(min_count, counts[min(k, len(counts)) - 1])
+        return heapq.nsmallest(k, self.entries(threshold), key=lambda entry: (-entry[1], entry[0]))
 
 
 class WorkerSteps:

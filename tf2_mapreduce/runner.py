@@ -15,8 +15,8 @@ import tensorflow as tf
 from tf2_mapreduce import checkpoint as checkpoint_lib
 from tf2_mapreduce import cluster as cluster_lib
 from tf2_mapreduce import inputs as inputs_lib
+from tf2_mapreduce import reduce
 from tf2_mapreduce.errors import ClusterError, Interrupted, JobFailed, op_error_cause
-from tf2_mapreduce.reduce import PerFileSum, WorkerSteps
 
 __all__ = ["Options", "Progress", "Result", "JobRun", "connect", "files_per_step"]
 
@@ -59,7 +59,8 @@ class Progress:
     files_total: int
     bytes_done: int
     bytes_total: int
-    value: int  # the sum so far (words, for wordcount)
+    value: object  # the sum so far: an int, or a tuple for a vector sum
+    distinct: int  # keys so far for a per-key sum, else None
     seconds: float  # since the run started
     files_skipped: int
     steps_per_worker: tuple  # map steps each worker ran, retries included
@@ -67,25 +68,30 @@ class Progress:
 
 @dataclass(frozen=True)
 class Result:
+    job: object  # jobs.Job
     files: list  # of inputs.InputFile
-    values: np.ndarray  # one per file, in `files` order; -1 for a skipped file
+    done: np.ndarray  # which files were counted, in `files` order
     skipped: list  # (InputFile, reason) of files left out with on_error="skip"
     resumed_from: str  # the checkpoint the run started from, or None
     files_resumed: int  # files already done in that checkpoint
     seconds: float
     steps_per_worker: tuple  # map steps each worker ran in this run, retries included
+    stats: object  # reduce.Stats at the end: files and bytes done, total, distinct keys
+    # Per-file values or the per-key tables, read on demand from the ps tasks: they
+    # must still be up (the coordinator reads before it tells them to exit).
+    reducer: object
 
     @property
     def total(self):
-        return int(self.values[self.values >= 0].sum())
+        return self.stats.value
 
     @property
     def files_done(self):
-        return int((self.values >= 0).sum())
+        return self.stats.files_done
 
     @property
     def total_bytes(self):
-        return sum(f.size for f, v in zip(self.files, self.values) if v >= 0)
+        return self.stats.bytes_done
 
 
 def connect(cluster_resolver, task_devices):
@@ -118,11 +124,12 @@ def files_per_step(num_files, num_workers):
 
 
 def _map_step(job, reducer, worker_steps):
+    """The scheduled step: reads its files, checks they are as listed, maps, commits."""
     @tf.function(
         input_signature=[tf.TensorSpec([None], tf.int64), tf.TensorSpec([None], tf.string), tf.TensorSpec([None], tf.int64)]
     )
     def map_step(ids, paths, sizes):
-        def one_file(file):
+        def read(file):
             file_id, path, size = file
             text = tf.io.read_file(path)
             # A file that changed since it was listed is not the file the job was
@@ -130,9 +137,10 @@ def _map_step(job, reducer, worker_steps):
             length = tf.cast(tf.strings.length(text), tf.int64)
             unchanged = tf.debugging.Assert(tf.equal(length, size), [CHANGED, file_id, path, size, length])
             with tf.control_dependencies([unchanged]):
-                return job.map_fn(text)
+                return tf.identity(text)
 
-        reducer.commit(ids, tf.map_fn(one_file, (ids, paths, sizes), fn_output_signature=tf.int64))
+        texts = tf.map_fn(read, (ids, paths, sizes), fn_output_signature=tf.string)
+        reducer.commit(ids, job.map_fn(texts))
         worker_steps.count_this_step()
 
     return map_step
@@ -173,6 +181,7 @@ class JobRun:
 
     def __init__(self, job, files, coordinator, cluster, options=Options(), heartbeats=None, on_progress=None, log=None):
         self.files = files
+        self._total_bytes = sum(f.size for f in files)
         self.coordinator = coordinator
         self.cluster = cluster
         self.options = options
@@ -180,13 +189,14 @@ class JobRun:
         self.on_progress = on_progress or (lambda progress: None)
         self.log = log or (lambda line: None)
         ps_devices = ["/job:ps/replica:0/task:%d/device:CPU:0" % i for i in range(cluster.num_ps)]
-        self.reducer = PerFileSum([f.size for f in files], ps_devices)
+        self.job = job
+        self.reducer = reduce.for_job(job, [f.size for f in files], ps_devices)
         self.checkpoint = None
         if options.checkpoint_dir:
             self.checkpoint = checkpoint_lib.JobCheckpoint(
-                options.checkpoint_dir, checkpoint_lib.manifest(job.name, cluster.num_ps, files), self.reducer.variables()
-            )
-        self.worker_steps = WorkerSteps(cluster.num_workers, ps_devices[0])
+                options.checkpoint_dir, checkpoint_lib.manifest(job, cluster.num_ps, files),
+                self.reducer.checkpoint_state())
+        self.worker_steps = reduce.WorkerSteps(cluster.num_workers, ps_devices[0])
         self.step = _map_step(job, self.reducer, self.worker_steps)
         self.skipped = {}  # file id -> reason
         self._alone = set()  # ids to run one per step, to find which of them fails
@@ -213,30 +223,30 @@ class JobRun:
         self._start = time.monotonic()
         try:
             resumed_from = self.checkpoint.restore(warn=self.log) if self.checkpoint else None
-            values = self.reducer.values()
-            files_resumed = int((values >= 0).sum())
+            done = self.reducer.done()
+            files_resumed = int(done.sum())
             if resumed_from:
                 self.log("resuming from %s: %d of %d files already done" % (resumed_from, files_resumed, len(self.files)))
             while True:
-                pending = [i for i in np.flatnonzero(values < 0) if i not in self.skipped]
+                pending = [i for i in np.flatnonzero(~done) if i not in self.skipped]
                 if not pending:
                     break
                 error, failures = self._round(pending)
-                values = self.reducer.values()
+                done = self.reducer.done()
                 if error is None:
-                    lost = [i for i in pending if values[i] < 0]
+                    lost = [i for i in pending if not done[i]]
                     if lost:  # join() returned, so every step ran: a file without a value would be lost silently
                         raise JobFailed("%d file(s) were never committed, first %s" % (len(lost), self.files[lost[0]].path))
                     break
                 self._after_failed_round(error, failures)
-            self._report()
+            stats = self._report()
             if self.checkpoint:
                 self._save()
         except tf.errors.OpError as e:
             raise self._cluster_failure(e) from e
         return Result(
-            self.files, values, [(self.files[i], why) for i, why in sorted(self.skipped.items())],
-            resumed_from, files_resumed, time.monotonic() - self._start, self.worker_steps.read(),
+            self.job, self.files, done, [(self.files[i], why) for i, why in sorted(self.skipped.items())],
+            resumed_from, files_resumed, time.monotonic() - self._start, self.worker_steps.read(), stats, self.reducer,
         )
 
     def _round(self, pending):
@@ -291,7 +301,7 @@ class JobRun:
             if now >= next_progress:
                 self._report()
                 next_progress = now + self.options.progress_every
-            self._check_stall(self.reducer.stats()[0])
+            self._check_stall(self.reducer.stats().files_done)
             if self.checkpoint and now >= next_checkpoint:
                 self._save()
                 next_checkpoint = time.monotonic() + self.options.checkpoint_every
@@ -407,7 +417,7 @@ class JobRun:
         return ClusterError("%s failed during the job, with its part of the results. %s" % (names, how))
 
     def _save(self):
-        files_done = self.reducer.stats()[0]
+        files_done = self.reducer.stats().files_done
         path = self.checkpoint.save()
         self._saved = (path, files_done)
         self.log("checkpoint saved: %d of %d files done (%s)" % (files_done, len(self.files), path))
@@ -423,7 +433,9 @@ class JobRun:
         return "; checkpoint saved (%d of %d files done): the same command resumes from it" % (self._saved[1], len(self.files))
 
     def _report(self):
-        files_done, bytes_done, value = self.reducer.stats()
-        total_bytes = sum(f.size for f in self.files)
-        self.on_progress(Progress(files_done, len(self.files), bytes_done, total_bytes, value,
-                                  time.monotonic() - self._start, len(self.skipped), self.worker_steps.read()))
+        """Calls `on_progress` with the state on the ps now; returns the `reduce.Stats`."""
+        stats = self.reducer.stats()
+        self.on_progress(Progress(stats.files_done, len(self.files), stats.bytes_done, self._total_bytes, stats.value,
+                                  stats.distinct, time.monotonic() - self._start, len(self.skipped),
+                                  self.worker_steps.read()))
+        return stats

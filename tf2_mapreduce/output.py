@@ -1,0 +1,193 @@
+"""Results as users get them: --output files (JSON for sums; TSV or JSON for per-key
+tables, sorted and streamed, so a vocabulary never has to fit in the coordinator's
+memory) and the reversible escaping of keys whose bytes are not printable.
+"""
+
+import heapq
+import json
+import os
+import struct
+import tempfile
+
+import tensorflow as tf
+
+from tf2_mapreduce.errors import UsageError
+from tf2_mapreduce.jobs.base import KeySum, VectorSum
+
+__all__ = ["escape", "unescape", "sorted_entries", "check_path", "write"]
+
+RUN_SIZE = 500_000  # entries sorted in memory at a time; more spill to sorted runs on disk
+_RECORD = struct.Struct(">qI")  # count, key length; then the key bytes
+
+
+def escape(key):
+    """`key` (bytes) as printable text, reversibly (see `unescape`).
+
+    Valid UTF-8 stays as it is where it is printable; a backslash becomes two; every
+    other byte (invalid UTF-8, control characters, and the bytes of unprintable
+    characters such as NBSP) becomes \\xHH. Tabs and newlines cannot appear in a
+    word, and never appear in the output.
+    """
+    out = []
+    for char in key.decode("utf-8", "surrogateescape"):
+        if char == "\\":
+            out.append("\\\\")
+        elif "\udc80" <= char <= "\udcff":  # a byte that is not valid UTF-8
+            out.append("\\x%02x" % (ord(char) - 0xDC00))
+        elif char.isprintable():
+            out.append(char)
+        else:
+            out.extend("\\x%02x" % byte for byte in char.encode("utf-8"))
+    return "".join(out)
+
+
+def unescape(text):
+    """The bytes `escape` made `text` from."""
+    out = bytearray()
+    i = 0
+    while i < len(text):
+        if text.startswith("\\\\", i):
+            out += b"\\"
+            i += 2
+        elif text.startswith("\\x", i):
+            out.append(int(text[i + 2 : i + 4], 16))
+            i += 4
+        else:
+            out += text[i].encode("utf-8")
+            i += 1
+    return bytes(out)
+
+
+def _order(entry):
+    return -entry[1], entry[0]
+
+
+def _write_run(entries, directory):
+    handle, path = tempfile.mkstemp(dir=directory, suffix=".run")
+    with os.fdopen(handle, "wb") as f:
+        for key, count in entries:
+            f.write(_RECORD.pack(count, len(key)))
+            f.write(key)
+    return path
+
+
+def _read_run(path):
+    with open(path, "rb", buffering=1 << 20) as f:
+        while True:
+            header = f.read(_RECORD.size)
+            if not header:
+                return
+            count, length = _RECORD.unpack(header)
+            yield f.read(length), count
+
+
+def sorted_entries(entries, run_size=RUN_SIZE):
+    """Yields (key, count) pairs from `entries` by count descending, then key bytes
+    ascending, holding at most `run_size` of them in memory: larger inputs are
+    sorted in runs spilled to a temporary directory and merged."""
+    run = []
+    with tempfile.TemporaryDirectory(prefix="tf2_mapreduce-sort-") as directory:
+        runs = []
+        for entry in entries:
+            run.append(entry)
+            if len(run) >= run_size:
+                run.sort(key=_order)
+                runs.append(_write_run(run, directory))
+                run = []
+        run.sort(key=_order)
+        if not runs:
+            yield from run
+            return
+        runs.append(_write_run(run, directory))
+        run = None
+        yield from heapq.merge(*(_read_run(path) for path in runs), key=_order)
+
+
+def check_path(path, job):
+    """Fails before the job, not after it, if the result could not be written as asked."""
+    if tf.io.gfile.isdir(path):
+        raise UsageError("--output %s: is a directory" % path)
+    parent = os.path.dirname(path)
+    if parent and not tf.io.gfile.isdir(parent):
+        raise UsageError("--output %s: directory %s does not exist" % (path, parent))
+    if not isinstance(job.reducer, KeySum) and not path.endswith(".json"):
+        raise UsageError("--output %s: --job=%s writes JSON; name the file *.json" % (path, job.name))
+
+
+class _AtomicFile:
+    """A file written aside and renamed into place, so readers never see half of it."""
+
+    def __init__(self, path):
+        self.path = path
+        self.temporary = "%s.tmp-%d" % (path, os.getpid())
+
+    def __enter__(self):
+        self.file = tf.io.gfile.GFile(self.temporary, "w")
+        return self.file
+
+    def __exit__(self, kind, *rest):
+        self.file.close()
+        if kind is None:
+            tf.io.gfile.rename(self.temporary, self.path, overwrite=True)
+        else:
+            tf.io.gfile.remove(self.temporary)
+
+
+def _header(result, found):
+    """What every JSON result says, besides the values."""
+    skipped = list(found.skipped) + [(f.path, reason) for f, reason in result.skipped]
+    return {
+        "job": result.job.name,
+        "config": result.job.config,
+        "files": result.files_done,
+        "bytes": result.total_bytes,
+        "seconds": round(result.seconds, 3),
+        "resumed_from": result.resumed_from,
+        "files_resumed": result.files_resumed,
+        "steps_per_worker": list(result.steps_per_worker),
+        "skipped": [{"path": path, "reason": reason} for path, reason in skipped],
+        "skipped_hidden": found.hidden,
+        "duplicates_ignored": found.duplicates,
+    }
+
+
+def _sums_document(result, found):
+    reducer = result.job.reducer
+    values = result.reducer.values()
+    document = _header(result, found)
+    if isinstance(reducer, VectorSum):
+        document["totals"] = dict(zip(reducer.names, result.total))
+        per_file = [dict(zip(reducer.names, (int(x) for x in row))) for row in values]
+    else:
+        document["total_" + reducer.unit.replace(" ", "_")] = result.total
+        per_file = [{reducer.unit.replace(" ", "_"): int(v)} for v in values]
+    document["per_file"] = [
+        dict(path=f.path, bytes=f.size, **counts) for f, counts, done in zip(result.files, per_file, result.done) if done
+    ]
+    return document
+
+
+def write(path, result, found, min_count=1):
+    """Writes `result` to `path`: JSON for sums; for a per-key table, TSV lines of
+    escaped key, tab, count (or JSON if `path` ends in .json), sorted by count
+    descending then key bytes ascending, keys with fewer than `min_count` left out.
+    Blocking; streams a table from the ps tasks, which must still be up."""
+    with _AtomicFile(path) as f:
+        if not isinstance(result.job.reducer, KeySum):
+            json.dump(_sums_document(result, found), f, indent=1)
+            f.write("\n")
+            return
+        entries = sorted_entries(result.reducer.entries(min_count))
+        if not path.endswith(".json"):
+            for key, count in entries:
+                f.write("%s\t%d\n" % (escape(key), count))
+            return
+        unit = result.job.reducer.unit
+        document = _header(result, found)
+        document.update({"total_" + unit: result.total, "distinct_" + unit: result.stats.distinct,
+                         "min_count": min_count})
+        f.write(json.dumps(document, indent=1)[:-2])  # without the closing "\n}", to append the table
+        f.write(',\n "%s": [' % unit)
+        for n, (key, count) in enumerate(entries):
+            f.write("%s\n  %s" % ("," if n else "", json.dumps([escape(key), count])))
+        f.write("\n ]\n}\n")
