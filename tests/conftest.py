@@ -1,5 +1,6 @@
 """Shared test helpers: the independent oracle, corpora, real processes reaped on exit."""
 
+import collections
 import faulthandler
 import json
 import os
@@ -66,6 +67,35 @@ def write_corpus(directory, num_files, seed=0, max_words=400):
             f.write(rng.choice([b"", b" ", b"\t\n"]) + b"".join(parts))
         paths.append(path)
     return paths
+
+
+INPROCESS_PS, INPROCESS_WORKERS = 2, 2
+
+
+@pytest.fixture(scope="session")
+def inprocess():
+    """A cluster of 2 ps and 2 worker servers inside this test process, which is their
+    chief: yields (Cluster, ClusterCoordinator). TF cannot stop servers, so they live
+    as long as the process, and one cluster serves every test of the session."""
+    import tensorflow as tf
+
+    from tf2_mapreduce import cluster as cluster_lib
+    from tf2_mapreduce import runner, server
+
+    jobs = {
+        role: ["localhost:%d" % portpicker.pick_unused_port() for _ in range(count)]
+        for role, count in (("chief", 1), ("ps", INPROCESS_PS), ("worker", INPROCESS_WORKERS))
+    }
+    spec = tf.train.ClusterSpec(jobs)
+    servers = [
+        tf.distribute.Server(spec, job_name=role, task_index=i, protocol="grpc",
+                             config=server.server_config(INPROCESS_WORKERS), start=True)
+        for role in ("ps", "worker") for i in range(len(jobs[role]))
+    ]
+    resolver = tf.distribute.cluster_resolver.SimpleClusterResolver(spec, task_type="chief", task_id=0, rpc_layer="grpc")
+    devices = ["/job:%s/replica:0/task:%d/device:CPU:0" % (r, i) for r in ("ps", "worker") for i in range(len(jobs[r]))]
+    yield cluster_lib.Cluster(jobs, "chief", 0), runner.connect(resolver, devices)
+    del servers
 
 
 def task_env(**extra):
@@ -271,3 +301,42 @@ class LiveCoordinator:
             pass
         self.lines.put(None)
         return self.proc.returncode, stdout, "\n".join(self.stderr)
+
+
+def oracle_counter(paths):
+    """Every word's count, per Python's bytes.split(): the independent answer for wordfreq."""
+    counts = collections.Counter()
+    for path in paths:
+        with open(path, "rb") as f:
+            counts.update(f.read().split())
+    return counts
+
+
+ODD_WORD_BYTES = [b"\xff", b"\\", b"\xc2\xa0", b"\x1c", b"\xc3\xa9", b"\x00", b"\\x41", b"\x7f"]
+
+
+def write_zipf_corpus(directory, num_files, distinct=20_000, samples=60_000, seed=0):
+    """Writes a corpus in which each of `distinct` words occurs at least once and
+    `samples` more words follow a Zipf law (s=1); returns the paths. Some words hold
+    bytes that must be escaped in output (invalid UTF-8, NBSP, control bytes, backslashes)."""
+    rng = random.Random(seed)
+    vocabulary = []
+    for i in range(distinct):
+        word = b"w%x" % i
+        if i % 97 == 5:
+            word += ODD_WORD_BYTES[(i // 97) % len(ODD_WORD_BYTES)]
+        vocabulary.append(word)
+    weights = [1.0 / (rank + 1) for rank in range(distinct)]
+    tokens = vocabulary + rng.choices(vocabulary, weights, k=samples)
+    rng.shuffle(tokens)
+    os.makedirs(directory, exist_ok=True)
+    paths = []
+    per_file = -(-len(tokens) // num_files)
+    for n in range(num_files):
+        chunk = tokens[n * per_file:(n + 1) * per_file]
+        path = os.path.join(directory, "z%04d.txt" % n)
+        with open(path, "wb") as f:
+            for word in chunk:
+                f.write(word + rng.choice(WHITESPACE))
+        paths.append(path)
+    return paths

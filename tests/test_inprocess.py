@@ -3,44 +3,21 @@
 import os
 
 import numpy as np
-import portpicker
 import pytest
 import tensorflow as tf
 
-from conftest import oracle_words, write_corpus
-from tf2_mapreduce import cluster as cluster_lib
-from tf2_mapreduce import inputs, runner, server
+from conftest import INPROCESS_PS, oracle_words, write_corpus
+from tf2_mapreduce import inputs, runner
 from tf2_mapreduce.errors import JobFailed, UsageError
-from tf2_mapreduce.jobs import JOBS
-from tf2_mapreduce.reduce import PerFileSum
+from tf2_mapreduce.jobs import BUILT_IN
+from tf2_mapreduce.reduce import PerFileSum, Stats
 
-WORDCOUNT = JOBS["wordcount"]
-NUM_PS, NUM_WORKERS = 2, 2
-PS_DEVICES = ["/job:ps/replica:0/task:%d/device:CPU:0" % i for i in range(NUM_PS)]
-
-
-@pytest.fixture(scope="module")
-def cluster():
-    jobs = {
-        role: ["localhost:%d" % portpicker.pick_unused_port() for _ in range(count)]
-        for role, count in (("chief", 1), ("ps", NUM_PS), ("worker", NUM_WORKERS))
-    }
-    spec = tf.train.ClusterSpec(jobs)
-    # Servers of a process live as long as it does: TF cannot stop them.
-    servers = [
-        tf.distribute.Server(spec, job_name=role, task_index=i, protocol="grpc",
-                             config=server.server_config(NUM_WORKERS), start=True)
-        for role in ("ps", "worker") for i in range(len(jobs[role]))
-    ]
-    resolver = tf.distribute.cluster_resolver.SimpleClusterResolver(spec, task_type="chief", task_id=0, rpc_layer="grpc")
-    devices = ["/job:%s/replica:0/task:%d/device:CPU:0" % (r, i) for r in ("ps", "worker") for i in range(len(jobs[r]))]
-    coordinator = runner.connect(resolver, devices)
-    yield cluster_lib.Cluster(jobs, "chief", 0), coordinator
-    del servers
+WORDCOUNT = BUILT_IN["wordcount"]
+PS_DEVICES = ["/job:ps/replica:0/task:%d/device:CPU:0" % i for i in range(INPROCESS_PS)]
 
 
-def run(cluster, files, **options):
-    return runner.JobRun(WORDCOUNT, files, cluster[1], cluster[0], runner.Options(**options)).run()
+def run(inprocess, files, **options):
+    return runner.JobRun(WORDCOUNT, files, inprocess[1], inprocess[0], runner.Options(**options)).run()
 
 
 @pytest.fixture(scope="module")
@@ -51,16 +28,16 @@ def corpus(tmp_path_factory):
 
 
 @pytest.mark.parametrize("step_files", [1, 7, 64])
-def test_total_and_per_file_counts_match_oracle(cluster, corpus, step_files):
-    result = run(cluster, corpus, step_files=step_files)
+def test_total_and_per_file_counts_match_oracle(inprocess, corpus, step_files):
+    result = run(inprocess, corpus, step_files=step_files)
     assert result.total == oracle_words(f.path for f in corpus)
-    assert result.values.tolist() == [oracle_words([f.path]) for f in corpus]
+    assert result.reducer.values().tolist() == [oracle_words([f.path]) for f in corpus]
     assert result.total_bytes == sum(os.path.getsize(f.path) for f in corpus)
 
 
-def test_progress_reports_are_consistent(cluster, corpus):
+def test_progress_reports_are_consistent(inprocess, corpus):
     reports = []
-    result = runner.JobRun(WORDCOUNT, corpus, cluster[1], cluster[0], runner.Options(step_files=1, progress_every=0.1),
+    result = runner.JobRun(WORDCOUNT, corpus, inprocess[1], inprocess[0], runner.Options(step_files=1, progress_every=0.1),
                            on_progress=reports.append).run()
     assert reports[-1].files_done == len(corpus) and reports[-1].value == result.total
     for before, after in zip(reports, reports[1:]):
@@ -70,7 +47,7 @@ def test_progress_reports_are_consistent(cluster, corpus):
         assert report.bytes_total == result.total_bytes and report.bytes_done <= report.bytes_total
 
 
-def test_a_retried_commit_does_not_double_count(cluster, tmp_path):
+def test_a_retried_commit_does_not_double_count(inprocess, tmp_path):
     # What schedule() does when a worker dies after its step reached the ps: the
     # same files are committed again. Slots make the second commit a no-op.
     files = inputs.expand(write_corpus(str(tmp_path), 9, seed=3)).files
@@ -82,28 +59,28 @@ def test_a_retried_commit_does_not_double_count(cluster, tmp_path):
     once = reducer.stats()
     commit(ids[2:5], values[2:5])
     commit(ids, values)
-    assert reducer.stats() == once == (len(files), sum(f.size for f in files), oracle_words(f.path for f in files))
+    assert reducer.stats() == once == Stats(len(files), sum(f.size for f in files), oracle_words(f.path for f in files))
     assert np.array_equal(reducer.values(), values.numpy())
 
 
-def test_file_gone_at_read_time_fails_the_job_naming_it(cluster, corpus, tmp_path):
+def test_file_gone_at_read_time_fails_the_job_naming_it(inprocess, corpus, tmp_path):
     gone = inputs.InputFile(str(tmp_path / "deleted after listing.txt"), 10, 0)
     with pytest.raises(JobFailed) as e:
-        run(cluster, corpus[:5] + [gone] + corpus[5:], step_files=2)
+        run(inprocess, corpus[:5] + [gone] + corpus[5:], step_files=2)
     assert str(e.value) == ("a map step failed: %s: no such file or directory (it was there when the inputs were listed)"
                             % gone.path)
     # The coordinator is usable for the next job after a failed one.
-    assert run(cluster, corpus).total == oracle_words(f.path for f in corpus)
+    assert run(inprocess, corpus).total == oracle_words(f.path for f in corpus)
 
 
-def test_skip_pins_down_each_bad_file_in_a_batch(cluster, corpus, tmp_path):
+def test_skip_pins_down_each_bad_file_in_a_batch(inprocess, corpus, tmp_path):
     changed = tmp_path / "changed.txt"
     changed.write_bytes(b"three short words")
     bad = [inputs.InputFile(str(tmp_path / "gone.txt"), 10, 0),
            inputs.InputFile(str(changed), 5, 0),  # listed at 5 bytes, 17 now
            inputs.InputFile(str(tmp_path), 4096, 0)]  # a directory where a file was listed
     files = corpus[:10] + bad[:2] + corpus[10:20] + bad[2:] + corpus[20:]
-    result = run(cluster, files, step_files=8, on_error="skip")
+    result = run(inprocess, files, step_files=8, on_error="skip")
     assert result.total == oracle_words(f.path for f in corpus)
     assert [(f.path, why) for f, why in result.skipped] == [
         (bad[0].path, "no such file or directory (it was there when the inputs were listed)"),
@@ -113,21 +90,21 @@ def test_skip_pins_down_each_bad_file_in_a_batch(cluster, corpus, tmp_path):
     assert result.files_done == len(corpus)
 
 
-def test_checkpoint_resume_counts_each_file_once(cluster, corpus, tmp_path):
+def test_checkpoint_resume_counts_each_file_once(inprocess, corpus, tmp_path):
     directory = str(tmp_path / "ckpt")
-    first = runner.JobRun(WORDCOUNT, corpus, cluster[1], cluster[0], runner.Options(checkpoint_dir=directory))
+    first = runner.JobRun(WORDCOUNT, corpus, inprocess[1], inprocess[0], runner.Options(checkpoint_dir=directory))
     whole = first.run()
     assert whole.resumed_from is None
     # A new run of the same job finds every file done and schedules nothing.
-    again = runner.JobRun(WORDCOUNT, corpus, cluster[1], cluster[0], runner.Options(checkpoint_dir=directory)).run()
+    again = runner.JobRun(WORDCOUNT, corpus, inprocess[1], inprocess[0], runner.Options(checkpoint_dir=directory)).run()
     assert again.resumed_from and again.files_resumed == len(corpus)
     assert again.total == whole.total == oracle_words(f.path for f in corpus)
 
 
-def test_torn_or_damaged_checkpoints_fall_back_to_a_good_one(cluster, corpus, tmp_path):
+def test_torn_or_damaged_checkpoints_fall_back_to_a_good_one(inprocess, corpus, tmp_path):
     directory = tmp_path / "ckpt"
-    run(cluster, corpus, checkpoint_dir=str(directory))  # ckpt-1, at the end
-    run(cluster, corpus, checkpoint_dir=str(directory))  # ckpt-2: resumed, saved again
+    run(inprocess, corpus, checkpoint_dir=str(directory))  # ckpt-1, at the end
+    run(inprocess, corpus, checkpoint_dir=str(directory))  # ckpt-2: resumed, saved again
     # A save that died midway leaves files the index never names.
     torn = directory / "ckpt-3_temp"
     torn.mkdir()
@@ -137,24 +114,24 @@ def test_torn_or_damaged_checkpoints_fall_back_to_a_good_one(cluster, corpus, tm
     data = next(directory.glob("ckpt-2.data-*"))
     data.write_bytes(data.read_bytes()[:5])
     warnings = []
-    result = runner.JobRun(WORDCOUNT, corpus, cluster[1], cluster[0], runner.Options(checkpoint_dir=str(directory)),
+    result = runner.JobRun(WORDCOUNT, corpus, inprocess[1], inprocess[0], runner.Options(checkpoint_dir=str(directory)),
                            log=warnings.append).run()
     assert result.resumed_from == str(directory / "ckpt-1") and result.files_resumed == len(corpus)
     assert result.total == oracle_words(f.path for f in corpus)
     assert any(w.startswith("checkpoint %s cannot be read" % (directory / "ckpt-2")) for w in warnings), warnings
 
 
-def test_checkpoint_of_other_inputs_is_refused(cluster, corpus, tmp_path):
+def test_checkpoint_of_other_inputs_is_refused(inprocess, corpus, tmp_path):
     directory = str(tmp_path / "ckpt")
-    run(cluster, corpus[:10], checkpoint_dir=directory)
+    run(inprocess, corpus[:10], checkpoint_dir=directory)
     with pytest.raises(UsageError) as e:
-        run(cluster, corpus[:11], checkpoint_dir=directory)
+        run(inprocess, corpus[:11], checkpoint_dir=directory)
     assert "holds another job's checkpoint: input %s is new" % corpus[10].path in str(e.value)
     modified = corpus[:9] + [inputs.InputFile(corpus[9].path, corpus[9].size, corpus[9].mtime_ns + 1)]
     with pytest.raises(UsageError, match="input %s was modified" % corpus[9].path):
-        run(cluster, modified, checkpoint_dir=directory)
+        run(inprocess, modified, checkpoint_dir=directory)
 
 
-def test_more_ps_than_files(cluster, tmp_path):
+def test_more_ps_than_files(inprocess, tmp_path):
     files = inputs.expand(write_corpus(str(tmp_path), 1, seed=5)).files
-    assert run(cluster, files).total == oracle_words([files[0].path])
+    assert run(inprocess, files).total == oracle_words([files[0].path])

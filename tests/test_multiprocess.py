@@ -2,6 +2,7 @@
 CLI as a subprocess, results checked against the oracle, every process's exit checked.
 """
 
+import collections
 import os
 import re
 import socket
@@ -13,6 +14,7 @@ import pytest
 
 from conftest import (REPO, SCRIPTS, SERVER_EXIT_TIMEOUT, ConfiguredCluster, assert_matches_oracle, oracle_words,
                       read_result, run_cli, servers_of, task_env, write_corpus)
+from tf2_mapreduce import output
 
 def test_walkthrough_cluster_counts_exactly_and_every_server_exits_zero(tmp_path, processes):
     corpus = str(tmp_path / "corpus")
@@ -200,3 +202,34 @@ def test_local_run_with_bad_input_leaves_nothing(tmp_path):
     assert run.returncode == 2
     assert "error: %s: no such file or directory" % (tmp_path / "missing.txt") in run.stderr
     assert_nothing_left(run)
+
+
+USER_JOB = """
+import tensorflow as tf
+
+from tf2_mapreduce.jobs import Job, KeySum
+
+
+def caseless_words(texts):
+    words = tf.strings.lower(tf.strings.split(texts).flat_values)  # ASCII letters, as bytes.lower()
+    return words, tf.ones_like(words, dtype=tf.int64)
+
+
+CASELESS = Job(name="caseless", map_fn=caseless_words, reducer=KeySum(unit="words"))
+"""
+
+
+def test_a_user_job_named_by_module_path(tmp_path):
+    (tmp_path / "myjobs.py").write_text(USER_JOB)
+    paths = write_corpus(str(tmp_path / "corpus"), 20, seed=6)
+    vocab = str(tmp_path / "vocab.tsv")
+    env = task_env(PYTHONPATH=str(tmp_path))
+    run = run_cli(["--job=myjobs:CASELESS", "--input", str(tmp_path / "corpus"), "--output", vocab], env=env)
+    assert run.returncode == 0, run.stderr
+    oracle = collections.Counter()
+    for path in paths:
+        with open(path, "rb") as f:
+            oracle.update(word.lower() for word in f.read().split())
+    with open(vocab, encoding="utf-8") as f:
+        got = {output.unescape(word): int(count) for word, count in (line.rstrip("\n").split("\t") for line in f)}
+    assert got == oracle

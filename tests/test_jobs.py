@@ -1,0 +1,182 @@
+"""Every built-in job, a user-defined job and the output of per-key tables, against
+plain-Python oracles, on an in-process cluster of 2 ps and 2 workers."""
+
+import collections
+import json
+import os
+import random
+import re
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from conftest import INPROCESS_PS, oracle_counter, oracle_words, write_corpus, write_zipf_corpus
+from tf2_mapreduce import inputs, jobs, output, reduce, runner
+from tf2_mapreduce.errors import Interrupted, UsageError
+
+
+def run(inprocess, job, files, **options):
+    return runner.JobRun(job, files, inprocess[1], inprocess[0], runner.Options(**options)).run()
+
+
+@pytest.fixture(scope="module")
+def zipf(tmp_path_factory):
+    paths = write_zipf_corpus(str(tmp_path_factory.mktemp("zipf")), 40, distinct=20_000, samples=40_000, seed=3)
+    return inputs.expand(paths).files, oracle_counter(paths)
+
+
+def oracle_lines(data):
+    lines = data.split(b"\n")
+    if lines[-1] == b"":
+        lines.pop()
+    return lines
+
+
+def oracle_grep(data, pattern):
+    """RE2 semantics for the patterns used here: lines are UTF-8 text; others never match."""
+    matched = 0
+    for line in oracle_lines(data):
+        try:
+            matched += bool(re.fullmatch(pattern, line.decode("utf-8")))
+        except UnicodeDecodeError:
+            pass
+    return matched
+
+
+def read(path):
+    with open(path, "rb") as f:
+        return f.read()
+
+
+@pytest.fixture(scope="module")
+def texts(tmp_path_factory):
+    root = str(tmp_path_factory.mktemp("texts"))
+    paths = write_corpus(root, 30, seed=12)
+    extra = os.path.join(root, "lines.txt")
+    with open(extra, "wb") as f:
+        f.write("the cat\nthe dog\r\nno newline at the end: the".encode() + "\ncafé the\n\n\xff the\n".encode("latin-1"))
+    return inputs.expand(paths + [extra]).files
+
+
+def test_wordfreq_matches_counter_on_two_ps(inprocess, zipf):
+    files, oracle = zipf
+    result = run(inprocess, jobs.BUILT_IN["wordfreq"], files, step_files=3)
+    assert result.total == sum(oracle.values())
+    assert result.stats.distinct == len(oracle) >= 20_000
+    assert collections.Counter(dict(result.reducer.entries())) == oracle
+    # Keys are spread over both ps tables.
+    assert all(int(shard.table.size()) > 0 for shard in result.reducer.shards)
+    top = result.reducer.top(25)
+    assert top == sorted(oracle.items(), key=lambda kv: (-kv[1], kv[0]))[:25]
+
+
+def test_wordfreq_output_round_trips_with_escaping(inprocess, zipf, tmp_path, monkeypatch):
+    files, oracle = zipf
+    # Small chunks and runs: the table is fetched in pieces and sorted through disk.
+    monkeypatch.setattr(reduce, "CHUNK", 3000)
+    monkeypatch.setattr(output, "RUN_SIZE", 4000)
+    result = run(inprocess, jobs.BUILT_IN["wordfreq"], files)
+    found = inputs.Inputs(files=files)
+    ordered = sorted(oracle.items(), key=lambda kv: (-kv[1], kv[0]))
+    tsv = str(tmp_path / "vocab.tsv")
+    output.write(tsv, result, found)
+    with open(tsv, encoding="utf-8") as f:
+        rows = [line.rstrip("\n").split("\t") for line in f]
+    assert all(len(row) == 2 for row in rows)
+    assert [(output.unescape(word), int(count)) for word, count in rows] == ordered
+    assert any("\\x" in word for word, _ in rows) and any("\\\\" in word for word, _ in rows)
+    as_json = str(tmp_path / "vocab.json")
+    output.write(as_json, result, found, min_count=3)
+    with open(as_json, encoding="utf-8") as f:
+        document = json.load(f)
+    assert [(output.unescape(word), count) for word, count in document["words"]] == [kv for kv in ordered if kv[1] >= 3]
+    assert document["total_words"] == sum(oracle.values()) and document["distinct_words"] == len(oracle)
+
+
+def test_escape_is_reversible_and_printable():
+    rng = random.Random(5)
+    for _ in range(2000):
+        word = bytes(rng.randrange(256) for _ in range(rng.randint(1, 12)))
+        text = output.escape(word)
+        assert output.unescape(text) == word
+        assert text.isprintable() and "\t" not in text and "\n" not in text
+    assert output.escape("café".encode()) == "café"
+    assert output.escape(b"a\\b\xff\xc2\xa0") == "a\\\\b\\xff\\xc2\\xa0"
+
+
+def test_sorted_entries_spills_to_disk_and_merges():
+    rng = random.Random(2)
+    entries = [(bytes(rng.randrange(97, 100) for _ in range(rng.randint(1, 4))), rng.randint(1, 5)) for _ in range(5000)]
+    expected = sorted(entries, key=lambda e: (-e[1], e[0]))
+    assert list(output.sorted_entries(iter(entries), run_size=333)) == expected
+    assert list(output.sorted_entries(iter(entries))) == expected
+
+
+def test_a_retried_per_key_commit_does_not_double_count(inprocess):
+    reducer = reduce.KeyedSum([10, 10, 10], ["/job:ps/replica:0/task:%d/device:CPU:0" % i for i in range(INPROCESS_PS)])
+    commit = tf.function(reducer.commit)
+    words = tf.constant([b"a", b"b", b"a", b"c"])
+    counts = tf.constant([1, 1, 1, 1], tf.int64)
+    commit(tf.constant([0, 2], tf.int64), (words, counts))
+    commit(tf.constant([0, 2], tf.int64), (words, counts))  # the retry: a no-op
+    commit(tf.constant([1], tf.int64), (words[:1], counts[:1]))
+    assert dict(reducer.entries()) == {b"a": 3, b"b": 1, b"c": 1}
+    assert reducer.done().tolist() == [True, True, True]
+    assert reducer.stats() == reduce.Stats(3, 30, 5, 3)
+
+
+def test_wordfreq_checkpoint_resume_is_exact(inprocess, tmp_path):
+    # 400 files, one a step: the run is stopped well before its end.
+    paths = write_zipf_corpus(str(tmp_path / "corpus"), 400, distinct=5_000, samples=20_000, seed=4)
+    files, oracle = inputs.expand(paths).files, oracle_counter(paths)
+    directory = str(tmp_path / "ckpt")
+    first = runner.JobRun(jobs.BUILT_IN["wordfreq"], files, inprocess[1], inprocess[0],
+                          runner.Options(checkpoint_dir=directory, step_files=1, progress_every=0.1))
+    # Stopped as by SIGTERM once some files are done: a checkpoint is saved mid-job.
+    first.on_progress = lambda p: p.files_done and first.request_stop(15)
+    with pytest.raises(Interrupted, match="checkpoint saved"):
+        first.run()
+    second = runner.JobRun(jobs.BUILT_IN["wordfreq"], files, inprocess[1], inprocess[0],
+                           runner.Options(checkpoint_dir=directory)).run()
+    assert 0 < second.files_resumed < len(files)
+    assert collections.Counter(dict(second.reducer.entries())) == oracle
+
+
+def test_linecount_wc_and_grep_match_their_oracles(inprocess, texts):
+    data = [read(f.path) for f in texts]
+    lines = run(inprocess, jobs.BUILT_IN["linecount"], texts)
+    assert lines.total == sum(len(oracle_lines(d)) for d in data)
+    wc = run(inprocess, jobs.BUILT_IN["wc"], texts, step_files=4)
+    assert wc.total == (lines.total, oracle_words(f.path for f in texts), sum(len(d) for d in data))
+    assert wc.reducer.values().tolist() == [[len(oracle_lines(d)), len(d.split()), len(d)] for d in data]
+    for pattern in [".*the.*", "the .*", "[a-z]+ [a-z]+", ".*é.*", ""]:
+        grep = run(inprocess, jobs.resolve("grep", pattern), texts)
+        assert grep.total == sum(oracle_grep(d, pattern) for d in data), pattern
+
+
+def test_a_user_defined_job(inprocess, texts):
+    def byte_histogram(text):
+        return tf.math.bincount(tf.cast(tf.io.decode_raw(text, tf.uint8), tf.int32), minlength=256, maxlength=256,
+                                dtype=tf.int64)
+
+    job = jobs.Job("bytes", jobs.per_text(byte_histogram, shape=(256,)),
+                   jobs.VectorSum(names=tuple("%02x" % b for b in range(256))))
+    result = run(inprocess, job, texts)
+    expected = np.zeros(256, np.int64)
+    for f in texts:
+        expected += np.bincount(np.frombuffer(read(f.path), np.uint8), minlength=256)
+    assert list(result.total) == expected.tolist()
+
+
+@pytest.mark.parametrize("name, pattern, message", [
+    ("nope", None, "--job=nope: unknown job (built in: grep, linecount, wc, wordcount, wordfreq;"),
+    ("grep", None, "--job=grep needs --pattern"),
+    ("grep", "a(", "--pattern 'a(': not a valid RE2 regular expression"),
+    ("wordcount", "x", "--pattern is only for --job=grep"),
+    ("no_such_module_x:JOB", None, "cannot import no_such_module_x"),
+    ("json:dumps", None, "json.dumps is not a tf2_mapreduce Job"),
+])
+def test_job_names_are_checked(name, pattern, message):
+    with pytest.raises(UsageError, match=re.escape(message)):
+        jobs.resolve(name, pattern)
