@@ -80,21 +80,18 @@ def inprocess():
     import tensorflow as tf
 
     from tf2_mapreduce import cluster as cluster_lib
-    from tf2_mapreduce import runner, server
+    from tf2_mapreduce import runner
 
     jobs = {
         role: ["localhost:%d" % portpicker.pick_unused_port() for _ in range(count)]
         for role, count in (("chief", 1), ("ps", INPROCESS_PS), ("worker", INPROCESS_WORKERS))
     }
-    spec = tf.train.ClusterSpec(jobs)
-    servers = [
-        tf.distribute.Server(spec, job_name=role, task_index=i, protocol="grpc",
-                             config=server.server_config(INPROCESS_WORKERS), start=True)
-        for role in ("ps", "worker") for i in range(len(jobs[role]))
-    ]
-    resolver = tf.distribute.cluster_resolver.SimpleClusterResolver(spec, task_type="chief", task_id=0, rpc_layer="grpc")
-    devices = ["/job:%s/replica:0/task:%d/device:CPU:0" % (r, i) for r in ("ps", "worker") for i in range(len(jobs[r]))]
-    yield cluster_lib.Cluster(jobs, "chief", 0), runner.connect(resolver, devices)
+    cluster = cluster_lib.Cluster(jobs, "chief", 0)
+    servers = cluster_lib.start_in_process(cluster)
+    resolver = tf.distribute.cluster_resolver.SimpleClusterResolver(tf.train.ClusterSpec(jobs), task_type="chief",
+                                                                    task_id=0, rpc_layer="grpc")
+    devices = ["/job:%s/replica:0/task:%d/device:CPU:0" % (role, i) for role, i, _ in cluster.tasks()]
+    yield cluster, runner.connect(resolver, devices)
     del servers
 
 

@@ -213,3 +213,24 @@ def test_sigterm_before_the_job_starts_exits_143(tmp_path, processes):
     job.proc.send_signal(signal.SIGTERM)
     code, _, stderr = job.finish(timeout=30)
     assert code == 143 and "stopped by signal 15" in stderr
+
+
+def test_killed_worker_while_a_large_file_is_counted_in_pieces(tmp_path, processes, corpus):
+    big = tmp_path / "big.txt"
+    with open(big, "wb") as out:
+        for path in corpus[1][:1200]:
+            with open(path, "rb") as f:
+                out.write(f.read())
+    cluster = ConfiguredCluster(tmp_path, processes, num_ps=1, num_workers=2)
+    cluster.start_all()
+    # 8 KB pieces, one a step: a few hundred steps over a single file.
+    args = ["--input", str(big), "--read_size", "8192", "--files_per_step", "1", "--progress_every", "0.2",
+            "--output", str(tmp_path / "result.json")]
+    job = LiveCoordinator(args, cluster.chief_env(), processes, tmp_path / "coordinator.log")
+    done = job.wait_for(r"\] 0/1 files \(0%\), ([1-9][\d.]*) (KB|MB) of")
+    cluster.servers["worker", 1].kill()
+    code, _, stderr = job.finish()
+    assert code == 0, stderr
+    assert float(done.group(1)) * {"KB": 1e3, "MB": 1e6}[done.group(2)] < big.stat().st_size  # killed mid-file
+    assert_matches_oracle(read_result(str(tmp_path / "result.json")), [str(big)])
+    assert cluster.servers["ps", 0].wait(SERVER_EXIT_TIMEOUT) == 0

@@ -10,7 +10,7 @@ from conftest import INPROCESS_PS, oracle_words, write_corpus
 from tf2_mapreduce import inputs, runner
 from tf2_mapreduce.errors import JobFailed, UsageError
 from tf2_mapreduce.jobs import BUILT_IN
-from tf2_mapreduce.reduce import PerFileSum, Stats
+from tf2_mapreduce.reduce import PerPieceSum, Stats
 
 WORDCOUNT = BUILT_IN["wordcount"]
 PS_DEVICES = ["/job:ps/replica:0/task:%d/device:CPU:0" % i for i in range(INPROCESS_PS)]
@@ -27,9 +27,9 @@ def corpus(tmp_path_factory):
     return inputs.expand([root]).files
 
 
-@pytest.mark.parametrize("step_files", [1, 7, 64])
-def test_total_and_per_file_counts_match_oracle(inprocess, corpus, step_files):
-    result = run(inprocess, corpus, step_files=step_files)
+@pytest.mark.parametrize("max_pieces", [1, 7, 64])
+def test_total_and_per_file_counts_match_oracle(inprocess, corpus, max_pieces):
+    result = run(inprocess, corpus, max_pieces=max_pieces)
     assert result.total == oracle_words(f.path for f in corpus)
     assert result.reducer.values().tolist() == [oracle_words([f.path]) for f in corpus]
     assert result.total_bytes == sum(os.path.getsize(f.path) for f in corpus)
@@ -37,7 +37,7 @@ def test_total_and_per_file_counts_match_oracle(inprocess, corpus, step_files):
 
 def test_progress_reports_are_consistent(inprocess, corpus):
     reports = []
-    result = runner.JobRun(WORDCOUNT, corpus, inprocess[1], inprocess[0], runner.Options(step_files=1, progress_every=0.1),
+    result = runner.JobRun(WORDCOUNT, corpus, inprocess[1], inprocess[0], runner.Options(max_pieces=1, progress_every=0.1),
                            on_progress=reports.append).run()
     assert reports[-1].files_done == len(corpus) and reports[-1].value == result.total
     for before, after in zip(reports, reports[1:]):
@@ -51,7 +51,7 @@ def test_a_retried_commit_does_not_double_count(inprocess, tmp_path):
     # What schedule() does when a worker dies after its step reached the ps: the
     # same files are committed again. Slots make the second commit a no-op.
     files = inputs.expand(write_corpus(str(tmp_path), 9, seed=3)).files
-    reducer = PerFileSum([f.size for f in files], PS_DEVICES)
+    reducer = PerPieceSum([f.size for f in files], PS_DEVICES)
     ids = tf.constant(list(range(len(files))), tf.int64)
     values = tf.constant([oracle_words([f.path]) for f in files], tf.int64)
     commit = tf.function(reducer.commit)
@@ -66,7 +66,7 @@ def test_a_retried_commit_does_not_double_count(inprocess, tmp_path):
 def test_file_gone_at_read_time_fails_the_job_naming_it(inprocess, corpus, tmp_path):
     gone = inputs.InputFile(str(tmp_path / "deleted after listing.txt"), 10, 0)
     with pytest.raises(JobFailed) as e:
-        run(inprocess, corpus[:5] + [gone] + corpus[5:], step_files=2)
+        run(inprocess, corpus[:5] + [gone] + corpus[5:], max_pieces=2)
     assert str(e.value) == ("a map step failed: %s: no such file or directory (it was there when the inputs were listed)"
                             % gone.path)
     # The coordinator is usable for the next job after a failed one.
@@ -80,9 +80,9 @@ def test_skip_pins_down_each_bad_file_in_a_batch(inprocess, corpus, tmp_path):
            inputs.InputFile(str(changed), 5, 0),  # listed at 5 bytes, 17 now
            inputs.InputFile(str(tmp_path), 4096, 0)]  # a directory where a file was listed
     files = corpus[:10] + bad[:2] + corpus[10:20] + bad[2:] + corpus[20:]
-    result = run(inprocess, files, step_files=8, on_error="skip")
+    result = run(inprocess, files, max_pieces=8, on_error="skip")
     assert result.total == oracle_words(f.path for f in corpus)
-    assert [(f.path, why) for f, why in result.skipped] == [
+    assert result.skipped == [
         (bad[0].path, "no such file or directory (it was there when the inputs were listed)"),
         (bad[1].path, "changed since it was listed (5 bytes then, 17 now)"),
         (bad[2].path, "is a directory"),
@@ -130,6 +130,9 @@ def test_checkpoint_of_other_inputs_is_refused(inprocess, corpus, tmp_path):
     modified = corpus[:9] + [inputs.InputFile(corpus[9].path, corpus[9].size, corpus[9].mtime_ns + 1)]
     with pytest.raises(UsageError, match="input %s was modified" % corpus[9].path):
         run(inprocess, modified, checkpoint_dir=directory)
+    # Its state is per piece: other cuts of the same files are another job.
+    with pytest.raises(UsageError, match="it was made with --read_size=%d" % runner.Options().read_size):
+        run(inprocess, corpus[:10], checkpoint_dir=directory, read_size=64)
 
 
 def test_more_ps_than_files(inprocess, tmp_path):

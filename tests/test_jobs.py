@@ -61,7 +61,7 @@ def texts(tmp_path_factory):
 
 def test_wordfreq_matches_counter_on_two_ps(inprocess, zipf):
     files, oracle = zipf
-    result = run(inprocess, jobs.BUILT_IN["wordfreq"], files, step_files=3)
+    result = run(inprocess, jobs.BUILT_IN["wordfreq"], files, max_pieces=3)
     assert result.total == sum(oracle.values())
     assert result.stats.distinct == len(oracle) >= 20_000
     assert collections.Counter(dict(result.reducer.entries())) == oracle
@@ -132,7 +132,7 @@ def test_wordfreq_checkpoint_resume_is_exact(inprocess, tmp_path):
     files, oracle = inputs.expand(paths).files, oracle_counter(paths)
     directory = str(tmp_path / "ckpt")
     first = runner.JobRun(jobs.BUILT_IN["wordfreq"], files, inprocess[1], inprocess[0],
-                          runner.Options(checkpoint_dir=directory, step_files=1, progress_every=0.1))
+                          runner.Options(checkpoint_dir=directory, max_pieces=1, progress_every=0.1))
     # Stopped as by SIGTERM once some files are done: a checkpoint is saved mid-job.
     first.on_progress = lambda p: p.files_done and first.request_stop(15)
     with pytest.raises(Interrupted, match="checkpoint saved"):
@@ -147,7 +147,7 @@ def test_linecount_wc_and_grep_match_their_oracles(inprocess, texts):
     data = [read(f.path) for f in texts]
     lines = run(inprocess, jobs.BUILT_IN["linecount"], texts)
     assert lines.total == sum(len(oracle_lines(d)) for d in data)
-    wc = run(inprocess, jobs.BUILT_IN["wc"], texts, step_files=4)
+    wc = run(inprocess, jobs.BUILT_IN["wc"], texts, max_pieces=4)
     assert wc.total == (lines.total, oracle_words(f.path for f in texts), sum(len(d) for d in data))
     assert wc.reducer.values().tolist() == [[len(oracle_lines(d)), len(d.split()), len(d)] for d in data]
     for pattern in [".*the.*", "the .*", "[a-z]+ [a-z]+", ".*é.*", ""]:
@@ -180,3 +180,36 @@ def test_a_user_defined_job(inprocess, texts):
 def test_job_names_are_checked(name, pattern, message):
     with pytest.raises(UsageError, match=re.escape(message)):
         jobs.resolve(name, pattern)
+
+
+@pytest.mark.parametrize("read_size", [7, 100])
+def test_every_job_is_exact_when_files_are_cut_into_pieces(inprocess, texts, tmp_path, read_size):
+    files = texts[-6:]  # among them lines.txt, with its unterminated and non-UTF-8 lines
+    data = [read(f.path) for f in files]
+    options = dict(read_size=read_size, split_size=150)
+    words = run(inprocess, jobs.BUILT_IN["wordcount"], files, **options)
+    assert len(words.pieces) > 2 * len(files)
+    assert words.total == sum(len(d.split()) for d in data)
+    assert words.file_values().tolist() == [len(d.split()) for d in data]
+    freq = run(inprocess, jobs.BUILT_IN["wordfreq"], files, **options)
+    assert collections.Counter(dict(freq.reducer.entries())) == collections.Counter(w for d in data for w in d.split())
+    wc = run(inprocess, jobs.BUILT_IN["wc"], files, **options)
+    assert wc.total == (sum(len(oracle_lines(d)) for d in data), words.total, sum(len(d) for d in data))
+    grep = run(inprocess, jobs.resolve("grep", ".*the.*"), files, **options)
+    assert grep.total == sum(oracle_grep(d, ".*the.*") for d in data)
+
+
+def test_a_file_changed_under_a_range_read_is_named_with_its_bytes(inprocess, tmp_path):
+    big = tmp_path / "big.txt"
+    big.write_bytes(b"alpha beta gamma delta " * 40)
+    small = tmp_path / "small.txt"
+    small.write_bytes(b"one two")
+    files = inputs.expand([str(big), str(small)]).files
+    job = runner.JobRun(jobs.BUILT_IN["wordcount"], files, inprocess[1], inprocess[0],
+                        runner.Options(read_size=300, on_error="skip"))
+    big.write_bytes(b"alpha beta " * 3)  # planned already: its pieces now cover bytes it no longer has
+    result = job.run()
+    assert result.total == 2
+    assert result.skipped == [("%s (bytes %d-%d)" % (big, p.start, p.end), "changed size since it was listed")
+                              for p in job.pieces if p.file == 0]
+    assert result.files_done == 1

@@ -233,3 +233,11 @@ def test_a_user_job_named_by_module_path(tmp_path):
     with open(vocab, encoding="utf-8") as f:
         got = {output.unescape(word): int(count) for word, count in (line.rstrip("\n").split("\t") for line in f)}
     assert got == oracle
+
+
+def test_in_process_local_cluster(tmp_path):
+    run = run_cli(["--local_cluster=inprocess"], env=task_env())
+    assert run.returncode == 0, run.stderr
+    assert "started a local cluster in this process" in run.stderr
+    assert "wordcount: %d words in 22 files" % oracle_words(sample_paths()) in run.stdout
+    assert servers_of(run.pid) == []

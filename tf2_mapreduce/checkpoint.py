@@ -17,14 +17,18 @@ MANIFEST = "manifest.json"
 FORMAT = 1
 
 
-def manifest(job, num_ps, files):
+def manifest(job, num_ps, files, pieces, read_size):
     """What makes a checkpoint belong to a job: the job and its parameters, its ps
-    layout, and its inputs with their sizes and modification times."""
+    layout, its inputs with their sizes and modification times, and how they were
+    cut into pieces (the unit of its state)."""
+    cuts = hashlib.sha256(json.dumps([[p.file, p.start, p.end] for p in pieces]).encode()).hexdigest()
     return {
         "format": FORMAT,
         "job": job.name,
         "config": job.config,
         "num_ps": num_ps,
+        "read_size": read_size,
+        "pieces": cuts,
         "files": [[f.path, f.size, f.mtime_ns] for f in files],
     }
 
@@ -54,7 +58,11 @@ def _difference(old, new):
             return "input %s changed size (%d bytes, now %d)" % (path, before[path][1], size)
         if before[path][2] != mtime_ns:
             return "input %s was modified" % path
-    return "the inputs are listed in another order"
+    if [f[0] for f in old["files"]] != [f[0] for f in new["files"]]:
+        return "the inputs are listed in another order"
+    if old["read_size"] != new["read_size"]:
+        return "it was made with --read_size=%d" % old["read_size"]
+    return "the inputs were cut into pieces differently"
 
 
 class JobCheckpoint:

@@ -19,6 +19,9 @@ __all__ = [
     "Cluster",
     "LocalCluster",
     "from_tf_config",
+    "local_cluster",
+    "server_config",
+    "start_in_process",
     "probe",
     "wait_for_tasks",
 ]
@@ -143,6 +146,41 @@ def _free_ports(count):
             s.close()
 
 
+def local_cluster(num_ps, num_workers):
+    """A `Cluster` of free localhost ports: one chief, `num_ps` ps, `num_workers` workers."""
+    if num_ps < 1 or num_workers < 1:
+        raise UsageError("a cluster needs at least 1 ps and 1 worker (got --num_ps=%d --num_workers=%d)" % (num_ps, num_workers))
+    addresses = ["localhost:%d" % p for p in _free_ports(1 + num_ps + num_workers)]
+    jobs = {"chief": addresses[:1], "ps": addresses[1 : 1 + num_ps], "worker": addresses[1 + num_ps :]}
+    return Cluster(jobs, "chief", 0)
+
+
+def server_config(num_workers):
+    """The ConfigProto every ps and worker server of a cluster with `num_workers` needs."""
+    import tensorflow as tf
+
+    # Fewer inter-op threads than workers + 1 deadlocks schedule()/join() on small
+    # machines (design.md); TF's own in-process test clusters set the same.
+    return tf.compat.v1.ConfigProto(inter_op_parallelism_threads=max(num_workers + 1, os.cpu_count() or 1))
+
+
+def start_in_process(cluster):
+    """Starts every ps and worker server of `cluster` inside this process; returns them.
+
+    For a local cluster that costs one TensorFlow import instead of one per task.
+    The servers live as long as the process (TF cannot stop them) and need no
+    end-of-job message.
+    """
+    import tensorflow as tf
+
+    spec = tf.train.ClusterSpec(cluster.jobs)
+    return [
+        tf.distribute.Server(spec, job_name=role, task_index=index, protocol="grpc",
+                             config=server_config(cluster.num_workers), start=True)
+        for role, index, _ in cluster.tasks()
+    ]
+
+
 class LocalCluster:
     """ps and worker servers run as child processes of this one, on localhost.
 
@@ -153,16 +191,7 @@ class LocalCluster:
     """
 
     def __init__(self, num_ps=1, num_workers=2):
-        if num_ps < 1 or num_workers < 1:
-            raise UsageError("a cluster needs at least 1 ps and 1 worker (got --num_ps=%d --num_workers=%d)" % (num_ps, num_workers))
-        ports = _free_ports(1 + num_ps + num_workers)
-        addresses = ["localhost:%d" % p for p in ports]
-        jobs = {
-            "chief": addresses[:1],
-            "ps": addresses[1 : 1 + num_ps],
-            "worker": addresses[1 + num_ps :],
-        }
-        self.cluster = Cluster(jobs, "chief", 0)
+        self.cluster = local_cluster(num_ps, num_workers)
         self.log_dir = tempfile.mkdtemp(prefix="tf2_mapreduce-")
         self.processes = {}  # (role, index) -> Popen
         self.keep_logs = False  # set once an error has pointed the user at a log

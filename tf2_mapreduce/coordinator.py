@@ -6,6 +6,7 @@ Modules that import TensorFlow are imported inside functions, after the local
 servers were started, so that they boot while TensorFlow loads here.
 """
 
+import contextlib
 import os
 import signal
 import sys
@@ -43,6 +44,12 @@ flags.DEFINE_integer("min_count", 1, "For per-key jobs: leave keys counted fewer
                      lower_bound=1)
 flags.DEFINE_integer("num_ps", 1, "ps tasks of the local cluster (ignored with TF_CONFIG).", lower_bound=1)
 flags.DEFINE_integer("num_workers", 2, "Worker tasks of the local cluster (ignored with TF_CONFIG).", lower_bound=1)
+flags.DEFINE_enum(
+    "local_cluster", "processes", ["processes", "inprocess"],
+    "Without TF_CONFIG: run the local ps and workers as child processes (each task apart, as "
+    "on a real cluster), or as servers inside this process (one TensorFlow import instead of "
+    "one per task: seconds faster to start, but a task's failure is the whole job's).",
+)
 flags.DEFINE_string(
     "output", None,
     "Write the result to this path (any tf.io.gfile path): JSON for sums; for per-key jobs the "
@@ -52,7 +59,16 @@ flags.DEFINE_float("progress_every", 2.0, "Seconds between progress lines on std
 flags.DEFINE_float(
     "connect_timeout", 60.0, "Seconds to wait for every ps and worker to answer before giving up.", lower_bound=0.1
 )
-flags.DEFINE_integer("files_per_step", 0, "Files per scheduled map step; 0 picks from the input size.", lower_bound=0)
+flags.DEFINE_integer(
+    "split_size", 64 << 20,
+    "Bytes per scheduled map step at most: a larger file is cut into several splits (read by all "
+    "workers at once), small files are packed together.", lower_bound=1)
+flags.DEFINE_integer(
+    "read_size", 8 << 20,
+    "Files are cut into pieces of about this many bytes, at word (or line) starts, and a worker "
+    "reads and maps a piece at a time: this bounds a worker's memory.", lower_bound=1)
+flags.DEFINE_integer("files_per_step", 0, "Pieces (files, or parts of large ones) per map step at most; 0: automatic.",
+                     lower_bound=0)
 flags.DEFINE_enum(
     "on_error", "fail", ["fail", "skip"],
     "An input that cannot be read: 'fail' stops the job with an error naming it; 'skip' leaves it "
@@ -130,7 +146,7 @@ def _print_result(result, found):
         print("top %d %s (count, %s; non-printable bytes as \\xHH):" % (len(top), job.reducer.unit, job.reducer.unit))
         for key, count in top:
             print("%12d  %s" % (count, output.escape(key)))
-    skipped = list(found.skipped) + [(f.path, reason) for f, reason in result.skipped]
+    skipped = list(found.skipped) + result.skipped
     if skipped:
         print("%d input(s) skipped (--on_error=skip):" % len(skipped))
         for path, reason in skipped:
@@ -160,7 +176,7 @@ def _connect_within(seconds, resolver, task_devices, on_timeout):
         timer.cancel()
 
 
-def _run(specs, cluster, resolver, local, stop_requests):
+def _run(specs, cluster, resolver, local, stop_requests, started, in_process):
     """Everything after the cluster is chosen; returns the process exit status."""
     # Imported here, after the local servers were started: they boot meanwhile.
     from tf2_mapreduce import control, inputs, jobs, output, runner
@@ -182,18 +198,20 @@ def _run(specs, cluster, resolver, local, stop_requests):
         _say("skipping %s: %s" % (path, reason))
     _say("%s over %d files (%s) on %s%s" % (
         job.name, len(found.files), _human_bytes(found.total_bytes), cluster.describe(), " (local)" if local else ""))
-    cluster_lib.wait_for_tasks(cluster, FLAGS.connect_timeout, check=local.check_alive if local else None)
+    if not in_process:
+        cluster_lib.wait_for_tasks(cluster, FLAGS.connect_timeout, check=local.check_alive if local else None)
     devices = ["/job:%s/replica:0/task:%d/device:CPU:0" % (role, index) for role, index, _ in cluster.tasks()]
     coordinator = _connect_within(FLAGS.connect_timeout, resolver, devices,
                                   on_timeout=local.close if local else lambda: None)
     options = runner.Options(
-        step_files=FLAGS.files_per_step, on_error=FLAGS.on_error, checkpoint_dir=FLAGS.checkpoint_dir,
+        split_size=FLAGS.split_size, read_size=FLAGS.read_size, max_pieces=FLAGS.files_per_step,
+        on_error=FLAGS.on_error, checkpoint_dir=FLAGS.checkpoint_dir,
         checkpoint_every=FLAGS.checkpoint_every, worker_timeout=FLAGS.worker_timeout,
         progress_every=FLAGS.progress_every,
     )
-    job_over = True
+    job_over = not in_process  # servers in this process end with it, and need no message
     try:
-        with control.Heartbeats(cluster) as heartbeats:
+        with control.Heartbeats(cluster) if not in_process else _no_heartbeats() as heartbeats:
             run = runner.JobRun(job, found.files, coordinator, cluster, options, heartbeats=heartbeats,
                                 on_progress=lambda p: _say(_progress_line(job, p)), log=_say)
             stop_requests.append(run.request_stop)
@@ -201,7 +219,11 @@ def _run(specs, cluster, resolver, local, stop_requests):
         # Before the servers are told to exit: per-key results are read from the ps tasks.
         _print_result(result, found)
         if FLAGS.output:
-            output.write(FLAGS.output, result, found, FLAGS.min_count)
+            timings = {"total": time.monotonic() - started}
+            if result.first_schedule:
+                # Imports and cluster start-up; then map steps until the result was read.
+                timings.update(startup=result.first_schedule - started, map=result.finished - result.first_schedule)
+            output.write(FLAGS.output, result, found, FLAGS.min_count, timings)
             _say("wrote %s" % FLAGS.output)
     except ClusterError:
         job_over = False  # the servers that are left serve the rerun that resumes the job
@@ -214,6 +236,11 @@ def _run(specs, cluster, resolver, local, stop_requests):
         if local:
             _await_local_exit(local)
     return 0
+
+
+@contextlib.contextmanager
+def _no_heartbeats():
+    yield None
 
 
 def _handle_stop_signals(stop_requests):
@@ -237,6 +264,7 @@ def main(argv):
         absl_logging.set_verbosity(absl_logging.WARNING)  # TF logs its whole config at INFO
     specs = (FLAGS.input or []) + argv[1:]
     local = None
+    in_process_servers = []
     stop_requests = []
     _handle_stop_signals(stop_requests)
     try:
@@ -252,10 +280,17 @@ def main(argv):
         else:
             if FLAGS.keep_serving:
                 raise UsageError("--keep_serving needs a TF_CONFIG cluster; a local cluster ends with its job")
-            local = cluster_lib.LocalCluster(FLAGS.num_ps, FLAGS.num_workers).start()
-            cluster = local.cluster
-            _say("started a local cluster: %s" % ", ".join("%s %s" % (r, a) for r, _, a in cluster.tasks()))
-        code = _run(specs, cluster, _resolver(cluster, from_env=bool(tf_config)), local, stop_requests)
+            if FLAGS.local_cluster == "processes":
+                local = cluster_lib.LocalCluster(FLAGS.num_ps, FLAGS.num_workers).start()
+                cluster = local.cluster
+            else:
+                cluster = cluster_lib.local_cluster(FLAGS.num_ps, FLAGS.num_workers)
+                # Held until the process ends: the servers serve as long as they exist.
+                in_process_servers = cluster_lib.start_in_process(cluster)
+            _say("started a local cluster%s: %s" % (" in this process" if not local else "",
+                                                    ", ".join("%s %s" % (r, a) for r, _, a in cluster.tasks())))
+        code = _run(specs, cluster, _resolver(cluster, from_env=bool(tf_config)), local, stop_requests, start,
+                    in_process=not tf_config and FLAGS.local_cluster == "inprocess")
     except Interrupted as e:
         _say(str(e))
         code = e.exit_code
@@ -273,8 +308,10 @@ def main(argv):
         _say("done in %.1f s" % (time.monotonic() - start))
     sys.stdout.flush()
     sys.stderr.flush()
-    # The servers were told to exit: a normal interpreter teardown would only try
-    # to release TF's remote state on them and log a screen of connection errors.
+    # The servers were told to exit (or live in this process, `in_process_servers`):
+    # a normal interpreter teardown would only try to release TF's remote state on
+    # them and log a screen of connection errors.
+    del in_process_servers
     os._exit(code)
 
 

@@ -1,4 +1,5 @@
-"""Input specs -> validated files -> a tf.data pipeline of file batches.
+"""Input specs -> validated files -> pieces cut at record boundaries -> a tf.data
+pipeline of splits (the pieces of one scheduled map step).
 
 Specs are files, directories, glob patterns and @lists (a file of paths, one a line).
 Local paths go through `os` (any bytes in names, no length surprises); every other
@@ -6,7 +7,9 @@ path through tf.io.gfile, so gs:// and TF's other filesystems work.
 """
 
 import glob
+import math
 import os
+import re
 import stat
 from dataclasses import dataclass, field
 
@@ -15,10 +18,13 @@ import tensorflow as tf
 
 from tf2_mapreduce.errors import InputError, op_error_cause
 
-__all__ = ["InputFile", "Inputs", "ON_ERROR", "expand", "batches", "sample_corpus"]
+__all__ = ["InputFile", "Inputs", "Piece", "ON_ERROR", "RECORDS", "expand", "plan", "splits", "sample_corpus"]
 
 GLOB_CHARS = frozenset("*?[")
 ON_ERROR = ("fail", "skip")
+# What a piece boundary must follow, so that no record spans two pieces.
+RECORDS = {"words": re.compile(rb"[ \t\n\r\x0b\x0c]"), "lines": re.compile(rb"\n")}
+WINDOW = 64 * 1024  # bytes read at a time while looking for a boundary
 
 
 @dataclass(frozen=True)
@@ -254,13 +260,116 @@ def encode_path(path):
     return os.fsencode(path)
 
 
-def batches(files, ids, files_per_step):
-    """A tf.data pipeline of (ids, paths, sizes) batches for the files `ids` index.
+@dataclass(frozen=True)
+class Piece:
+    """Bytes [start, end) of file number `file`: the unit a worker reads at once, and
+    the unit whose result is committed exactly once."""
 
-    Each element becomes the tensor arguments of one scheduled map step; tensors,
-    not Python values, so the step is traced once.
+    file: int
+    start: int
+    end: int
+
+    @property
+    def size(self):
+        return self.end - self.start
+
+
+class _Reader:
+    """Reads byte ranges of one file: os.pread locally, GFile elsewhere."""
+
+    def __init__(self, path):
+        local = _local(path)
+        if local is not None:
+            self._fd = os.open(local, os.O_RDONLY)
+            self.read = lambda offset, n: os.pread(self._fd, n, offset)
+            self.close = lambda: os.close(self._fd)
+        else:
+            self._file = tf.io.gfile.GFile(path, "rb")
+
+            def read(offset, n):
+                self._file.seek(offset)
+                return self._file.read(n)
+
+            self.read = read
+            self.close = self._file.close
+
+
+def _boundary(reader, position, size, separator):
+    """The first offset >= `position` that follows a separator byte (or `size`)."""
+    offset = position - 1
+    while offset < size:
+        window = reader.read(offset, WINDOW)
+        if not window:
+            break
+        found = separator.search(window)
+        if found:
+            return offset + found.start() + 1
+        offset += len(window)
+    return size
+
+
+def plan(files, read_size, records="words", on_error="fail"):
+    """Cuts `files` into `Piece`s of about `read_size` bytes, each boundary moved
+    forward to just after the next separator (ASCII whitespace for records="words",
+    a newline for "lines"), so that every word (or line) lies in exactly one piece:
+    the one in which it starts. Returns (pieces, skipped): a file that can no longer
+    be read is an `InputError`, or with on_error="skip" is left out and listed in
+    skipped as (path, reason). Reads a few bytes at each boundary of a large file.
     """
+    separator = RECORDS[records]
+    pieces, skipped = [], []
+    for number, f in enumerate(files):
+        if f.size <= read_size:
+            pieces.append(Piece(number, 0, f.size))
+            continue
+        try:
+            reader = _Reader(f.path)
+            try:
+                cuts = [0]
+                while cuts[-1] < f.size:
+                    target = cuts[-1] + read_size
+                    cuts.append(f.size if target >= f.size else _boundary(reader, target, f.size, separator))
+            finally:
+                reader.close()
+        except (OSError, tf.errors.OpError) as e:
+            error = InputError(f.path, "cannot be read to plan its pieces: " + _reason(e))
+            if on_error == "fail":
+                raise error from None
+            skipped.append((error.path, error.reason))
+            continue
+        pieces.extend(Piece(number, a, b) for a, b in zip(cuts, cuts[1:]))
+    return pieces, skipped
+
+
+def splits(files, pieces, ids, split_size, max_pieces):
+    """A tf.data pipeline of splits: each element, the tensor arguments of one map
+    step (piece ids, paths, starts, ends, file sizes), holds consecutive pieces of
+    `ids` adding up to at most `split_size` bytes (a larger piece alone) and at most
+    `max_pieces` pieces. Tensors, not Python values, so the step is traced once.
+    """
+    lengths, count, size = [], 0, 0
+    for i in ids:
+        if count and (size + pieces[i].size > split_size or count >= max_pieces):
+            lengths.append(count)
+            count, size = 0, 0
+        count += 1
+        size += pieces[i].size
+    if count:
+        lengths.append(count)
     ids = np.asarray(ids, dtype=np.int64)
-    paths = np.array([encode_path(files[i].path) for i in ids], dtype=object)
-    sizes = np.array([files[i].size for i in ids], dtype=np.int64)
-    return tf.data.Dataset.from_tensor_slices((ids, paths, sizes)).batch(files_per_step)
+    chosen = [pieces[i] for i in ids]
+    columns = (
+        ids,
+        np.array([encode_path(files[p.file].path) for p in chosen], dtype=object),
+        np.array([p.start for p in chosen], dtype=np.int64),
+        np.array([p.end for p in chosen], dtype=np.int64),
+        np.array([files[p.file].size for p in chosen], dtype=np.int64),
+    )
+    ragged = tuple(tf.RaggedTensor.from_row_lengths(column, lengths) for column in columns)
+    return tf.data.Dataset.from_tensor_slices(ragged)
+
+
+def split_bytes(total_bytes, num_workers, split_size, steps_per_worker):
+    """Bytes per split: at most `split_size`, and small enough that every worker gets
+    about `steps_per_worker` splits, so that none idles at the end."""
+    return max(1, min(split_size, math.ceil(total_bytes / (steps_per_worker * num_workers))))

@@ -133,15 +133,16 @@ class _AtomicFile:
             tf.io.gfile.remove(self.temporary)
 
 
-def _header(result, found):
+def _header(result, found, timings):
     """What every JSON result says, besides the values."""
-    skipped = list(found.skipped) + [(f.path, reason) for f, reason in result.skipped]
+    skipped = list(found.skipped) + result.skipped
     return {
         "job": result.job.name,
         "config": result.job.config,
         "files": result.files_done,
         "bytes": result.total_bytes,
         "seconds": round(result.seconds, 3),
+        "timings": {name: round(value, 3) for name, value in timings.items()},
         "resumed_from": result.resumed_from,
         "files_resumed": result.files_resumed,
         "steps_per_worker": list(result.steps_per_worker),
@@ -151,10 +152,10 @@ def _header(result, found):
     }
 
 
-def _sums_document(result, found):
+def _sums_document(result, found, timings):
     reducer = result.job.reducer
-    values = result.reducer.values()
-    document = _header(result, found)
+    values = result.file_values()
+    document = _header(result, found, timings)
     if isinstance(reducer, VectorSum):
         document["totals"] = dict(zip(reducer.names, result.total))
         per_file = [dict(zip(reducer.names, (int(x) for x in row))) for row in values]
@@ -162,19 +163,21 @@ def _sums_document(result, found):
         document["total_" + reducer.unit.replace(" ", "_")] = result.total
         per_file = [{reducer.unit.replace(" ", "_"): int(v)} for v in values]
     document["per_file"] = [
-        dict(path=f.path, bytes=f.size, **counts) for f, counts, done in zip(result.files, per_file, result.done) if done
+        dict(path=f.path, size=f.size, **counts) for f, counts, done in zip(result.files, per_file, result.file_done) if done
     ]
     return document
 
 
-def write(path, result, found, min_count=1):
+def write(path, result, found, min_count=1, timings=None):
     """Writes `result` to `path`: JSON for sums; for a per-key table, TSV lines of
     escaped key, tab, count (or JSON if `path` ends in .json), sorted by count
     descending then key bytes ascending, keys with fewer than `min_count` left out.
-    Blocking; streams a table from the ps tasks, which must still be up."""
+    `timings` (name -> seconds) go into JSON as they are. Blocking; streams a table
+    from the ps tasks, which must still be up."""
+    timings = timings or {}
     with _AtomicFile(path) as f:
         if not isinstance(result.job.reducer, KeySum):
-            json.dump(_sums_document(result, found), f, indent=1)
+            json.dump(_sums_document(result, found, timings), f, indent=1)
             f.write("\n")
             return
         entries = sorted_entries(result.reducer.entries(min_count))
@@ -183,7 +186,7 @@ def write(path, result, found, min_count=1):
                 f.write("%s\t%d\n" % (escape(key), count))
             return
         unit = result.job.reducer.unit
-        document = _header(result, found)
+        document = _header(result, found, timings)
         document.update({"total_" + unit: result.total, "distinct_" + unit: result.stats.distinct,
                          "min_count": min_count})
         f.write(json.dumps(document, indent=1)[:-2])  # without the closing "\n}", to append the table

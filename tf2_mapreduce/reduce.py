@@ -1,6 +1,7 @@
-"""Reducers: accumulators placed on the ps tasks that commit each input file's result
-exactly once. ClusterCoordinator.schedule() is at-least-once, so a commit must be
-idempotent: a map step re-run after its worker died must not count its files twice.
+"""Reducers: accumulators placed on the ps tasks that commit the result of each piece
+of input (a file, or a part of a large one) exactly once. ClusterCoordinator.schedule()
+is at-least-once, so a commit must be idempotent: a map step re-run after its worker
+died must not count its pieces twice.
 """
 
 import heapq
@@ -11,7 +12,7 @@ import tensorflow as tf
 
 from tf2_mapreduce.jobs.base import KeySum, Sum, VectorSum
 
-__all__ = ["Stats", "CheckpointState", "PerFileSum", "KeyedSum", "WorkerSteps", "for_job"]
+__all__ = ["Stats", "CheckpointState", "PerPieceSum", "KeyedSum", "WorkerSteps", "for_job"]
 
 NOT_DONE = -1
 CHUNK = 200_000  # table entries fetched from a ps at a time
@@ -19,7 +20,7 @@ CHUNK = 200_000  # table entries fetched from a ps at a time
 
 @dataclass(frozen=True)
 class Stats:
-    files_done: int
+    pieces_done: int
     bytes_done: int
     value: object  # the sum so far: an int, or a tuple for a vector
     distinct: int = None  # keys so far, for per-key sums
@@ -36,25 +37,25 @@ class CheckpointState:
 
 
 def for_job(job, sizes, ps_devices):
-    """The reducer `job.reducer` asks for, over files of byte sizes `sizes`."""
+    """The reducer `job.reducer` asks for, over pieces of byte sizes `sizes`."""
     if isinstance(job.reducer, Sum):
-        return PerFileSum(sizes, ps_devices)
+        return PerPieceSum(sizes, ps_devices)
     if isinstance(job.reducer, VectorSum):
-        return PerFileSum(sizes, ps_devices, width=len(job.reducer.names))
+        return PerPieceSum(sizes, ps_devices, width=len(job.reducer.names))
     if isinstance(job.reducer, KeySum):
         return KeyedSum(sizes, ps_devices)
     raise TypeError("unknown reducer %r of job %s" % (job.reducer, job.name))
 
 
-class PerFileSum:
-    """An exact sum of one int64 value (or fixed-size vector) per file, sharded over ps.
+class PerPieceSum:
+    """An exact sum of one int64 value (or fixed-size vector) per piece, sharded over ps.
 
-    File i owns slot i, placed on ps i % P at offset i // P. A map step writes its
-    files' values into their slots with `scatter_update` (never `scatter_add`, which
+    Piece i owns slot i, placed on ps i % P at offset i // P. A map step writes its
+    pieces' values into their slots with `scatter_update` (never `scatter_add`, which
     is not atomic on the ps, design.md), so running it twice writes the same values
     again: the sum is exactly-once however often a step is retried. Slots start at
-    -1, which tells done files from pending ones, so any snapshot of the slots is a
-    consistent set of finished files with their values.
+    -1, which tells done pieces from pending ones, so any snapshot of the slots is a
+    consistent set of finished pieces with their values.
 
     Created outside the strategy's scope on purpose: ParameterServerStrategy places
     variables round-robin and ignores device scopes, and the sharding here needs
@@ -62,8 +63,8 @@ class PerFileSum:
     """
 
     def __init__(self, sizes, ps_devices, width=None):
-        """`sizes`: each file's byte size, for progress; `width`: None for scalars."""
-        self.num_files = len(sizes)
+        """`sizes`: each piece's byte size, for progress; `width`: None for scalars."""
+        self.num_pieces = len(sizes)
         self.width = width
         self.ps_devices = list(ps_devices)
         num_ps = len(self.ps_devices)
@@ -76,14 +77,14 @@ class PerFileSum:
                 self.slots.append(tf.Variable(tf.fill(shape, tf.constant(NOT_DONE, tf.int64)), trainable=False,
                                               name="slots_%d" % shard))
                 self.sizes.append(tf.Variable(shard_sizes, trainable=False, name="sizes_%d" % shard))
-        self._stats = tf.function(self._stats_fn)
+        self._stats = tf.function(self._stats_fn, autograph=False)
 
     def checkpoint_state(self):
         slots = {"slots_%d" % shard: slots for shard, slots in enumerate(self.slots)}
         return CheckpointState(save=slots, restore=slots)
 
     def commit(self, ids, values):
-        """Writes `values[k]` as the result of file `ids[k]`; idempotent.
+        """Writes `values[k]` as the result of piece `ids[k]`; idempotent.
 
         Called inside the scheduled `tf.function` (on a worker); each shard's
         update is one `scatter_update` on its ps.
@@ -99,35 +100,35 @@ class PerFileSum:
         return values >= 0 if self.width is None else values[:, 0] >= 0
 
     def _stats_fn(self):
-        files = bytes_ = tf.constant(0, tf.int64)
+        pieces = bytes_ = tf.constant(0, tf.int64)
         total = tf.zeros([self.width] if self.width else [], tf.int64)
         for device, slots, sizes in zip(self.ps_devices, self.slots, self.sizes):
             with tf.device(device):
                 values = slots.read_value()
                 done = self._done(values)
-                files += tf.reduce_sum(tf.cast(done, tf.int64))
+                pieces += tf.reduce_sum(tf.cast(done, tf.int64))
                 bytes_ += tf.reduce_sum(tf.where(done, sizes, 0))
                 total += tf.reduce_sum(tf.where(done if self.width is None else done[:, None], values, 0), axis=0)
-        return files, bytes_, total
+        return pieces, bytes_, total
 
     def stats(self):
-        """Files done, bytes done and the sum so far, reduced on the ps (one RPC each).
+        """Pieces done, bytes done and the sum so far, reduced on the ps (one RPC each).
 
-        Safe to call while map steps run: each file is either committed or not.
+        Safe to call while map steps run: each piece is either committed or not.
         """
-        files, bytes_, total = self._stats()
+        pieces, bytes_, total = self._stats()
         total = int(total) if self.width is None else tuple(int(x) for x in total.numpy())
-        return Stats(int(files), int(bytes_), total)
+        return Stats(int(pieces), int(bytes_), total)
 
     def values(self):
-        """Every file's value in file order (rows for a vector); -1 where not done."""
-        out = np.full([self.num_files] + ([self.width] if self.width else []), NOT_DONE, dtype=np.int64)
+        """Every piece's value in piece order (rows for a vector); -1 where not done."""
+        out = np.full([self.num_pieces] + ([self.width] if self.width else []), NOT_DONE, dtype=np.int64)
         for shard, slots in enumerate(self.slots):
             out[shard :: len(self.slots)] = slots.numpy()
         return out
 
     def done(self):
-        """Which files are committed, as a bool array in file order."""
+        """Which pieces are committed, as a bool array in piece order."""
         return self._done(self.values())
 
 
@@ -135,17 +136,17 @@ class _KeyShard:
     """One ps's part of a `KeyedSum`: its table, done flags and total, and the
     critical section that makes a commit to them atomic."""
 
-    def __init__(self, shard, device, num_files):
+    def __init__(self, shard, device, num_pieces):
         self.device = device
         with tf.device(device):
             self.table = tf.lookup.experimental.MutableHashTable(tf.string, tf.int64, default_value=0,
                                                                  name="table_%d" % shard)
-            self.done = tf.Variable(tf.zeros([num_files], tf.bool), trainable=False, name="done_%d" % shard)
+            self.done = tf.Variable(tf.zeros([num_pieces], tf.bool), trainable=False, name="done_%d" % shard)
             self.total = tf.Variable(tf.constant(0, tf.int64), trainable=False, name="total_%d" % shard)
             self.lock = tf.CriticalSection(name="commit_%d" % shard)
             # Copies taken inside the critical section, for consistent checkpoints.
             self.saved_table = tf.lookup.experimental.MutableHashTable(tf.string, tf.int64, default_value=0)
-            self.saved_done = tf.Variable(tf.zeros([num_files], tf.bool), trainable=False)
+            self.saved_done = tf.Variable(tf.zeros([num_pieces], tf.bool), trainable=False)
             self.saved_total = tf.Variable(tf.constant(0, tf.int64), trainable=False)
             # The entries being read out: a filtered export of the table.
             self.view_keys = tf.Variable(tf.constant([], tf.string), shape=tf.TensorShape([None]), trainable=False)
@@ -155,10 +156,10 @@ class _KeyShard:
         def update():
             with tf.device(self.device):
                 done = tf.reduce_sum(tf.cast(tf.gather(self.done, ids), tf.int32))
-                # A step's files are committed together, so a step finds all of them
+                # A step's pieces are committed together, so a step finds all of them
                 # done (it is a re-run) or none; anything else would be a bug.
                 whole = tf.debugging.Assert(tf.logical_or(done == 0, done == tf.size(ids)),
-                                            ["tf2_mapreduce: a step's files were committed in part", self.device])
+                                            ["tf2_mapreduce: a step's pieces were committed in part", self.device])
 
                 def apply():
                     self.table.insert(keys, self.table.lookup(keys) + counts)
@@ -210,23 +211,24 @@ class KeyedSum:
     """An exact int64 sum per key: one `MutableHashTable` per ps, each key on the ps
     its hash picks, so the reduce scales with the number of ps tasks.
 
-    Exactly-once per file: each ps keeps a done flag per file. A map step combines
+    Exactly-once per piece: each ps keeps a done flag per piece. A map step combines
     its keys on the worker (unique + segment sum), then on each ps, inside a
-    `tf.CriticalSection` there, checks its files' flags and, if they are not set,
+    `tf.CriticalSection` there, checks its pieces' flags and, if they are not set,
     adds its counts to the table and sets them, atomically (a bare lookup + insert
     loses concurrent updates, design.md). A re-run step finds its flags set and
-    adds nothing. A file is done when every ps has its flag set.
+    adds nothing. A piece is done when every ps has its flag set.
     """
 
     def __init__(self, sizes, ps_devices):
-        self.num_files = len(sizes)
+        self.num_pieces = len(sizes)
         self.sizes = np.asarray(sizes, dtype=np.int64)
-        self.shards = [_KeyShard(shard, device, self.num_files) for shard, device in enumerate(ps_devices)]
-        self._stats = tf.function(self._stats_fn)
-        self._snapshot = tf.function(lambda: tf.stack([shard.snapshot() for shard in self.shards]))
-        self._make_views = tf.function(lambda min_count: [shard.make_view(min_count) for shard in self.shards])
-        self._chunks = [tf.function(shard.view_chunk) for shard in self.shards]
-        self._top = tf.function(lambda k: [shard.top_counts(k) for shard in self.shards])
+        self.shards = [_KeyShard(shard, device, self.num_pieces) for shard, device in enumerate(ps_devices)]
+        self._stats = tf.function(self._stats_fn, autograph=False)
+        self._snapshot = tf.function(lambda: tf.stack([shard.snapshot() for shard in self.shards]), autograph=False)
+        self._make_views = tf.function(lambda min_count: [shard.make_view(min_count) for shard in self.shards],
+                                       autograph=False)
+        self._chunks = [tf.function(shard.view_chunk, autograph=False) for shard in self.shards]
+        self._top = tf.function(lambda k: [shard.top_counts(k) for shard in self.shards], autograph=False)
 
     def checkpoint_state(self):
         save, restore = {}, {}
@@ -237,7 +239,7 @@ class KeyedSum:
         return CheckpointState(save=save, restore=restore, prepare=self._snapshot)
 
     def commit(self, ids, output):
-        """Adds a step's (keys, counts) for files `ids`, once; called in the scheduled step."""
+        """Adds a step's (keys, counts) for pieces `ids`, once; called in the scheduled step."""
         keys, counts = output
         unique, index = tf.unique(keys)
         sums = tf.math.unsorted_segment_sum(counts, index, tf.size(unique))
@@ -246,12 +248,12 @@ class KeyedSum:
         shard_keys = tf.dynamic_partition(unique, shard_of, num_ps)
         shard_sums = tf.dynamic_partition(sums, shard_of, num_ps)
         for shard, keys_here, sums_here in zip(self.shards, shard_keys, shard_sums):
-            # Every shard sees every file, with or without keys for it: it must set
-            # the files' flags either way.
+            # Every shard sees every piece, with or without keys for it: it must set
+            # the pieces' flags either way.
             shard.commit(ids, keys_here, sums_here)
 
     def _stats_fn(self):
-        done = tf.ones([self.num_files], tf.bool)
+        done = tf.ones([self.num_pieces], tf.bool)
         total = distinct = tf.constant(0, tf.int64)
         for shard in self.shards:
             with tf.device(shard.device):
@@ -261,7 +263,7 @@ class KeyedSum:
         return done, total, distinct
 
     def done(self):
-        """Which files are committed on every ps, as a bool array in file order."""
+        """Which pieces are committed on every ps, as a bool array in piece order."""
         return self._stats()[0].numpy()
 
     def stats(self):

@@ -3,7 +3,6 @@ watches the tasks, checkpoints, reports progress, and returns the exact result r
 back from the ps tasks. No flags or printing here; `coordinator.py` is the CLI.
 """
 
-import math
 import re
 import threading
 import time
@@ -17,13 +16,16 @@ from tf2_mapreduce import cluster as cluster_lib
 from tf2_mapreduce import inputs as inputs_lib
 from tf2_mapreduce import reduce
 from tf2_mapreduce.errors import ClusterError, Interrupted, JobFailed, op_error_cause
+from tf2_mapreduce.jobs.base import KeySum, VectorSum
 
-__all__ = ["Options", "Progress", "Result", "JobRun", "connect", "files_per_step"]
+__all__ = ["Options", "Progress", "Result", "JobRun", "connect"]
 
-# ClusterCoordinator costs ~0.5 ms a closure (design.md); more closures than this
-# per worker buys no balance, fewer leaves a worker idle at the end.
-STEPS_PER_WORKER = 4
-MAX_FILES_PER_STEP = 64
+# ClusterCoordinator costs ~0.5 ms a closure (design.md); more splits than this per
+# worker buys no balance, fewer leaves a worker idle at the end.
+STEPS_PER_WORKER = 8
+MAX_PIECES_PER_STEP = 256
+PIECES_IN_FLIGHT = 2  # pieces a worker reads and maps at once: its memory is about this x read_size
+RANGE_BUFFER = 256 << 10  # bytes TF reads at a time for a byte range
 TICK = 1.0  # seconds between the run loop's checks of workers, stop requests, checkpoints
 WORKER_DOWN_AFTER = 3.0  # seconds without a heartbeat answer before a worker counts as down
 
@@ -38,15 +40,21 @@ FILE_ERRORS = (
 )
 CHANGED = "tf2_mapreduce: changed since listing"
 CHANGED_LINE = re.compile(r"\[%s\] \[(\d+)\] .*\[(\d+)\] \[(\d+)\]$" % re.escape(CHANGED))
+RANGE_CHANGED_LINE = re.compile(r'input file "(.*)" has body length')  # a range read of a resized file
 READ_ERROR_LINE = re.compile(r"^(.*); ([^;]*)$")  # TF's "<path>; <strerror>"
 PS_TARGET = re.compile(r"remote target /job:ps/replica:\d+/task:(\d+)")
 CONNECTIVITY_ERRORS = (tf.errors.UnavailableError, tf.errors.CancelledError, tf.errors.AbortedError,
                        tf.errors.DeadlineExceededError)
 TRANSIENT_BUDGET = 120.0  # seconds of failed rounds tolerated while every ps is fine
+READ_RETRY = 0.2  # seconds between attempts to read state on a ps that answers
+
+
 @dataclass(frozen=True)
 class Options:
-    step_files: int = 0  # files per map step; 0 picks from the input size
-    on_error: str = "fail"  # "fail": stop at the first unreadable file; "skip": leave it out, say so
+    split_size: int = 64 << 20  # at most this many bytes per map step
+    read_size: int = 8 << 20  # files are cut into pieces of about this size, read one at a time
+    max_pieces: int = 0  # pieces per map step at most; 0: up to MAX_PIECES_PER_STEP
+    on_error: str = "fail"  # "fail": stop at the first unreadable input; "skip": leave it out, say so
     checkpoint_dir: str = None
     checkpoint_every: float = 30.0
     worker_timeout: float = 300.0  # give up after this long without progress while a worker is down
@@ -70,14 +78,17 @@ class Progress:
 class Result:
     job: object  # jobs.Job
     files: list  # of inputs.InputFile
-    done: np.ndarray  # which files were counted, in `files` order
-    skipped: list  # (InputFile, reason) of files left out with on_error="skip"
+    pieces: list  # of inputs.Piece
+    piece_done: np.ndarray  # which pieces were counted
+    skipped: list  # (path or "path (bytes a-b)", reason) of inputs left out with on_error="skip"
     resumed_from: str  # the checkpoint the run started from, or None
-    files_resumed: int  # files already done in that checkpoint
+    files_resumed: int  # files whose every piece was done in that checkpoint
     seconds: float
+    first_schedule: float  # time.monotonic() when the first map step was scheduled (None if none was)
+    finished: float  # time.monotonic() when the result was read
     steps_per_worker: tuple  # map steps each worker ran in this run, retries included
-    stats: object  # reduce.Stats at the end: files and bytes done, total, distinct keys
-    # Per-file values or the per-key tables, read on demand from the ps tasks: they
+    stats: object  # reduce.Stats at the end: pieces and bytes done, total, distinct keys
+    # Per-piece values or the per-key tables, read on demand from the ps tasks: they
     # must still be up (the coordinator reads before it tells them to exit).
     reducer: object
 
@@ -86,12 +97,32 @@ class Result:
         return self.stats.value
 
     @property
+    def file_done(self):
+        """Which files were counted whole, as a bool array in file order."""
+        return _files_done(self.pieces, self.piece_done, len(self.files))
+
+    @property
     def files_done(self):
-        return self.stats.files_done
+        return int(self.file_done.sum())
 
     @property
     def total_bytes(self):
         return self.stats.bytes_done
+
+    def file_values(self):
+        """For a sum or vector sum: each file's value (row), adding up its pieces."""
+        values = self.reducer.values()
+        per_file = np.zeros((len(self.files),) + values.shape[1:], dtype=np.int64)
+        done = self.piece_done
+        np.add.at(per_file, np.array([p.file for p in self.pieces], dtype=np.int64)[done], values[done])
+        return per_file
+
+
+def _files_done(pieces, piece_done, num_files):
+    piece_file = np.array([p.file for p in pieces], dtype=np.int64)
+    total = np.bincount(piece_file, minlength=num_files)
+    done = np.bincount(piece_file[piece_done], minlength=num_files)
+    return (total > 0) & (done == total)
 
 
 def connect(cluster_resolver, task_devices):
@@ -118,41 +149,109 @@ def connect(cluster_resolver, task_devices):
     return coordinator
 
 
-def files_per_step(num_files, num_workers):
-    """Files per map step: a few steps per worker, at most `MAX_FILES_PER_STEP`."""
-    return max(1, min(MAX_FILES_PER_STEP, math.ceil(num_files / (STEPS_PER_WORKER * num_workers))))
+def _read_whole(path):
+    return tf.io.read_file(path)
 
 
-def _map_step(job, reducer, worker_steps):
-    """The scheduled step: reads its files, checks they are as listed, maps, commits."""
-    @tf.function(
-        input_signature=[tf.TensorSpec([None], tf.int64), tf.TensorSpec([None], tf.string), tf.TensorSpec([None], tf.int64)]
-    )
-    def map_step(ids, paths, sizes):
-        def read(file):
-            file_id, path, size = file
-            text = tf.io.read_file(path)
+def _no_dataset_rewrites():
+    options = tf.data.Options()
+    options.experimental_optimization.apply_default_optimizations = False
+    options.autotune.enabled = False
+    return options._to_proto().SerializeToString()  # the raw OptionsDataset op takes the proto
+
+
+def _read_range(path, start, end, size):
+    """Bytes [start, end) of the file at `path`, which must be `size` bytes long."""
+    # One record that is the whole range, with the rest of the file as header and
+    # footer: TF reads only the range, and refuses a file whose size is not `size`.
+    # Raw ops, no tf.data rewrites, an explicit iterator: the Python dataset API cost
+    # about 20 ms of set-up per piece (measured), more than reading 8 MB.
+    records = tf.raw_ops.FixedLengthRecordDatasetV2(
+        filenames=path, header_bytes=start, record_bytes=end - start, footer_bytes=size - end,
+        buffer_size=tf.constant(RANGE_BUFFER, tf.int64), compression_type="")
+    records = tf.raw_ops.OptionsDataset(input_dataset=records, serialized_options=_NO_REWRITES,
+                                        output_types=[tf.string], output_shapes=[[]])
+    iterator = tf.raw_ops.AnonymousIteratorV3(output_types=[tf.string], output_shapes=[[]])
+    with tf.control_dependencies([tf.raw_ops.MakeIterator(dataset=records, iterator=iterator)]):
+        return tf.raw_ops.IteratorGetNext(iterator=iterator, output_types=[tf.string], output_shapes=[[]])[0]
+
+
+_NO_REWRITES = _no_dataset_rewrites()
+
+
+def _map_piece(job, map_fn, text):
+    """The job's map step over one piece, in the form its reducer commits."""
+    output = map_fn(text[None])
+    if not isinstance(job.reducer, KeySum):
+        return output[0]
+    # Combined on the worker, so that only distinct keys travel to the ps.
+    if isinstance(output, tf.Tensor):  # keys alone, each counting 1
+        unique, _, counts = tf.unique_with_counts(output, out_idx=tf.int32)
+        return unique, tf.cast(counts, tf.int64)
+    keys, counts = output
+    unique, index = tf.unique(keys)
+    return unique, tf.math.unsorted_segment_sum(counts, index, tf.size(unique))
+
+
+def _piece_signature(job):
+    if isinstance(job.reducer, KeySum):
+        return (tf.RaggedTensorSpec([None], tf.string, ragged_rank=0), tf.RaggedTensorSpec([None], tf.int64, ragged_rank=0))
+    if isinstance(job.reducer, VectorSum):
+        return tf.TensorSpec([len(job.reducer.names)], tf.int64)
+    return tf.TensorSpec([], tf.int64)
+
+
+def _map_step(job, reducer, worker_steps, whole_files):
+    """The scheduled step: reads its pieces a few at a time, maps them, commits.
+
+    Two variants, for splits of whole files and splits of byte ranges: a per-piece
+    tf.cond (or tf.debugging.Assert) halved the throughput on small files (measured).
+    """
+    signature = _piece_signature(job)
+    # AutoGraph only where the job wants it: converting the runner's own code costs
+    # half a second of tracing per run (measured), and it has no control flow to convert.
+    map_fn = tf.autograph.to_graph(job.map_fn) if job.autograph else job.map_fn
+
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.int64), tf.TensorSpec([None], tf.string)]
+                 + [tf.TensorSpec([None], tf.int64)] * 3, autograph=False)
+    def map_step(ids, paths, starts, ends, sizes):
+        if whole_files:
+            def one(path):
+                text = _read_whole(path)
+                return _map_piece(job, map_fn, text), tf.cast(tf.strings.length(text), tf.int64)
+
+            outputs, lengths = tf.map_fn(one, paths, fn_output_signature=(signature, tf.TensorSpec([], tf.int64)),
+                                         parallel_iterations=PIECES_IN_FLIGHT)
             # A file that changed since it was listed is not the file the job was
             # asked to count (and would not match its checkpoint): refuse it.
-            length = tf.cast(tf.strings.length(text), tf.int64)
-            unchanged = tf.debugging.Assert(tf.equal(length, size), [CHANGED, file_id, path, size, length])
-            with tf.control_dependencies([unchanged]):
-                return tf.identity(text)
-
-        texts = tf.map_fn(read, (ids, paths, sizes), fn_output_signature=tf.string)
-        reducer.commit(ids, job.map_fn(texts))
+            changed = tf.not_equal(lengths, sizes)
+            first = tf.argmax(tf.cast(changed, tf.int32))
+            checks = [tf.debugging.Assert(tf.logical_not(tf.reduce_any(changed)),
+                                          [CHANGED, ids[first], paths[first], sizes[first], lengths[first]])]
+        else:
+            outputs = tf.map_fn(lambda piece: _map_piece(job, map_fn, _read_range(*piece)), (paths, starts, ends, sizes),
+                                fn_output_signature=signature, parallel_iterations=PIECES_IN_FLIGHT)
+            checks = []
+        if isinstance(job.reducer, KeySum):
+            outputs = (outputs[0].flat_values, outputs[1].flat_values)
+        with tf.control_dependencies(checks):
+            reducer.commit(ids, outputs)
         worker_steps.count_this_step()
 
     return map_step
 
 
-def _file_failure(error, files):
-    """(path, reason) of the input file a map step failed on."""
+def _file_failure(error, files, pieces):
+    """(path, reason) of the input a map step failed on; path is None if TF's
+    message does not say."""
     line = op_error_cause(error)
     changed = CHANGED_LINE.search(line)
     if changed:
-        file_id, listed, now = (int(x) for x in changed.groups())
-        return files[file_id].path, "changed since it was listed (%d bytes then, %d now)" % (listed, now)
+        piece, listed, now = (int(x) for x in changed.groups())
+        return files[pieces[piece].file].path, "changed since it was listed (%d bytes then, %d now)" % (listed, now)
+    resized = RANGE_CHANGED_LINE.search(line)
+    if resized:
+        return resized.group(1), "changed size since it was listed"
     read_error = READ_ERROR_LINE.match(line)
     if not read_error:
         return None, line
@@ -163,48 +262,46 @@ def _file_failure(error, files):
     return path, why
 
 
-def _file_cause(error, files):
-    path, why = _file_failure(error, files)
-    return why if path is None else "%s: %s" % (path, why)
-
-
 class JobRun:
     """One run of `job` over `files` on a connected cluster; call `run()` once.
 
-    Guarantees: every file's value is committed exactly once (see `PerFileSum`)
-    although map steps execute at least once; a file is either counted or, with
-    on_error="skip", listed in `Result.skipped` with its reason, never dropped
-    silently. With a checkpoint directory the run resumes where a previous run of
-    the same job stopped, and saves its state every `checkpoint_every` seconds, when
-    it is stopped, and at the end.
+    Files are cut into pieces at record boundaries (`inputs.plan`); map steps read
+    whole pieces, a few at a time. Guarantees: every piece's result is committed
+    exactly once (see `reduce`) although map steps execute at least once; an input
+    is either counted or, with on_error="skip", listed in `Result.skipped` with its
+    reason, never dropped silently. With a checkpoint directory the run resumes
+    where a previous run of the same job stopped, and saves its state every
+    `checkpoint_every` seconds, when it is stopped, and at the end.
     """
 
     def __init__(self, job, files, coordinator, cluster, options=Options(), heartbeats=None, on_progress=None, log=None):
+        self.job = job
         self.files = files
-        self._total_bytes = sum(f.size for f in files)
         self.coordinator = coordinator
         self.cluster = cluster
         self.options = options
         self.heartbeats = heartbeats  # control.Heartbeats, or None: no worker watchdog
         self.on_progress = on_progress or (lambda progress: None)
         self.log = log or (lambda line: None)
+        self.pieces, planning_skipped = inputs_lib.plan(files, options.read_size, job.records, options.on_error)
+        self._total_bytes = sum(p.size for p in self.pieces)
         ps_devices = ["/job:ps/replica:0/task:%d/device:CPU:0" % i for i in range(cluster.num_ps)]
-        self.job = job
-        self.reducer = reduce.for_job(job, [f.size for f in files], ps_devices)
+        self.reducer = reduce.for_job(job, [p.size for p in self.pieces], ps_devices)
         self.checkpoint = None
         if options.checkpoint_dir:
-            self.checkpoint = checkpoint_lib.JobCheckpoint(
-                options.checkpoint_dir, checkpoint_lib.manifest(job, cluster.num_ps, files),
-                self.reducer.checkpoint_state())
+            manifest = checkpoint_lib.manifest(job, cluster.num_ps, files, self.pieces, options.read_size)
+            self.checkpoint = checkpoint_lib.JobCheckpoint(options.checkpoint_dir, manifest, self.reducer.checkpoint_state())
         self.worker_steps = reduce.WorkerSteps(cluster.num_workers, ps_devices[0])
-        self.step = _map_step(job, self.reducer, self.worker_steps)
-        self.skipped = {}  # file id -> reason
-        self._alone = set()  # ids to run one per step, to find which of them fails
+        self.steps = {whole: _map_step(job, self.reducer, self.worker_steps, whole) for whole in (True, False)}
+        self.skipped = list(planning_skipped)  # (path, reason) of whole files left out when planned
+        self.skipped_pieces = {}  # piece id -> reason
+        self._alone = set()  # pieces to run one per step, to find which of them fails
         self._saved = None  # (path, files done) of the last checkpoint saved
         self._wake = threading.Event()
         self._stop_signal = None
         self._start = None
-        self._progress = (-1, time.monotonic())  # (files done, when that count was first seen)
+        self._first_schedule = None
+        self._progress = (-1, time.monotonic())  # (pieces done, when that count was first seen)
         self._transient_since = None
 
     def request_stop(self, signum):
@@ -224,19 +321,20 @@ class JobRun:
         try:
             resumed_from = self.checkpoint.restore(warn=self.log) if self.checkpoint else None
             done = self.reducer.done()
-            files_resumed = int(done.sum())
+            files_resumed = int(_files_done(self.pieces, done, len(self.files)).sum())
             if resumed_from:
                 self.log("resuming from %s: %d of %d files already done" % (resumed_from, files_resumed, len(self.files)))
             while True:
-                pending = [i for i in np.flatnonzero(~done) if i not in self.skipped]
+                pending = [i for i in np.flatnonzero(~done) if i not in self.skipped_pieces]
                 if not pending:
                     break
                 error, failures = self._round(pending)
-                done = self.reducer.done()
+                done = self._read_ps(self.reducer.done)
                 if error is None:
                     lost = [i for i in pending if not done[i]]
-                    if lost:  # join() returned, so every step ran: a file without a value would be lost silently
-                        raise JobFailed("%d file(s) were never committed, first %s" % (len(lost), self.files[lost[0]].path))
+                    if lost:  # join() returned, so every step ran: a piece without a value would be lost silently
+                        raise JobFailed("%d piece(s) were never committed, first of %s"
+                                        % (len(lost), self.files[self.pieces[lost[0]].file].path))
                     break
                 self._after_failed_round(error, failures)
             stats = self._report()
@@ -244,29 +342,47 @@ class JobRun:
                 self._save()
         except tf.errors.OpError as e:
             raise self._cluster_failure(e) from e
-        return Result(
-            self.job, self.files, done, [(self.files[i], why) for i, why in sorted(self.skipped.items())],
-            resumed_from, files_resumed, time.monotonic() - self._start, self.worker_steps.read(), stats, self.reducer,
-        )
+        skipped = self.skipped + [(self._describe(i), why) for i, why in sorted(self.skipped_pieces.items())]
+        finished = time.monotonic()
+        return Result(self.job, self.files, self.pieces, done, skipped, resumed_from, files_resumed,
+                      finished - self._start, self._first_schedule, finished, self.worker_steps.read(), stats, self.reducer)
+
+    def _whole_file(self, piece_id):
+        piece = self.pieces[piece_id]
+        return piece.size == self.files[piece.file].size
+
+    def _describe(self, piece_id):
+        """A piece as users know it: its file, and the byte range if the file has several."""
+        piece = self.pieces[piece_id]
+        f = self.files[piece.file]
+        return f.path if self._whole_file(piece_id) else "%s (bytes %d-%d)" % (f.path, piece.start, piece.end)
 
     def _round(self, pending):
-        """Schedules `pending` files and waits; returns (error, [(ids, error)...]).
+        """Schedules `pending` pieces and waits; returns (error, [(ids, error)...]).
 
         The first item is None if every step succeeded; otherwise it is the error
         join() raised and the list names the steps that failed with their own error.
         """
         alone = [i for i in pending if i in self._alone]
-        batched = [i for i in pending if i not in self._alone]
-        step_files = self.options.step_files or files_per_step(len(batched), self.cluster.num_workers)
-        datasets = [inputs_lib.batches(self.files, ids, n) for ids, n in ((batched, step_files), (alone, 1)) if ids]
+        packed = [i for i in pending if i not in self._alone]
+        split_size = inputs_lib.split_bytes(sum(self.pieces[i].size for i in packed), self.cluster.num_workers,
+                                            self.options.split_size, STEPS_PER_WORKER)
+        max_pieces = self.options.max_pieces or MAX_PIECES_PER_STEP
+        datasets = []  # (whole files?, tf.data pipeline of splits)
+        for ids, size, most in ((packed, split_size, max_pieces), (alone, 1, 1)):
+            for whole in (True, False):
+                chosen = [i for i in ids if self._whole_file(i) == whole]
+                if chosen:
+                    datasets.append((whole, inputs_lib.splits(self.files, self.pieces, chosen, size, most)))
         scheduled = []
         outcome = {}
 
         def drive():
             try:
-                for dataset in datasets:
-                    for ids, paths, sizes in dataset:
-                        scheduled.append((ids.numpy(), self.coordinator.schedule(self.step, args=(ids, paths, sizes))))
+                for whole, dataset in datasets:
+                    for split in dataset:
+                        self._first_schedule = self._first_schedule or time.monotonic()
+                        scheduled.append((split[0].numpy(), self.coordinator.schedule(self.steps[whole], args=split)))
                 self.coordinator.join()
             except Exception as e:  # handed to the run loop
                 outcome["error"] = e
@@ -301,12 +417,12 @@ class JobRun:
             if now >= next_progress:
                 self._report()
                 next_progress = now + self.options.progress_every
-            self._check_stall(self.reducer.stats().files_done)
+            self._check_stall(self._read_ps(self.reducer.stats).pieces_done)
             if self.checkpoint and now >= next_checkpoint:
                 self._save()
                 next_checkpoint = time.monotonic() + self.options.checkpoint_every
 
-    def _check_stall(self, files_done):
+    def _check_stall(self, pieces_done):
         """Raises `ClusterError` if no map step finished for `worker_timeout` s while
         a worker is down.
 
@@ -316,8 +432,8 @@ class JobRun:
         Slow steps on workers that all answer are not a stall.
         """
         now = time.monotonic()
-        if files_done != self._progress[0]:
-            self._progress = (files_done, now)
+        if pieces_done != self._progress[0]:
+            self._progress = (pieces_done, now)
             return
         if not self.heartbeats or now - self._progress[1] <= self.options.worker_timeout:
             return
@@ -341,24 +457,26 @@ class JobRun:
                 self._save_for_resume()))
 
     def _after_failed_round(self, error, failures):
-        """Raises for a failure that ends the job; with on_error="skip", records the
-        failing files (or retries a failed step's files one per step, to find them);
-        waits out workers that cannot reach a ps that is fine."""
+        """Raises for a failure that ends the job; waits out workers that cannot reach
+        a ps that is fine; re-runs a failed step's pieces one per step, to pin the
+        error on one piece; then fails with it or, with on_error="skip", records it."""
         if not isinstance(error, FILE_ERRORS) or self._failed_ps(error):
             if self._transient(error):
                 return
             raise self._cluster_failure(error)
-        if self.options.on_error == "fail":
-            raise JobFailed("a map step failed: %s" % _file_cause(error, self.files))
         if not failures:
             raise JobFailed("a map step failed: %s" % op_error_cause(error))
         for ids, step_error in failures:
             if not isinstance(step_error, FILE_ERRORS):
                 raise self._cluster_failure(step_error)
-            if len(ids) == 1:
-                self.skipped[int(ids[0])] = _file_failure(step_error, self.files)[1]
-            else:
+            if len(ids) > 1:
                 self._alone.update(int(i) for i in ids)
+                continue
+            path, why = _file_failure(step_error, self.files, self.pieces)
+            where = self._describe(int(ids[0]))
+            if self.options.on_error == "fail":
+                raise JobFailed("a map step failed: %s: %s" % (where if path is None or where.startswith(path) else path, why))
+            self.skipped_pieces[int(ids[0])] = why
 
     def _transient(self, error):
         """Whether `error` is workers failing to reach ps tasks that are, in fact, fine;
@@ -372,7 +490,7 @@ class JobRun:
         if not isinstance(error, CONNECTIVITY_ERRORS) or self._ps_down():
             return False
         try:
-            self.reducer.stats()  # this run's state is still on every ps: no ps was lost
+            self._read_ps(self.reducer.stats)  # this run's state is still on every ps: no ps was lost
         except tf.errors.OpError:
             return False
         now = time.monotonic()
@@ -416,9 +534,31 @@ class JobRun:
             how = "Restart it, then run the same command to start over (with --checkpoint_dir, a rerun resumes instead)"
         return ClusterError("%s failed during the job, with its part of the results. %s" % (names, how))
 
+    def _read_ps(self, read):
+        """Returns `read()`, a blocking read of this run's state on the ps tasks.
+
+        Retries while it fails with a connectivity error or is cancelled and every ps
+        accepts connections (for up to `TRANSIENT_BUDGET` s): when workers fail,
+        ClusterCoordinator cancels work in flight, and a read of a ps that is fine
+        can be cancelled with it. Reads are idempotent, so retrying is safe.
+        """
+        deadline = time.monotonic() + TRANSIENT_BUDGET
+        while True:
+            try:
+                return read()
+            except CONNECTIVITY_ERRORS:
+                if self._ps_down() or time.monotonic() > deadline:
+                    raise
+            if self._stop_signal is not None:
+                raise Interrupted(self._stop_signal, "stopped by signal %d while a ps could not be read" % self._stop_signal)
+            time.sleep(READ_RETRY)
+
+    def _files_done_now(self):
+        return int(_files_done(self.pieces, self._read_ps(self.reducer.done), len(self.files)).sum())
+
     def _save(self):
-        files_done = self.reducer.stats().files_done
-        path = self.checkpoint.save()
+        files_done = self._files_done_now()
+        path = self._read_ps(self.checkpoint.save)
         self._saved = (path, files_done)
         self.log("checkpoint saved: %d of %d files done (%s)" % (files_done, len(self.files), path))
 
@@ -434,8 +574,8 @@ class JobRun:
 
     def _report(self):
         """Calls `on_progress` with the state on the ps now; returns the `reduce.Stats`."""
-        stats = self.reducer.stats()
-        self.on_progress(Progress(stats.files_done, len(self.files), stats.bytes_done, self._total_bytes, stats.value,
-                                  stats.distinct, time.monotonic() - self._start, len(self.skipped),
-                                  self.worker_steps.read()))
+        stats = self._read_ps(self.reducer.stats)
+        self.on_progress(Progress(self._files_done_now(), len(self.files), stats.bytes_done, self._total_bytes,
+                                  stats.value, stats.distinct, time.monotonic() - self._start,
+                                  len(self.skipped) + len(self.skipped_pieces), self.worker_steps.read()))
         return stats

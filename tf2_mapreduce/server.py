@@ -15,7 +15,7 @@ from absl import app, flags
 from tf2_mapreduce import cluster as cluster_lib
 from tf2_mapreduce.errors import ClusterError, Error, UsageError, op_error_cause
 
-__all__ = ["serve", "server_config"]
+__all__ = ["serve"]
 
 PR_SET_PDEATHSIG = 1
 
@@ -27,15 +27,6 @@ def _exit_with_parent(parent_pid):
         raise OSError(ctypes.get_errno(), "prctl(PR_SET_PDEATHSIG) failed")
     if os.getppid() != parent_pid:  # the parent died before prctl took effect
         os._exit(1)
-
-
-def server_config(num_workers):
-    """The ConfigProto every ps and worker server of a cluster with `num_workers` needs."""
-    import tensorflow as tf
-
-    # Fewer inter-op threads than workers + 1 deadlocks schedule()/join() on small
-    # machines (design.md); TF's own in-process test clusters set the same.
-    return tf.compat.v1.ConfigProto(inter_op_parallelism_threads=max(num_workers + 1, os.cpu_count() or 1))
 
 
 IDLE_EXIT = 4
@@ -61,7 +52,7 @@ def serve(cluster, keep_serving=False, idle_timeout=0, log=print):
             job_name=role,
             task_index=index,
             protocol="grpc",
-            config=server_config(cluster.num_workers),
+            config=cluster_lib.server_config(cluster.num_workers),
             start=True,
         )
     except (tf.errors.OpError, ValueError) as e:

@@ -28,9 +28,9 @@ class VectorSum:
 @dataclass(frozen=True)
 class KeySum:
     """Exact int64 totals per key, in tables on the ps tasks, keys sharded over all of them
-    by hash. `map_fn(texts)` returns (keys, counts) for the whole batch: a 1-D tf.string
-    and a 1-D tf.int64 of the same length; keys may repeat (they are combined on the
-    worker before anything is sent)."""
+    by hash. `map_fn(texts)` returns the keys of the whole batch, a 1-D tf.string, each
+    counting 1; or (keys, counts), with a 1-D tf.int64 of counts of the same length.
+    Keys may repeat: they are combined on the worker before anything is sent."""
 
     unit: str  # what the keys are, for messages: "words"
 
@@ -46,6 +46,15 @@ class Job:
     produce the same output. Each file's contribution is committed exactly once.
     `config` holds the job's parameters (a grep pattern, say); a checkpoint records
     them, so a resume with other parameters is refused.
+
+    Large files are cut into pieces, and a text is a piece, cut so that it holds
+    whole `records`: "lines" (the default: no line is ever cut) or "words" (no word
+    is cut; lines may be). A job must give the same total for a file as for its
+    pieces added up: true of anything counted per line (or per word).
+
+    `autograph` converts Python control flow over tensors in `map_fn` (as
+    tf.function does by default); a `map_fn` without any can turn it off, which
+    saves about half a second of tracing per run.
     """
 
     name: str
@@ -53,6 +62,8 @@ class Job:
     reducer: object  # Sum, VectorSum or KeySum
     description: str = ""
     config: dict = field(default_factory=dict)
+    records: str = "lines"
+    autograph: bool = True
 
 
 def per_text(fn, dtype=tf.int64, shape=()):

@@ -6,7 +6,7 @@ import tensorflow as tf
 
 from tf2_mapreduce.errors import UsageError, op_error_cause
 from tf2_mapreduce.jobs.base import Job, Sum, VectorSum, per_text
-from tf2_mapreduce.jobs.wordcount import count_words
+from tf2_mapreduce.jobs.wordcount import count_true, count_words
 
 __all__ = ["count_lines", "LINECOUNT", "WC", "grep"]
 
@@ -14,7 +14,7 @@ __all__ = ["count_lines", "LINECOUNT", "WC", "grep"]
 def count_lines(text):
     """Number of lines in `text` (a scalar tf.string), as a scalar tf.int64."""
     data = tf.io.decode_raw(text, tf.uint8)
-    newlines = tf.reduce_sum(tf.cast(tf.equal(data, 10), tf.int64))
+    newlines = count_true(tf.equal(data, 10))
     last = data[tf.maximum(tf.size(data) - 1, 0) :]  # the last byte, or nothing
     unterminated = tf.reduce_any(tf.not_equal(last, 10))
     return newlines + tf.cast(unterminated, tf.int64)
@@ -36,6 +36,7 @@ LINECOUNT = Job(
     map_fn=per_text(count_lines),
     reducer=Sum(unit="lines"),
     description="total lines",
+    autograph=False,
 )
 
 WC = Job(
@@ -43,6 +44,7 @@ WC = Job(
     map_fn=per_text(_wc, shape=(3,)),
     reducer=VectorSum(names=("lines", "words", "bytes")),
     description="lines, words and bytes, like wc",
+    autograph=False,
 )
 
 
@@ -67,4 +69,5 @@ def grep(pattern):
         reducer=Sum(unit="matching lines"),
         description="lines matching --pattern in full (RE2)",
         config={"pattern": pattern},
+        autograph=False,
     )

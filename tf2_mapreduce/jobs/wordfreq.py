@@ -5,20 +5,21 @@ import tensorflow as tf
 
 from tf2_mapreduce.jobs.base import Job, KeySum
 
-__all__ = ["words_and_counts", "JOB"]
+__all__ = ["words", "JOB"]
 
 
-def words_and_counts(texts):
-    """Every word of `texts` with a count of 1; the runner combines repeats."""
+def words(texts):
+    """Every word of `texts`, each counting 1; the runner combines repeats."""
     # With no separator, tf.strings.split cuts on exactly the six ASCII whitespace
     # bytes, as bytes.split() does (design.md); sep=" " would yield empty words.
-    words = tf.strings.split(texts).flat_values
-    return words, tf.ones_like(words, dtype=tf.int64)
+    return tf.strings.split(texts).flat_values
 
 
 JOB = Job(
     name="wordfreq",
-    map_fn=words_and_counts,
+    map_fn=words,
     reducer=KeySum(unit="words"),
+    records="words",
+    autograph=False,
     description="count of every distinct word",
 )
