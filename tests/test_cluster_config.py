@@ -31,7 +31,7 @@ def test_valid_tf_config():
         (json.dumps(dict(GOOD, cluster={"chief": ["h:1"], "ps": ["h:2"]})), "needs at least one 'worker' task"),
         (json.dumps(dict(GOOD, cluster={"worker": ["h:1"], "ps": ["h:2"]})), "needs exactly one 'chief' task"),
         (json.dumps(dict(GOOD, cluster=dict(GOOD["cluster"], chief=["a:1", "b:1"]))), "exactly one 'chief' task, got 2"),
-        (json.dumps(dict(GOOD, cluster=dict(GOOD["cluster"], evaluator=["h:9"]))), "unknown role 'evaluator'"),
+        (json.dumps(dict(GOOD, cluster=dict(GOOD["cluster"], master=["h:9"]))), "unknown role 'master'"),
         (json.dumps(dict(GOOD, cluster=dict(GOOD["cluster"], ps=["h1"]))), "ps address 'h1' is not host:port"),
         (json.dumps(dict(GOOD, cluster=dict(GOOD["cluster"], ps=["h1:99999"]))), "is not host:port"),
         (json.dumps(dict(GOOD, cluster=dict(GOOD["cluster"], ps=["h0:2222"]))), "share the address h0:2222"),

@@ -19,6 +19,7 @@ __all__ = [
     "Cluster",
     "LocalCluster",
     "from_tf_config",
+    "validated",
     "local_cluster",
     "server_config",
     "start_in_process",
@@ -85,6 +86,8 @@ def from_tf_config(text, expect_roles=ROLES):
 
     Raises `UsageError` with a one-line message naming the offending key. TF's own
     resolver accepts more shapes; we accept what ParameterServerStrategy can run.
+    Other keys (Vertex AI adds "environment", "job", and "trial" in "task") are
+    ignored, and so is an "evaluator" role: it takes no part in this job.
     """
 
     def bad(why):
@@ -99,7 +102,21 @@ def from_tf_config(text, expect_roles=ROLES):
     cluster = config.get("cluster")
     if not isinstance(cluster, dict) or not cluster:
         raise bad("'cluster' must be an object mapping roles to address lists")
-    for role, addresses in cluster.items():
+    task = config.get("task")
+    if not isinstance(task, dict):
+        raise bad("'task' must be an object with 'type' and 'index'")
+    cluster = {role: addresses for role, addresses in cluster.items() if role != "evaluator"}
+    return validated(cluster, task.get("type"), task.get("index", 0), expect_roles, "malformed TF_CONFIG")
+
+
+def validated(jobs, task_type, task_index, expect_roles, source):
+    """A `Cluster` of `jobs` (role -> list of "host:port"), this process being task
+    `task_type`:`task_index`; raises `UsageError` "<source>: <what is wrong>"."""
+
+    def bad(why):
+        return UsageError("%s: %s" % (source, why))
+
+    for role, addresses in jobs.items():
         if role not in ROLES:
             raise bad("unknown role %r in 'cluster' (roles are chief, ps, worker)" % role)
         if not isinstance(addresses, list) or not addresses:
@@ -110,26 +127,21 @@ def from_tf_config(text, expect_roles=ROLES):
             except ValueError:
                 raise bad("cluster %s address %r is not host:port" % (role, address)) from None
     for role, count in (("chief", "exactly one"), ("ps", "at least one"), ("worker", "at least one")):
-        if role not in cluster:
+        if role not in jobs:
             raise bad("the cluster needs %s %r task" % (count, role))
-    if len(cluster["chief"]) != 1:
-        raise bad("the cluster needs exactly one 'chief' task, got %d" % len(cluster["chief"]))
+    if len(jobs["chief"]) != 1:
+        raise bad("the cluster needs exactly one 'chief' task, got %d" % len(jobs["chief"]))
     seen = {}
-    for role, addresses in cluster.items():
+    for role, addresses in jobs.items():
         for index, address in enumerate(addresses):
             if address in seen:
                 raise bad("%s %d and %s %d share the address %s" % (*seen[address], role, index, address))
             seen[address] = (role, index)
-    task = config.get("task")
-    if not isinstance(task, dict):
-        raise bad("'task' must be an object with 'type' and 'index'")
-    task_type, task_index = task.get("type"), task.get("index", 0)
     if task_type not in expect_roles:
         raise bad("task type %r cannot run here (expected %s)" % (task_type, " or ".join(expect_roles)))
-    if not isinstance(task_index, int) or not 0 <= task_index < len(cluster[task_type]):
-        raise bad("task index %r is out of range for %d %s task(s)" % (task_index, len(cluster[task_type]), task_type))
-    jobs = {role: list(cluster[role]) for role in ROLES}
-    return Cluster(jobs, task_type, task_index)
+    if not isinstance(task_index, int) or not 0 <= task_index < len(jobs[task_type]):
+        raise bad("task index %r is out of range for %d %s task(s)" % (task_index, len(jobs[task_type]), task_type))
+    return Cluster({role: list(jobs[role]) for role in ROLES}, task_type, task_index)
 
 
 def _free_ports(count):

@@ -1,4 +1,5 @@
-"""A ps or worker task: `python -m tf2_mapreduce.server`, its role taken from TF_CONFIG.
+"""A ps or worker task: `python -m tf2_mapreduce.server`, its role taken from TF_CONFIG
+(or another source, see `sources`).
 
 Runs a TensorFlow gRPC server set up for ParameterServerStrategy and, unlike a bare
 `tf.distribute.Server`, exits with status 0 once a coordinator says the job is over.
@@ -13,6 +14,7 @@ import time
 from absl import app, flags
 
 from tf2_mapreduce import cluster as cluster_lib
+from tf2_mapreduce import sources
 from tf2_mapreduce.errors import ClusterError, Error, UsageError, op_error_cause
 
 __all__ = ["serve"]
@@ -94,12 +96,12 @@ def main(argv):
     try:
         if FLAGS.parent_pid:
             _exit_with_parent(FLAGS.parent_pid)
-        text = os.environ.get("TF_CONFIG")
-        if not text:
-            raise UsageError("TF_CONFIG is not set: it must name this task (a ps or worker) and the cluster")
-        cluster = cluster_lib.from_tf_config(text, expect_roles=("ps", "worker"))
-        for name, value in cluster_lib.TASK_ENV.items():
+        for name, value in cluster_lib.TASK_ENV.items():  # before TensorFlow is imported
             os.environ.setdefault(name, value)
+        cluster = sources.resolve(expect_roles=("ps", "worker"))
+        if cluster is None:
+            raise UsageError("TF_CONFIG is not set: it must name this task (a ps or worker) and the cluster "
+                             "(or see --cluster_resolver)")
         if FLAGS.idle_timeout and FLAGS.idle_timeout < 5:
             raise UsageError("--idle_timeout=%g: use 0 (never) or at least 5 seconds" % FLAGS.idle_timeout)
         code = serve(cluster, keep_serving=FLAGS.keep_serving, idle_timeout=FLAGS.idle_timeout,
