@@ -249,9 +249,9 @@ class LiveCoordinator:
     """`python -m tf2_mapreduce.coordinator` running in the background; its stderr
     is read as it comes, so a test can act at a point the job reports reaching."""
 
-    def __init__(self, args, env, processes, log_path):
+    def __init__(self, args, env, processes, log_path, command=None):
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "tf2_mapreduce.coordinator", *args], env=env, cwd=REPO,
+            (command or [sys.executable, "-m", "tf2_mapreduce.coordinator"]) + list(args), env=env, cwd=REPO,
             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         processes.procs.append(self.proc)
         self.lines = queue.Queue()

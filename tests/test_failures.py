@@ -160,7 +160,8 @@ def wait_until_gone(pid, timeout=30):
 
 
 def test_local_cluster_dies_with_its_coordinator_and_a_rerun_resumes(tmp_path, processes, corpus):
-    args = job_args(corpus, tmp_path, "--checkpoint_dir", str(tmp_path / "ckpt"), "--checkpoint_every", "0.5")
+    args = job_args(corpus, tmp_path, "--checkpoint_dir", str(tmp_path / "ckpt"), "--checkpoint_every", "0.5",
+                    "--local_cluster=processes")
     job = LiveCoordinator(args, task_env(), processes, tmp_path / "coordinator.log")
     saved = int(job.wait_for(r"checkpoint saved: ([1-9]\d*) of").group(1))
     assert len(servers_of(job.proc.pid)) == 3
@@ -190,7 +191,7 @@ def test_sigterm_checkpoints_tells_the_servers_and_exits_143(tmp_path, processes
 
 
 def test_sigint_on_a_local_cluster_exits_130_and_leaves_nothing(tmp_path, processes, corpus):
-    args = job_args(corpus, tmp_path, "--checkpoint_dir", str(tmp_path / "ckpt"))
+    args = job_args(corpus, tmp_path, "--checkpoint_dir", str(tmp_path / "ckpt"), "--local_cluster=processes")
     job = LiveCoordinator(args, task_env(), processes, tmp_path / "coordinator.log")
     job.wait_for_files(100)
     job.proc.send_signal(signal.SIGINT)

@@ -100,9 +100,9 @@ def test_a_ps_that_never_answers_is_named_and_fails_fast(tmp_path, processes):
     [
         (["--input", "/nonexistent/x.txt"], True, 2, "error: /nonexistent/x.txt: no such file or directory"),
         (["--input", "/nonexistent/*.txt"], True, 2, "error: /nonexistent/*.txt: no path matched"),
-        (["--num_workers", "3"], True, 2, "error: --num_workers sizes the local cluster"),
+        (["--num_workers", "3"], True, 2, "error: --num_workers is for the local cluster; TF_CONFIG already defines the cluster"),
         (["--job", "nope"], True, 2, "error: --job=nope: unknown job"),
-        (["--keep_serving"], False, 2, "error: --keep_serving needs a TF_CONFIG cluster"),
+        (["--keep_serving"], False, 2, "error: --keep_serving needs a configured cluster"),
     ],
 )
 def test_bad_usage_fails_before_any_work(tmp_path, processes, args, tf_config, code, message):
@@ -163,7 +163,7 @@ def sample_paths():
 
 
 def local_ports(stderr):
-    line = next(l for l in stderr.splitlines() if "started a local cluster: " in l)
+    line = next(l for l in stderr.splitlines() if "started a local cluster" in l)
     return [int(p) for p in re.findall(r"localhost:(\d+)", line)]
 
 
@@ -177,6 +177,7 @@ def assert_nothing_left(run):
 def test_default_command_counts_the_sample_corpus_and_leaves_nothing(tmp_path):
     run = run_cli([], env=task_env())
     assert run.returncode == 0, run.stderr
+    assert "started a local cluster in this process" in run.stderr
     paths = sample_paths()
     assert len(paths) == 22
     assert "wordcount: %d words in 22 files" % oracle_words(paths) in run.stdout
@@ -235,9 +236,36 @@ def test_a_user_job_named_by_module_path(tmp_path):
     assert got == oracle
 
 
-def test_in_process_local_cluster(tmp_path):
-    run = run_cli(["--local_cluster=inprocess"], env=task_env())
+def test_local_cluster_of_processes(tmp_path):
+    run = run_cli(["--local_cluster=processes", "--num_workers=3"], env=task_env())
     assert run.returncode == 0, run.stderr
-    assert "started a local cluster in this process" in run.stderr
+    assert "started a local cluster: ps localhost:" in run.stderr
     assert "wordcount: %d words in 22 files" % oracle_words(sample_paths()) in run.stdout
-    assert servers_of(run.pid) == []
+    assert len(local_ports(run.stderr)) == 4
+    assert_nothing_left(run)
+
+
+def test_logdir_has_tensorboard_summaries_of_the_progress(tmp_path):
+    import tensorflow as tf
+
+    paths = write_corpus(str(tmp_path / "corpus"), 200, seed=17, max_words=50)
+    logdir = tmp_path / "logs"
+    run = run_cli(["--input", str(tmp_path / "corpus"), "--files_per_step", "1", "--progress_every", "0.1",
+                   "--logdir", str(logdir)], env=task_env())
+    assert run.returncode == 0, run.stderr
+    series = collections.defaultdict(list)  # tag -> [(step, value)]
+    plugins = collections.defaultdict(set)  # tag -> what TensorBoard is told it is
+    for name in os.listdir(logdir):
+        for event in tf.compat.v1.train.summary_iterator(str(logdir / name)):
+            for value in event.summary.value:
+                series[value.tag].append((event.step, float(tf.make_ndarray(value.tensor))))
+                plugins[value.tag].add(value.metadata.plugin_data.plugin_name)
+    assert all("scalars" in names for names in plugins.values())
+    assert {"progress/files_done", "progress/bytes_done", "throughput/bytes_per_second", "throughput/words_per_second",
+            "totals/words", "workers/map_steps/worker_0", "workers/map_steps/worker_1", "retries/rounds_rerun"} <= set(series)
+    last = {tag: max(points)[1] for tag, points in series.items()}
+    assert last["progress/files_done"] == 200
+    assert last["progress/bytes_done"] == sum(os.path.getsize(p) for p in paths)
+    assert last["totals/words"] == oracle_words(paths)
+    assert last["workers/map_steps/worker_0"] + last["workers/map_steps/worker_1"] >= 200
+    assert any(value > 0 for _, value in series["throughput/words_per_second"])

@@ -1,7 +1,8 @@
 """The coordinator: `python -m tf2_mapreduce.coordinator`, TensorFlow's `chief` task.
 
-With TF_CONFIG it runs the job on that cluster; without, it starts a local cluster
-of child processes first. Prints progress to stderr and the result to stdout.
+On a configured cluster (TF_CONFIG, or see `sources`) it runs the job there; without
+one, it starts a local cluster first, in a private network. Prints progress to stderr
+and the result to stdout.
 Modules that import TensorFlow are imported inside functions, after the local
 servers were started, so that they boot while TensorFlow loads here.
 """
@@ -18,6 +19,7 @@ from absl import app, flags
 from absl import logging as absl_logging
 
 from tf2_mapreduce import cluster as cluster_lib
+from tf2_mapreduce import netns, sources
 from tf2_mapreduce.errors import ClusterError, Error, Interrupted, UsageError
 
 __all__ = ["main"]
@@ -42,18 +44,30 @@ flags.DEFINE_integer("top_k", 20, "For per-key jobs (wordfreq): how many of the 
                      lower_bound=0)
 flags.DEFINE_integer("min_count", 1, "For per-key jobs: leave keys counted fewer times out of --output.",
                      lower_bound=1)
-flags.DEFINE_integer("num_ps", 1, "ps tasks of the local cluster (ignored with TF_CONFIG).", lower_bound=1)
-flags.DEFINE_integer("num_workers", 2, "Worker tasks of the local cluster (ignored with TF_CONFIG).", lower_bound=1)
+flags.DEFINE_integer("num_ps", 1, "ps tasks of the local cluster (when no cluster is configured).", lower_bound=1)
+flags.DEFINE_integer("num_workers", 2, "Worker tasks of the local cluster (when no cluster is configured).", lower_bound=1)
 flags.DEFINE_enum(
-    "local_cluster", "processes", ["processes", "inprocess"],
-    "Without TF_CONFIG: run the local ps and workers as child processes (each task apart, as "
-    "on a real cluster), or as servers inside this process (one TensorFlow import instead of "
-    "one per task: seconds faster to start, but a task's failure is the whole job's).",
+    "local_cluster", "inprocess", ["inprocess", "processes"],
+    "Without a configured cluster: run the local ps and workers as servers inside this process "
+    "(one TensorFlow import instead of one per task: seconds faster to start), or as child "
+    "processes, each task apart as on a real cluster (a killed worker is then survived).",
+)
+flags.DEFINE_bool(
+    "private_network", True,
+    "Run the local cluster in a private network namespace of its own (Linux: needs root or "
+    "unprivileged user namespaces), since TF's servers accept work from anyone who reaches "
+    "their ports. Not possible when inputs or outputs are on a network filesystem (gs://...).",
 )
 flags.DEFINE_string(
     "output", None,
     "Write the result to this path (any tf.io.gfile path): JSON for sums; for per-key jobs the "
     "whole table, sorted, as TSV (word<TAB>count), or JSON if the name ends in .json.",
+)
+flags.DEFINE_string(
+    "logdir", None,
+    "Write TensorBoard summaries of the job's progress here (any tf.io.gfile path), at every "
+    "progress report: bytes/s, words/s (or the job's unit), files done, map steps per worker, "
+    "re-run rounds. Watch with: tensorboard --logdir DIR.",
 )
 flags.DEFINE_float("progress_every", 2.0, "Seconds between progress lines on stderr.", lower_bound=0.1)
 flags.DEFINE_float(
@@ -88,7 +102,7 @@ flags.DEFINE_float(
     lower_bound=1.0,
 )
 flags.DEFINE_bool(
-    "keep_serving", False, "Leave the cluster's servers running when the job ends (TF_CONFIG clusters only)."
+    "keep_serving", False, "Leave the cluster's servers running when the job ends (configured clusters only)."
 )
 
 
@@ -164,7 +178,7 @@ def _connect_within(seconds, resolver, task_devices, on_timeout):
 
     def expire():
         on_timeout()
-        _say("error: connecting to the cluster took over %gs; check that every task in TF_CONFIG is up" % seconds)
+        _say("error: connecting to the cluster took over %gs; check that every task of the cluster is up" % seconds)
         os._exit(ClusterError.exit_code)
 
     timer = threading.Timer(seconds, expire)
@@ -176,7 +190,7 @@ def _connect_within(seconds, resolver, task_devices, on_timeout):
         timer.cancel()
 
 
-def _run(specs, cluster, resolver, local, stop_requests, started, in_process):
+def _run(specs, cluster, local, stop_requests, started, in_process):
     """Everything after the cluster is chosen; returns the process exit status."""
     # Imported here, after the local servers were started: they boot meanwhile.
     from tf2_mapreduce import control, inputs, jobs, output, runner
@@ -201,7 +215,7 @@ def _run(specs, cluster, resolver, local, stop_requests, started, in_process):
     if not in_process:
         cluster_lib.wait_for_tasks(cluster, FLAGS.connect_timeout, check=local.check_alive if local else None)
     devices = ["/job:%s/replica:0/task:%d/device:CPU:0" % (role, index) for role, index, _ in cluster.tasks()]
-    coordinator = _connect_within(FLAGS.connect_timeout, resolver, devices,
+    coordinator = _connect_within(FLAGS.connect_timeout, _resolver(cluster), devices,
                                   on_timeout=local.close if local else lambda: None)
     options = runner.Options(
         split_size=FLAGS.split_size, read_size=FLAGS.read_size, max_pieces=FLAGS.files_per_step,
@@ -211,9 +225,22 @@ def _run(specs, cluster, resolver, local, stop_requests, started, in_process):
     )
     job_over = not in_process  # servers in this process end with it, and need no message
     try:
-        with control.Heartbeats(cluster) if not in_process else _no_heartbeats() as heartbeats:
+        with contextlib.ExitStack() as stack:
+            heartbeats = None if in_process else stack.enter_context(control.Heartbeats(cluster))
+            reporters = [lambda p: _say(_progress_line(job, p))]
+            if FLAGS.logdir:
+                from tf2_mapreduce import summaries
+
+                writer = summaries.Summaries(FLAGS.logdir, job)
+                stack.callback(writer.close)
+                reporters.append(writer.write)
+
+            def report(progress):
+                for reporter in reporters:
+                    reporter(progress)
+
             run = runner.JobRun(job, found.files, coordinator, cluster, options, heartbeats=heartbeats,
-                                on_progress=lambda p: _say(_progress_line(job, p)), log=_say)
+                                on_progress=report, log=_say)
             stop_requests.append(run.request_stop)
             result = run.run()
         # Before the servers are told to exit: per-key results are read from the ps tasks.
@@ -236,11 +263,6 @@ def _run(specs, cluster, resolver, local, stop_requests, started, in_process):
         if local:
             _await_local_exit(local)
     return 0
-
-
-@contextlib.contextmanager
-def _no_heartbeats():
-    yield None
 
 
 def _handle_stop_signals(stop_requests):
@@ -271,15 +293,16 @@ def main(argv):
         for name, value in cluster_lib.TASK_ENV.items():
             os.environ.setdefault(name, value)
         os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-        tf_config = os.environ.get("TF_CONFIG")
-        if tf_config:
-            for name in ("num_ps", "num_workers"):
+        cluster = sources.resolve(expect_roles=("chief",))
+        if cluster:
+            for name in ("num_ps", "num_workers", "local_cluster"):
                 if FLAGS[name].present:
-                    raise UsageError("--%s sizes the local cluster; TF_CONFIG already defines the cluster" % name)
-            cluster = cluster_lib.from_tf_config(tf_config, expect_roles=("chief",))
+                    raise UsageError("--%s is for the local cluster; %s already defines the cluster"
+                                     % (name, sources.describe()))
         else:
             if FLAGS.keep_serving:
-                raise UsageError("--keep_serving needs a TF_CONFIG cluster; a local cluster ends with its job")
+                raise UsageError("--keep_serving needs a configured cluster (TF_CONFIG...); a local cluster ends with its job")
+            exposed = _isolate(specs)
             if FLAGS.local_cluster == "processes":
                 local = cluster_lib.LocalCluster(FLAGS.num_ps, FLAGS.num_workers).start()
                 cluster = local.cluster
@@ -289,8 +312,10 @@ def main(argv):
                 in_process_servers = cluster_lib.start_in_process(cluster)
             _say("started a local cluster%s: %s" % (" in this process" if not local else "",
                                                     ", ".join("%s %s" % (r, a) for r, _, a in cluster.tasks())))
-        code = _run(specs, cluster, _resolver(cluster, from_env=bool(tf_config)), local, stop_requests, start,
-                    in_process=not tf_config and FLAGS.local_cluster == "inprocess")
+            if exposed:
+                _say("warning: while the job runs, anyone who reaches this machine can run code on the local "
+                     "cluster's ports %s (%s)" % (",".join(a.rsplit(":", 1)[1] for _, _, a in cluster.tasks(cluster_lib.ROLES)), exposed))
+        code = _run(specs, cluster, local, stop_requests, start, in_process=bool(in_process_servers))
     except Interrupted as e:
         _say(str(e))
         code = e.exit_code
@@ -315,11 +340,22 @@ def main(argv):
     os._exit(code)
 
 
-def _resolver(cluster, from_env):
+def _isolate(specs):
+    """Moves this process, before it starts the local cluster, into a private network
+    (`--private_network`); returns None, or why the cluster's ports stay exposed."""
+    if not FLAGS.private_network:
+        return "--noprivate_network"
+    remote = netns.network_path(specs + [FLAGS.output, FLAGS.checkpoint_dir, FLAGS.logdir])
+    if remote:
+        return "%s needs the network, so no private network" % remote
+    refused = netns.enter_private_network()
+    return refused and "no private network: %s" % refused
+
+
+def _resolver(cluster):
+    """The cluster as ParameterServerStrategy takes it, whatever source described it."""
     import tensorflow as tf
 
-    if from_env:
-        return tf.distribute.cluster_resolver.TFConfigClusterResolver()
     return tf.distribute.cluster_resolver.SimpleClusterResolver(
         tf.train.ClusterSpec(cluster.jobs), task_type="chief", task_id=0, rpc_layer="grpc"
     )

@@ -28,6 +28,7 @@ PIECES_IN_FLIGHT = 2  # pieces a worker reads and maps at once: its memory is ab
 RANGE_BUFFER = 256 << 10  # bytes TF reads at a time for a byte range
 TICK = 1.0  # seconds between the run loop's checks of workers, stop requests, checkpoints
 WORKER_DOWN_AFTER = 3.0  # seconds without a heartbeat answer before a worker counts as down
+JOIN_GRACE = 5.0  # seconds join() gets to return once every piece is committed
 
 # Errors that a map step raises because of one input file, not because of the cluster.
 FILE_ERRORS = (
@@ -72,6 +73,7 @@ class Progress:
     seconds: float  # since the run started
     files_skipped: int
     steps_per_worker: tuple  # map steps each worker ran, retries included
+    rounds_rerun: int  # times the pieces left were scheduled again after a failed round
 
 
 @dataclass(frozen=True)
@@ -303,6 +305,7 @@ class JobRun:
         self._first_schedule = None
         self._progress = (-1, time.monotonic())  # (pieces done, when that count was first seen)
         self._transient_since = None
+        self._rounds_rerun = 0
 
     def request_stop(self, signum):
         """Asks the run to checkpoint and stop; safe to call from a signal handler."""
@@ -337,6 +340,7 @@ class JobRun:
                                         % (len(lost), self.files[self.pieces[lost[0]].file].path))
                     break
                 self._after_failed_round(error, failures)
+                self._rounds_rerun += 1
             stats = self._report()
             if self.checkpoint:
                 self._save()
@@ -392,7 +396,7 @@ class JobRun:
 
         threading.Thread(target=drive, name="tf2_mapreduce-schedule", daemon=True).start()
         self._watch(outcome)
-        if "error" not in outcome:
+        if outcome.get("complete") or "error" not in outcome:
             return None, []
         failures = []
         for ids, remote_value in scheduled:
@@ -405,7 +409,12 @@ class JobRun:
         return outcome["error"], failures
 
     def _watch(self, outcome):
-        """The run loop while a round runs: progress, checkpoints, watchdog, stop."""
+        """The run loop while a round runs: progress, checkpoints, watchdog, stop.
+
+        Returns when join() returned, or as soon as every piece is committed: a step
+        still in flight on a worker cut off from the network (no connection reset,
+        so TF waits for TCP to give up) can only commit nothing more.
+        """
         next_progress = time.monotonic() + self.options.progress_every
         next_checkpoint = time.monotonic() + self.options.checkpoint_every
         while not outcome.get("done"):
@@ -417,10 +426,22 @@ class JobRun:
             if now >= next_progress:
                 self._report()
                 next_progress = now + self.options.progress_every
-            self._check_stall(self._read_ps(self.reducer.stats).pieces_done)
+            pieces_done = self._read_ps(self.reducer.stats).pieces_done
+            if pieces_done >= len(self.pieces) - len(self.skipped_pieces):
+                deadline = time.monotonic() + JOIN_GRACE  # join() returns at once unless a step is stuck
+                while not outcome.get("done") and time.monotonic() < deadline:
+                    self._wake.wait(TICK / 10)
+                outcome["complete"] = True
+                return
+            self._check_stall(pieces_done)
             if self.checkpoint and now >= next_checkpoint:
                 self._save()
                 next_checkpoint = time.monotonic() + self.options.checkpoint_every
+
+    def _down_workers(self):
+        """[(index, address)] of the workers that missed heartbeats for `WORKER_DOWN_AFTER` s."""
+        return [(index, address) for _, index, address in self.cluster.tasks(roles=("worker",))
+                if self.heartbeats.silent_for("worker", index) > WORKER_DOWN_AFTER]
 
     def _check_stall(self, pieces_done):
         """Raises `ClusterError` if no map step finished for `worker_timeout` s while
@@ -437,8 +458,7 @@ class JobRun:
             return
         if not self.heartbeats or now - self._progress[1] <= self.options.worker_timeout:
             return
-        down = [(index, address) for _, index, address in self.cluster.tasks(roles=("worker",))
-                if self.heartbeats.silent_for("worker", index) > WORKER_DOWN_AFTER]
+        down = self._down_workers()
         if not down:
             return
         detail = ", ".join("worker %d at %s (%s)" % (index, address, self.heartbeats.failing("worker", index) or "no answer")
@@ -577,5 +597,6 @@ class JobRun:
         stats = self._read_ps(self.reducer.stats)
         self.on_progress(Progress(self._files_done_now(), len(self.files), stats.bytes_done, self._total_bytes,
                                   stats.value, stats.distinct, time.monotonic() - self._start,
-                                  len(self.skipped) + len(self.skipped_pieces), self.worker_steps.read()))
+                                  len(self.skipped) + len(self.skipped_pieces), self.worker_steps.read(),
+                                  self._rounds_rerun))
         return stats

@@ -1,0 +1,73 @@
+"""The local default keeps TF's unauthenticated servers off the network: from outside
+the coordinator's private network namespace, none of their ports answers."""
+
+import os
+import re
+import subprocess
+
+import pytest
+
+from conftest import LiveCoordinator, assert_matches_oracle, read_result, servers_of, task_env, write_corpus
+from tf2_mapreduce import cluster as cluster_lib
+from tf2_mapreduce import netns
+
+NUM_FILES = 800
+
+
+def _why_no_private_network():
+    """Why this machine cannot make the namespaces the coordinator would, or None."""
+    made = subprocess.run(["unshare", "--net", "--user", "--map-current-user", "true"], capture_output=True, timeout=30)
+    return (made.stderr.decode(errors="replace").strip() or "unshare failed") if made.returncode else None
+
+
+WHY_NOT = _why_no_private_network()
+
+
+def start_job(tmp_path, processes, *extra):
+    write_corpus(str(tmp_path / "corpus"), NUM_FILES, seed=41, max_words=50)
+    output = str(tmp_path / "result.json")
+    job = LiveCoordinator(["--input", str(tmp_path / "corpus"), "--files_per_step", "1", "--progress_every", "0.2",
+                           "--output", output, "--local_cluster=processes", *extra], task_env(), processes,
+                          tmp_path / "coordinator.log")
+    listed = job.wait_for(r"started a local cluster: (.*)").group(1)
+    addresses = re.findall(r"(?:ps|worker) (\S+?)(?:,|$)", listed)
+    assert len(addresses) == 3, listed
+    job.wait_for_files(1)
+    return job, addresses, output
+
+
+def network_namespace(pid):
+    return os.readlink("/proc/%d/ns/net" % pid)
+
+
+@pytest.mark.skipif(WHY_NOT is not None, reason="no private network namespaces here: %s" % WHY_NOT)
+def test_local_cluster_ports_do_not_answer_from_outside(tmp_path, processes):
+    job, addresses, output = start_job(tmp_path, processes)
+    assert {address: cluster_lib.probe(address) for address in addresses} == {a: "connection refused" for a in addresses}
+    # Asked while the servers were up: they were listening, in the coordinator's namespace.
+    servers = servers_of(job.proc.pid)
+    assert len(servers) == 3
+    assert {network_namespace(pid) for pid in servers} == {network_namespace(job.proc.pid)} != {network_namespace(os.getpid())}
+    code, _, stderr = job.finish()
+    assert code == 0, stderr
+    assert "warning" not in stderr
+    assert_matches_oracle(read_result(output), [str(p) for p in (tmp_path / "corpus").iterdir()])
+
+
+def test_without_a_private_network_the_ports_answer_and_a_warning_says_so(tmp_path, processes):
+    job, addresses, output = start_job(tmp_path, processes, "--noprivate_network")
+    assert {address: cluster_lib.probe(address) for address in addresses} == {a: None for a in addresses}
+    code, _, stderr = job.finish()
+    assert code == 0, stderr
+    warning = re.search(r"warning: while the job runs, anyone who reaches this machine can run code on the local "
+                        r"cluster's ports ([\d,]+) \(--noprivate_network\)$", stderr, re.MULTILINE)
+    assert warning and {a.rsplit(":", 1)[1] for a in addresses} < set(warning.group(1).split(",")), stderr
+
+
+def test_paths_that_need_the_network_are_found_even_inside_lists(tmp_path):
+    listing = tmp_path / "inputs.txt"
+    listing.write_text("/data/a.txt\ns3://bucket/b.txt\n")
+    assert netns.network_path(["/data", "file:///data/x", "ram://tmp/y", None]) is None
+    assert netns.network_path(["/data", None, "gs://bucket/out.json"]) == "gs://bucket/out.json"
+    assert netns.network_path(["@%s" % listing]) == "s3://bucket/b.txt"
+    assert netns.network_path(["@%s" % (tmp_path / "missing.txt")]) is None  # reported when inputs are listed
