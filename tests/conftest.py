@@ -1,6 +1,7 @@
 """Shared test helpers: the independent oracle, corpora, real processes reaped on exit."""
 
 import collections
+import ctypes
 import faulthandler
 import json
 import os
@@ -23,6 +24,13 @@ SCRIPTS = os.path.join(REPO, "scripts")
 # A test that hangs (TF's join() can block forever) is killed with a traceback
 # after this many seconds instead of eating CI's time.
 TEST_TIMEOUT = 240
+PR_SET_PDEATHSIG = 1
+
+
+def die_with_the_tests():
+    """Run in each child before exec: the kernel kills it when the test process dies,
+    even when the hang guard ends it with os._exit and nothing is reaped."""
+    ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
 
 
 @pytest.fixture(autouse=True)
@@ -110,7 +118,8 @@ class Processes:
 
     def start(self, args, env, log_path):
         log = open(log_path, "wb")
-        proc = subprocess.Popen(args, env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        proc = subprocess.Popen(args, env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                preexec_fn=die_with_the_tests)
         log.close()
         self.procs.append(proc)
         return proc
@@ -150,6 +159,7 @@ def run_cli(args, env, timeout=180, command=None):
         stderr=subprocess.PIPE,
         stdin=subprocess.DEVNULL,
         cwd=REPO,
+        preexec_fn=die_with_the_tests,
     )
     try:
         out, err = proc.communicate(timeout=timeout)
@@ -252,7 +262,7 @@ class LiveCoordinator:
     def __init__(self, args, env, processes, log_path, command=None):
         self.proc = subprocess.Popen(
             (command or [sys.executable, "-m", "tf2_mapreduce.coordinator"]) + list(args), env=env, cwd=REPO,
-            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, preexec_fn=die_with_the_tests)
         processes.procs.append(self.proc)
         self.lines = queue.Queue()
         self.stderr = []
