@@ -9,7 +9,7 @@ import os
 
 import tensorflow as tf
 
-from tf2_mapreduce.errors import UsageError
+from tf2_mapreduce.errors import UsageError, first_line
 
 __all__ = ["JobCheckpoint", "manifest"]
 
@@ -126,7 +126,7 @@ class JobCheckpoint:
             try:
                 self._restore_into.restore(path).assert_existing_objects_matched()
             except Exception as e:  # damaged files fail in many ways: DataLoss, a short read's IndexError...
-                warn("checkpoint %s cannot be read (%s); trying an older one" % (path, str(e).splitlines()[0]))
+                warn("checkpoint %s cannot be read (%s); trying an older one" % (path, first_line(e)))
                 continue
             if self._fingerprint.numpy().decode() != self._expected:
                 raise self._refuse("checkpoint %s does not match its %s" % (path, MANIFEST))

@@ -15,6 +15,7 @@ __all__ = [
     "Interrupted",
     "EXIT_OK",
     "op_error_cause",
+    "first_line",
 ]
 
 EXIT_OK = 0
@@ -67,6 +68,12 @@ class Interrupted(Error):
 # was defined, and gRPC's account of how the error was relayed between tasks.
 _BOILERPLATE = ("Graph execution error", "Detected at node", "Additional GRPC", ":UNKNOWN", "[[", "<stack traces")
 _FIRST_ROOT_ERROR = re.compile(r"^\s*\(0\) [A-Z_]+:\s*(.*)$", re.M)  # in "2 root error(s) found."
+
+
+def first_line(error):
+    """The first line of any exception's message, or its type's name if it has none."""
+    lines = str(error).splitlines()
+    return lines[0] if lines else type(error).__name__
 
 
 def op_error_cause(error):

@@ -424,9 +424,11 @@ class JobRun:
                 raise Interrupted(self._stop_signal, "stopped by signal %d%s" % (self._stop_signal, self._save_for_resume()))
             now = time.monotonic()
             if now >= next_progress:
-                self._report()
+                stats = self._report()
                 next_progress = now + self.options.progress_every
-            pieces_done = self._read_ps(self.reducer.stats).pieces_done
+            else:
+                stats = self._read_ps(self.reducer.stats)
+            pieces_done = stats.pieces_done
             if pieces_done >= len(self.pieces) - len(self.skipped_pieces):
                 deadline = time.monotonic() + JOIN_GRACE  # join() returns at once unless a step is stuck
                 while not outcome.get("done") and time.monotonic() < deadline:

@@ -11,7 +11,7 @@ import os
 from absl import flags
 
 from tf2_mapreduce import cluster as cluster_lib
-from tf2_mapreduce.errors import UsageError
+from tf2_mapreduce.errors import UsageError, first_line
 
 __all__ = ["SOURCES", "describe", "resolve"]
 
@@ -141,7 +141,7 @@ def _from_kubernetes(expect_roles):
     except ImportError:
         raise UsageError("%s needs the Kubernetes client: pip install kubernetes" % source) from None
     except Exception as e:  # a pod not running yet, no API access, no RBAC permission...
-        raise UsageError("%s: cannot list the pods: %s" % (source, str(e).splitlines()[0] if str(e) else type(e).__name__)) from None
+        raise UsageError("%s: cannot list the pods: %s" % (source, first_line(e))) from None
     return cluster_lib.validated(spec, *_task(expect_roles, source), expect_roles, source)
 
 
@@ -182,8 +182,7 @@ def _from_tpu(expect_roles):
         resolver = tpu_resolver(FLAGS.tpu, FLAGS.tpu_zone, FLAGS.tpu_project)
         hosts = [cluster_lib.split_address(a)[0] for a in resolver.cluster_spec().job_tasks("worker")]
     except Exception as e:  # no cloud-tpu-client, no credentials, no such TPU...
-        raise UsageError("%s: cannot list the hosts of TPU %s: %s" % (
-            source, FLAGS.tpu, str(e).splitlines()[0] if str(e) else type(e).__name__)) from None
+        raise UsageError("%s: cannot list the hosts of TPU %s: %s" % (source, FLAGS.tpu, first_line(e))) from None
     if len(hosts) < FLAGS.ps_tasks:
         raise UsageError("%s: TPU %s has %d host(s), fewer than --ps_tasks=%d" % (source, FLAGS.tpu, len(hosts), FLAGS.ps_tasks))
     port = FLAGS.port
