@@ -6,6 +6,7 @@ import json
 import os
 import random
 import re
+import uuid
 
 import numpy as np
 import pytest
@@ -13,7 +14,7 @@ import tensorflow as tf
 
 from conftest import INPROCESS_PS, oracle_counter, oracle_words, write_corpus, write_zipf_corpus
 from tf2_mapreduce import inputs, jobs, output, reduce, runner
-from tf2_mapreduce.errors import Interrupted, UsageError
+from tf2_mapreduce.errors import Interrupted, JobFailed, UsageError
 
 
 def run(inprocess, job, files, **options):
@@ -113,8 +114,11 @@ def test_sorted_entries_spills_to_disk_and_merges():
     assert list(output.sorted_entries(iter(entries))) == expected
 
 
+PS_DEVICES = ["/job:ps/replica:0/task:%d/device:CPU:0" % i for i in range(INPROCESS_PS)]
+
+
 def test_a_retried_per_key_commit_does_not_double_count(inprocess):
-    reducer = reduce.KeyedSum([10, 10, 10], ["/job:ps/replica:0/task:%d/device:CPU:0" % i for i in range(INPROCESS_PS)])
+    reducer = reduce.KeyedSum([10, 10, 10], PS_DEVICES, run_id=uuid.uuid4().hex)
     commit = tf.function(reducer.commit)
     words = tf.constant([b"a", b"b", b"a", b"c"])
     counts = tf.constant([1, 1, 1, 1], tf.int64)
@@ -124,6 +128,24 @@ def test_a_retried_per_key_commit_does_not_double_count(inprocess):
     assert dict(reducer.entries()) == {b"a": 3, b"b": 1, b"c": 1}
     assert reducer.done().tolist() == [True, True, True]
     assert reducer.stats() == reduce.Stats(3, 30, 5, 3)
+
+
+def test_per_key_state_on_a_ps_belongs_to_one_run(inprocess):
+    """Tables are named for their run on the ps: a new run's are new and empty, and
+    a reducer that found another's state (as TF's own table names made a rerun on
+    servers that outlived a coordinator do) refuses to start."""
+    first_run = uuid.uuid4().hex
+    first = reduce.KeyedSum([10], PS_DEVICES, first_run)
+    tf.function(first.commit)(tf.constant([0], tf.int64), (tf.constant([b"a", b"b"]), tf.constant([2, 3], tf.int64)))
+    with pytest.raises(JobFailed, match="already holds state that this run did not write"):
+        first.check_empty()
+    second = reduce.KeyedSum([10], PS_DEVICES, uuid.uuid4().hex)
+    second.check_empty()  # another run never sees the first run's state
+    assert dict(second.entries()) == {} and dict(first.entries()) == {b"a": 2, b"b": 3}
+    with pytest.raises(JobFailed, match="table on /job:ps/replica:0/task:"):
+        reduce.KeyedSum([10], PS_DEVICES, first_run).check_empty()
+    first.release()
+    reduce.KeyedSum([10], PS_DEVICES, first_run).check_empty()  # released: nothing was left on the ps
 
 
 def test_wordfreq_checkpoint_resume_is_exact(inprocess, tmp_path):

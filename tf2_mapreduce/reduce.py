@@ -2,6 +2,10 @@
 of input (a file, or a part of a large one) exactly once. ClusterCoordinator.schedule()
 is at-least-once, so a commit must be idempotent: a map step re-run after its worker
 died must not count its pieces twice.
+
+A reducer's state belongs to one run: every resource it places on a ps is new, named
+for that run, so nothing an earlier coordinator left on a server that outlived it
+(a kept server, a rerun after a crash) can reach its result; `check_empty` verifies it.
 """
 
 import heapq
@@ -10,6 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 import tensorflow as tf
 
+from tf2_mapreduce.errors import JobFailed
 from tf2_mapreduce.jobs.base import KeySum, Sum, VectorSum
 
 __all__ = ["Stats", "CheckpointState", "PerPieceSum", "KeyedSum", "WorkerSteps", "for_job"]
@@ -36,15 +41,46 @@ class CheckpointState:
     prepare: object = None
 
 
-def for_job(job, sizes, ps_devices):
-    """The reducer `job.reducer` asks for, over pieces of byte sizes `sizes`."""
+def for_job(job, sizes, ps_devices, run_id):
+    """The reducer `job.reducer` asks for, over pieces of byte sizes `sizes`, its
+    state on the ps tasks named for the run `run_id` (unique to the run)."""
     if isinstance(job.reducer, Sum):
         return PerPieceSum(sizes, ps_devices)
     if isinstance(job.reducer, VectorSum):
         return PerPieceSum(sizes, ps_devices, width=len(job.reducer.names))
     if isinstance(job.reducer, KeySum):
-        return KeyedSum(sizes, ps_devices)
+        return KeyedSum(sizes, ps_devices, run_id)
     raise TypeError("unknown reducer %r of job %s" % (job.reducer, job.name))
+
+
+def _not_empty(what):
+    return JobFailed("%s already holds state that this run did not write; a ps must start every run empty "
+                     "(a bug in tf2_mapreduce: please report it)" % what)
+
+
+def _destroy(handles):
+    """Frees resources on the ps tasks now, rather than when their server exits:
+    a server kept for later jobs would otherwise hold every finished run's state."""
+    for handle in handles:
+        tf.raw_ops.DestroyResourceOp(resource=handle, ignore_lookup_error=True)
+
+
+class _RunTable(tf.lookup.experimental.MutableHashTable):
+    """A MutableHashTable whose resource on its ps is named `shared_name`.
+
+    Why: TF names a table made eagerly "table_<n>", n counting the tables this process
+    has made, so a new coordinator process makes the same names again, and on a ps
+    that outlived the previous one gets that process's table with its counts.
+    (Variables do not have the flaw: the runtime names eager ones uniquely.)
+    """
+
+    def __init__(self, shared_name, name="MutableHashTable"):
+        self._run_shared_name = shared_name
+        super().__init__(tf.string, tf.int64, default_value=0, name=name)
+
+    def _create_resource(self):
+        self._shared_name = self._run_shared_name
+        return super()._create_resource()
 
 
 class PerPieceSum:
@@ -131,21 +167,31 @@ class PerPieceSum:
         """Which pieces are committed, as a bool array in piece order."""
         return self._done(self.values())
 
+    def check_empty(self):
+        """Raises `JobFailed` unless no piece is committed yet. Blocking."""
+        done = self.done()
+        if done.any():
+            raise _not_empty("the slot of piece %d on %s" % (np.argmax(done), self.ps_devices[np.argmax(done) % len(self.slots)]))
+
+    def release(self):
+        """Frees this reducer's state on the ps tasks; it cannot be read afterwards."""
+        _destroy(v.handle for v in self.slots + self.sizes)
+
 
 class _KeyShard:
     """One ps's part of a `KeyedSum`: its table, done flags and total, and the
     critical section that makes a commit to them atomic."""
 
-    def __init__(self, shard, device, num_pieces):
+    def __init__(self, shard, device, num_pieces, run_id):
         self.device = device
+        prefix = "tf2_mapreduce/%s/" % run_id
         with tf.device(device):
-            self.table = tf.lookup.experimental.MutableHashTable(tf.string, tf.int64, default_value=0,
-                                                                 name="table_%d" % shard)
+            self.table = _RunTable(prefix + "table_%d" % shard, name="table_%d" % shard)
             self.done = tf.Variable(tf.zeros([num_pieces], tf.bool), trainable=False, name="done_%d" % shard)
             self.total = tf.Variable(tf.constant(0, tf.int64), trainable=False, name="total_%d" % shard)
-            self.lock = tf.CriticalSection(name="commit_%d" % shard)
+            self.lock = tf.CriticalSection(name="commit_%d" % shard, shared_name=prefix + "commit_%d" % shard)
             # Copies taken inside the critical section, for consistent checkpoints.
-            self.saved_table = tf.lookup.experimental.MutableHashTable(tf.string, tf.int64, default_value=0)
+            self.saved_table = _RunTable(prefix + "saved_table_%d" % shard)
             self.saved_done = tf.Variable(tf.zeros([num_pieces], tf.bool), trainable=False)
             self.saved_total = tf.Variable(tf.constant(0, tf.int64), trainable=False)
             # The entries being read out: a filtered export of the table.
@@ -206,6 +252,13 @@ class _KeyShard:
             _, counts = self.export()
             return tf.math.top_k(counts, k=tf.minimum(k, tf.size(counts))).values
 
+    def handles(self):
+        """Every resource of this shard on its ps (the critical section's mutex is
+        left: it is tiny, and a step still in flight may be holding it)."""
+        tables = [self.table.resource_handle, self.saved_table.resource_handle]
+        return tables + [v.handle for v in (self.done, self.total, self.saved_done, self.saved_total,
+                                             self.view_keys, self.view_counts)]
+
 
 class KeyedSum:
     """An exact int64 sum per key: one `MutableHashTable` per ps, each key on the ps
@@ -219,16 +272,18 @@ class KeyedSum:
     adds nothing. A piece is done when every ps has its flag set.
     """
 
-    def __init__(self, sizes, ps_devices):
+    def __init__(self, sizes, ps_devices, run_id):
         self.num_pieces = len(sizes)
         self.sizes = np.asarray(sizes, dtype=np.int64)
-        self.shards = [_KeyShard(shard, device, self.num_pieces) for shard, device in enumerate(ps_devices)]
+        self.shards = [_KeyShard(shard, device, self.num_pieces, run_id) for shard, device in enumerate(ps_devices)]
         self._stats = tf.function(self._stats_fn, autograph=False)
         self._snapshot = tf.function(lambda: tf.stack([shard.snapshot() for shard in self.shards]), autograph=False)
         self._make_views = tf.function(lambda min_count: [shard.make_view(min_count) for shard in self.shards],
                                        autograph=False)
         self._chunks = [tf.function(shard.view_chunk, autograph=False) for shard in self.shards]
         self._top = tf.function(lambda k: [shard.top_counts(k) for shard in self.shards], autograph=False)
+        self._sizes = tf.function(lambda: [tf.stack([shard.table.size(), shard.saved_table.size()])
+                                           for shard in self.shards], autograph=False)
 
     def checkpoint_state(self):
         save, restore = {}, {}
@@ -271,6 +326,16 @@ class KeyedSum:
         done = done.numpy()
         return Stats(int(done.sum()), int(self.sizes[done].sum()), int(total), int(distinct))
 
+    def check_empty(self):
+        """Raises `JobFailed` unless every table, flag and total is still empty. Blocking."""
+        for shard, sizes in zip(self.shards, self._sizes()):
+            if sizes.numpy().any() or shard.done.numpy().any() or shard.total.numpy():
+                raise _not_empty("the table on %s" % shard.device)
+
+    def release(self):
+        """Frees this reducer's state on the ps tasks; it cannot be read afterwards."""
+        _destroy(handle for shard in self.shards for handle in shard.handles())
+
     def entries(self, min_count=1):
         """Yields every (key bytes, count) with count >= `min_count`, shard by shard, a
         chunk at a time, in no order: the coordinator never holds a whole table."""
@@ -308,3 +373,6 @@ class WorkerSteps:
 
     def read(self):
         return tuple(int(x) for x in self.counts.numpy())
+
+    def release(self):
+        _destroy([self.counts.handle])

@@ -6,6 +6,7 @@ back from the ps tasks. No flags or printing here; `coordinator.py` is the CLI.
 import re
 import threading
 import time
+import uuid
 from dataclasses import dataclass
 
 import numpy as np
@@ -288,7 +289,8 @@ class JobRun:
         self.pieces, planning_skipped = inputs_lib.plan(files, options.read_size, job.records, options.on_error)
         self._total_bytes = sum(p.size for p in self.pieces)
         ps_devices = ["/job:ps/replica:0/task:%d/device:CPU:0" % i for i in range(cluster.num_ps)]
-        self.reducer = reduce.for_job(job, [p.size for p in self.pieces], ps_devices)
+        self.run_id = uuid.uuid4().hex  # names this run's state on the ps tasks, its alone
+        self.reducer = reduce.for_job(job, [p.size for p in self.pieces], ps_devices, self.run_id)
         self.checkpoint = None
         if options.checkpoint_dir:
             manifest = checkpoint_lib.manifest(job, cluster.num_ps, files, self.pieces, options.read_size)
@@ -307,6 +309,12 @@ class JobRun:
         self._transient_since = None
         self._rounds_rerun = 0
 
+    def release(self):
+        """Frees this run's state on the ps tasks, for servers kept for more jobs; the
+        result's per-piece values and tables cannot be read afterwards. Blocking."""
+        self.reducer.release()
+        self.worker_steps.release()
+
     def request_stop(self, signum):
         """Asks the run to checkpoint and stop; safe to call from a signal handler."""
         self._stop_signal = signum
@@ -322,6 +330,9 @@ class JobRun:
         """
         self._start = time.monotonic()
         try:
+            # A run starts from empty state, and a resumed one holds exactly its
+            # checkpoint's, whatever earlier runs left on the servers.
+            self._read_ps(self.reducer.check_empty)
             resumed_from = self.checkpoint.restore(warn=self.log) if self.checkpoint else None
             done = self.reducer.done()
             files_resumed = int(_files_done(self.pieces, done, len(self.files)).sum())
