@@ -1,17 +1,22 @@
 """Messages from the coordinator to the ps and worker servers: heartbeats while a job
 runs, and "the job is over". TF's gRPC servers cannot be stopped or queried from outside,
 so each server blocks on a queue on its own device and the coordinator enqueues into it.
+
+Every message carries its coordinator's id, the time it started in nanoseconds, so a
+server can tell an earlier coordinator's late "job over" from the current one's.
 """
 
+import socket
 import threading
 import time
+from dataclasses import dataclass
 
 import tensorflow as tf
 
 from tf2_mapreduce import cluster as cluster_lib
 from tf2_mapreduce.errors import op_error_cause
 
-__all__ = ["Heartbeats", "ControlQueue", "request_exit", "JOB_OVER", "HEARTBEAT"]
+__all__ = ["Heartbeats", "ControlQueue", "Message", "request_exit", "new_coordinator_id", "JOB_OVER", "HEARTBEAT"]
 
 CONTROL_QUEUE = "tf2_mapreduce_control"
 JOB_OVER = 1
@@ -20,6 +25,19 @@ HEARTBEAT_EVERY = 1.0  # seconds; servers' --idle_timeout must be well above it
 
 
 SEND_TIMEOUT = 5.0  # seconds; a message to a task that does not answer in time fails
+RETRY_EVERY = 0.5  # seconds between attempts to tell a task that the job is over
+
+
+@dataclass(frozen=True)
+class Message:
+    kind: int  # JOB_OVER or HEARTBEAT
+    coordinator: int  # the sending coordinator's id (`new_coordinator_id`)
+
+
+def new_coordinator_id():
+    """An id for a coordinator process: its start time in ns, so that later
+    coordinators have larger ids (across hosts, as far as their clocks agree)."""
+    return time.time_ns()
 
 
 def _task_device(role, index):
@@ -29,7 +47,8 @@ def _task_device(role, index):
 def _queue(device):
     with tf.device(device + "/device:CPU:0"):
         # Unbounded, so that a coordinator never blocks on a server that is busy.
-        return tf.raw_ops.FIFOQueueV2(component_types=[tf.int64], shapes=[[]], capacity=-1, shared_name=CONTROL_QUEUE)
+        return tf.raw_ops.FIFOQueueV2(component_types=[tf.int64, tf.int64], shapes=[[], []], capacity=-1,
+                                      shared_name=CONTROL_QUEUE)
 
 
 def _session(target, graph, device, timeout=None):
@@ -57,13 +76,14 @@ class _Channel:
         self.device = _task_device(role, index)
         self.graph = tf.Graph()
         with self.graph.as_default():
-            self.message = tf.compat.v1.placeholder(tf.int64, [])
-            self.enqueue = tf.raw_ops.QueueEnqueueV2(handle=_queue(self.device), components=[self.message])
+            self.kind = tf.compat.v1.placeholder(tf.int64, [])
+            self.coordinator = tf.compat.v1.placeholder(tf.int64, [])
+            self.enqueue = tf.raw_ops.QueueEnqueueV2(handle=_queue(self.device), components=[self.kind, self.coordinator])
         self.session = None
 
     def send(self, message, timeout=SEND_TIMEOUT):
-        """Blocks until the task queued `message`; raises ConnectionError or
-        tf.errors.OpError otherwise, within about `timeout` s."""
+        """Blocks until the task queued `message` (a `Message`); raises ConnectionError
+        or tf.errors.OpError otherwise, within about `timeout` s."""
         refused = cluster_lib.probe(self.address)
         if refused:  # fails at once, where TF would retry until the timeout
             self.session = None
@@ -71,40 +91,72 @@ class _Channel:
         try:
             if self.session is None:
                 self.session = _session(self.target, self.graph, self.device, timeout)
-            self.session.run(self.enqueue, {self.message: message})
+            self.session.run(self.enqueue, {self.kind: message.kind, self.coordinator: message.coordinator})
         except tf.errors.OpError:
             self.session = None  # a restarted task needs a new session
             raise
 
 
 def _gone_within(address, seconds):
-    """Whether `address` stops accepting connections within `seconds`."""
+    """Whether `address` refuses connections within `seconds`: its server has exited.
+    (A task cut off from the network does not refuse: its connections time out.)"""
     deadline = time.monotonic() + seconds
-    while cluster_lib.probe(address) is None:
+    while True:
+        try:
+            socket.create_connection(cluster_lib.split_address(address), timeout=1.0).close()
+        except ConnectionRefusedError:
+            return True
+        except OSError:
+            pass
         if time.monotonic() >= deadline:
             return False
         time.sleep(0.1)  # the server is exiting; its port closes when it is gone
-    return True
 
 
-def request_exit(cluster):
-    """Tells every ps and worker of `cluster` that the job is over, all at once.
-
-    Blocking, at most about `SEND_TIMEOUT` s in all. Returns {(role, index): reason}
-    for the tasks that could not be told, such as tasks that are already gone.
-    """
-    failed = {}
-
-    def tell(role, index, address):
+def _tell_job_over(channel, message, deadline):
+    """Tells one task that the job is over, trying until `deadline` (monotonic): a
+    worker being restarted, or whose link is down, may answer a few seconds later.
+    Returns None once the task was told, else the last reason it could not be."""
+    while True:
         try:
-            _Channel(role, index, address).send(JOB_OVER)
+            channel.send(message)
+            return None
         except ConnectionError as e:
-            failed[role, index] = str(e)
+            reason = str(e)
         except tf.errors.OpError as e:
             # A server exits as soon as it reads the message, often before its
             # reply reaches us: if it is gone, it was told.
-            if not _gone_within(address, SEND_TIMEOUT):
-                failed[role, index] = op_error_cause(e)
+            if _gone_within(channel.address, SEND_TIMEOUT):
+                return None
+            reason = op_error_cause(e)
+        if time.monotonic() + RETRY_EVERY >= deadline:
+            return reason
+        time.sleep(RETRY_EVERY)  # a retry interval for a task that is down, not a wait for a result
+
+
+def request_exit(cluster, coordinator, within=0.0, on_retry=None):
+    """Tells every ps and worker of `cluster` that the job of `coordinator` (its id)
+    is over, all at once; a task that cannot be told at first is tried again until
+    `within` s have passed.
+
+    Blocking, at most about `within` + `SEND_TIMEOUT` s in all (one attempt each
+    when `within` is 0). `on_retry(role, index, address, reason)` is called once
+    for each task whose first attempt failed. Returns {(role, index): reason} for
+    the tasks that could not be told in time, such as tasks that are gone.
+    """
+    deadline = time.monotonic() + within
+    message = Message(JOB_OVER, coordinator)
+    failed = {}
+
+    def tell(role, index, address):
+        channel = _Channel(role, index, address)
+        reason = _tell_job_over(channel, message, time.monotonic())
+        if reason is not None and within > 0:
+            if on_retry:
+                on_retry(role, index, address, reason)
+            reason = _tell_job_over(channel, message, deadline)
+        if reason is not None:
+            failed[role, index] = reason
 
     threads = [threading.Thread(target=tell, args=task, daemon=True) for task in cluster.tasks(roles=("worker", "ps"))]
     for thread in threads:
@@ -123,8 +175,9 @@ class Heartbeats:
     leave them behind forever. Use as a context manager around the job.
     """
 
-    def __init__(self, cluster, every=HEARTBEAT_EVERY):
+    def __init__(self, cluster, coordinator, every=HEARTBEAT_EVERY):
         self.cluster = cluster
+        self.message = Message(HEARTBEAT, coordinator)
         self.every = every
         self._stop = threading.Event()
         self._lock = threading.Lock()
@@ -141,7 +194,7 @@ class Heartbeats:
         channel = _Channel(role, index, address)
         while not self._stop.is_set():
             try:
-                channel.send(HEARTBEAT)
+                channel.send(self.message)
                 with self._lock:
                     self._answered[role, index] = time.monotonic()
                     self._errors.pop((role, index), None)
@@ -152,8 +205,12 @@ class Heartbeats:
 
     def silent_for(self, role, index):
         """Seconds since task role:index last answered (since the start if never)."""
+        return time.monotonic() - (self.last_answer(role, index) or self.started)
+
+    def last_answer(self, role, index):
+        """When task role:index last answered (time.monotonic()), or None if never."""
         with self._lock:
-            return time.monotonic() - self._answered.get((role, index), self.started)
+            return self._answered.get((role, index))
 
     def failing(self, role, index):
         """The error of the last heartbeat to role:index, or None if it answered."""
@@ -176,13 +233,14 @@ class ControlQueue:
         device = _task_device(role, index)
         self._graph = tf.Graph()
         with self._graph.as_default():
-            self._dequeue = tf.raw_ops.QueueDequeueV2(handle=_queue(device), component_types=[tf.int64])
+            self._dequeue = tf.raw_ops.QueueDequeueV2(handle=_queue(device), component_types=[tf.int64, tf.int64])
         self._session = _session(server.target, self._graph, device)
 
     def next(self, timeout=None):
-        """Blocks for the next message (JOB_OVER, HEARTBEAT); None after `timeout` s."""
+        """Blocks for the next `Message`; None after `timeout` s."""
         options = tf.compat.v1.RunOptions(timeout_in_ms=int(timeout * 1000)) if timeout else None
         try:
-            return int(self._session.run(self._dequeue, options=options)[0])
+            kind, coordinator = self._session.run(self._dequeue, options=options)
         except tf.errors.DeadlineExceededError:
             return None
+        return Message(int(kind), int(coordinator))

@@ -104,6 +104,13 @@ flags.DEFINE_float(
 flags.DEFINE_bool(
     "keep_serving", False, "Leave the cluster's servers running when the job ends (configured clusters only)."
 )
+flags.DEFINE_float(
+    "shutdown_timeout", 30.0,
+    "When the job ends: seconds to keep trying to tell a ps or worker that did not answer (restarting, "
+    "its link down) that the job is over, so that it exits with status 0 rather than after its "
+    "--idle_timeout. Only a server that does not answer delays the coordinator's exit.",
+    lower_bound=0.0,
+)
 
 
 def _say(line):
@@ -224,9 +231,10 @@ def _run(specs, cluster, local, stop_requests, started, in_process):
         progress_every=FLAGS.progress_every,
     )
     job_over = not in_process  # servers in this process end with it, and need no message
+    coordinator_id = control.new_coordinator_id()
     try:
         with contextlib.ExitStack() as stack:
-            heartbeats = None if in_process else stack.enter_context(control.Heartbeats(cluster))
+            heartbeats = None if in_process else stack.enter_context(control.Heartbeats(cluster, coordinator_id))
             reporters = [lambda p: _say(_progress_line(job, p))]
             if FLAGS.logdir:
                 from tf2_mapreduce import summaries
@@ -252,14 +260,23 @@ def _run(specs, cluster, local, stop_requests, started, in_process):
                 timings.update(startup=result.first_schedule - started, map=result.finished - result.first_schedule)
             output.write(FLAGS.output, result, found, FLAGS.min_count, timings)
             _say("wrote %s" % FLAGS.output)
+        if FLAGS.keep_serving:
+            run.release()
     except ClusterError:
         job_over = False  # the servers that are left serve the rerun that resumes the job
         raise
     finally:
         if local or (job_over and not FLAGS.keep_serving):
-            failed = control.request_exit(cluster)
+            def retrying(role, index, address, why):
+                _say("could not tell %s %d at %s that the job is over yet (%s); trying for up to %gs "
+                     "(--shutdown_timeout)" % (role, index, address, why, FLAGS.shutdown_timeout))
+
+            # Local children cannot come back once gone: one attempt each.
+            failed = control.request_exit(cluster, coordinator_id, within=0 if local else FLAGS.shutdown_timeout,
+                                          on_retry=retrying)
             for (role, index), why in sorted(failed.items()):
-                _say("warning: could not tell %s %d that the job is over: %s" % (role, index, why))
+                _say("warning: could not tell %s %d that the job is over: %s; it exits after its --idle_timeout"
+                     % (role, index, why))
         if local:
             _await_local_exit(local)
     return 0

@@ -62,19 +62,27 @@ def serve(cluster, keep_serving=False, idle_timeout=0, log=print):
         raise ClusterError("%s %d cannot serve on %s: %s" % (role, index, cluster.address, cause)) from None
     log("tf2_mapreduce server: %s %d serving on %s (cluster: %s)" % (role, index, cluster.address, cluster.describe()))
     queue = control.ControlQueue(server, role, index)
+    newest = 0  # the id of the newest coordinator heard from
     while True:
         message = queue.next(timeout=idle_timeout)
         if message is None:
             log("tf2_mapreduce server: %s %d: no coordinator for %gs (--idle_timeout), exiting" % (role, index, idle_timeout))
             return IDLE_EXIT
-        if message == control.JOB_OVER:
-            if not keep_serving:
-                log("tf2_mapreduce server: %s %d: the job is over, exiting" % (role, index))
-                # Exiting at once would often cut off the reply to the coordinator
-                # that sent the message, leaving it to wait for its deadline.
-                time.sleep(EXIT_GRACE)
-                return 0
-            log("tf2_mapreduce server: %s %d: the job is over, serving the next (--keep_serving)" % (role, index))
+        if message.kind != control.JOB_OVER:
+            newest = max(newest, message.coordinator)
+            continue
+        if message.coordinator < newest:
+            # A coordinator that ended keeps telling tasks it could not reach for a
+            # while; a newer one may be running its own job here meanwhile.
+            log("tf2_mapreduce server: %s %d: ignoring the end of an earlier coordinator's job" % (role, index))
+            continue
+        if not keep_serving:
+            log("tf2_mapreduce server: %s %d: the job is over, exiting" % (role, index))
+            # Exiting at once would often cut off the reply to the coordinator
+            # that sent the message, leaving it to wait for its deadline.
+            time.sleep(EXIT_GRACE)
+            return 0
+        log("tf2_mapreduce server: %s %d: the job is over, serving the next (--keep_serving)" % (role, index))
 
 
 FLAGS = flags.FLAGS

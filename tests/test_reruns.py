@@ -1,0 +1,114 @@
+"""What users do after a job on servers that outlive it: a second job on kept servers,
+a rerun after a ps or the coordinator died before the first checkpoint, a worker that
+comes back as the job ends. Every result is the whole per-key table, compared with
+collections.Counter over bytes.split(); every server must exit 0 once told."""
+
+import time
+
+import pytest
+
+from conftest import SERVER_EXIT_TIMEOUT, ConfiguredCluster, LiveCoordinator, oracle_counter, write_zipf_corpus
+from test_failures import wait_serving
+from test_wordfreq_cluster import ordered, read_tsv
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    directory = str(tmp_path_factory.mktemp("zipf"))
+    paths = write_zipf_corpus(directory, 300, distinct=40_000, samples=100_000, seed=23)
+    return directory, paths, oracle_counter(paths)
+
+
+def wordfreq_args(corpus, vocab, *extra):
+    return ["--job=wordfreq", "--input", corpus[0], "--files_per_step", "1", "--progress_every", "0.2",
+            "--output", str(vocab), *extra]
+
+
+def run_to_the_end(args, cluster, processes, log):
+    code, stdout, stderr = LiveCoordinator(args, cluster.chief_env(), processes, log).finish()
+    assert code == 0, stderr
+    return stdout, stderr
+
+
+def test_a_second_job_on_kept_servers_counts_from_empty_tables(tmp_path, processes, corpus):
+    cluster = ConfiguredCluster(tmp_path, processes, num_ps=2, num_workers=2)
+    cluster.start_all("--keep_serving")
+    oracle = ordered(corpus[2])
+    for n in range(2):
+        vocab = tmp_path / ("vocab-%d.tsv" % n)
+        run_to_the_end(wordfreq_args(corpus, vocab, "--keep_serving"), cluster, processes, tmp_path / ("c%d.log" % n))
+        assert read_tsv(vocab) == oracle, "job %d on the same servers" % n
+    # A third job, told nothing about keeping them: the servers keep serving (their own flag).
+    run_to_the_end(wordfreq_args(corpus, tmp_path / "vocab-2.tsv"), cluster, processes, tmp_path / "c2.log")
+    assert read_tsv(tmp_path / "vocab-2.tsv") == oracle
+    assert all(proc.poll() is None for proc in cluster.servers.values())
+
+
+@pytest.mark.parametrize("victim", ["ps", "coordinator"])
+def test_a_rerun_after_a_death_before_the_first_checkpoint_starts_from_empty_state(tmp_path, processes, corpus,
+                                                                                  victim):
+    cluster = ConfiguredCluster(tmp_path, processes, num_ps=2, num_workers=2)
+    cluster.start_all()
+    vocab = tmp_path / "vocab.tsv"
+    args = wordfreq_args(corpus, vocab, "--checkpoint_dir", str(tmp_path / "ckpt"), "--checkpoint_every", "600")
+    job = LiveCoordinator(args, cluster.chief_env(), processes, tmp_path / "first.log")
+    # Both ps tables hold counts by then; the first checkpoint is minutes away.
+    assert 20 <= job.wait_for_files(20) < len(corpus[1])
+    if victim == "ps":
+        cluster.servers["ps", 0].kill()
+        code, _, stderr = job.finish()
+        assert code == 3 and "no checkpoint was saved yet, so the job starts over" in stderr, stderr
+        cluster.servers["ps", 0].wait(SERVER_EXIT_TIMEOUT)
+        cluster.start("ps", 0)
+    else:
+        job.proc.kill()
+        job.proc.wait(SERVER_EXIT_TIMEOUT)
+    stdout, _ = run_to_the_end(args, cluster, processes, tmp_path / "rerun.log")
+    assert read_tsv(vocab) == ordered(corpus[2])
+    assert "resuming" not in stdout
+    assert cluster.exit_codes() == {task: 0 for task in cluster.tasks}
+
+
+def test_a_worker_that_comes_back_after_the_end_is_told_and_exits_0(tmp_path, processes, corpus):
+    cluster = ConfiguredCluster(tmp_path, processes, num_ps=1, num_workers=2)
+    cluster.start_all()
+    vocab = tmp_path / "vocab.tsv"
+    job = LiveCoordinator(wordfreq_args(corpus, vocab), cluster.chief_env(), processes, tmp_path / "c.log")
+    job.wait_for_files(20)
+    cluster.servers["worker", 1].kill()
+    # The job ends without it; it comes back while the coordinator is telling the servers.
+    job.wait_for(r"could not tell worker 1 at \S+ that the job is over yet \(connection refused\); "
+                 r"trying for up to 30s \(--shutdown_timeout\)")
+    cluster.start("worker", 1)
+    wait_serving(cluster, "worker", 1)
+    code, _, stderr = job.finish()
+    assert code == 0, stderr
+    assert "warning" not in stderr
+    assert read_tsv(vocab) == ordered(corpus[2])
+    assert cluster.exit_codes() == {task: 0 for task in cluster.tasks}
+    assert "the job is over, exiting" in cluster.log("worker", 1)
+
+
+def test_an_earlier_coordinators_late_end_of_job_message_is_ignored(tmp_path, processes):
+    from tf2_mapreduce import cluster as cluster_lib
+    from tf2_mapreduce import control
+
+    cluster = ConfiguredCluster(tmp_path, processes, num_ps=1, num_workers=1)
+    cluster.start_all()
+    for role, index in cluster.tasks:
+        wait_serving(cluster, role, index)
+    jobs = {role: [cluster.addresses[role, 0]] for role in ("chief", "ps", "worker")}
+    tasks = cluster_lib.Cluster(jobs, "chief", 0)
+    earlier, current = control.new_coordinator_id(), control.new_coordinator_id()
+    with control.Heartbeats(tasks, current) as heartbeats:
+        deadline = time.monotonic() + SERVER_EXIT_TIMEOUT
+        while not all(heartbeats.last_answer(role, index) for role, index in cluster.tasks):
+            assert time.monotonic() < deadline, "the servers never answered a heartbeat"
+            time.sleep(0.1)  # heartbeats go out every second
+    assert control.request_exit(tasks, earlier) == {}
+    for role, index in cluster.tasks:
+        while "ignoring the end of an earlier coordinator's job" not in cluster.log(role, index):
+            assert cluster.servers[role, index].poll() is None, cluster.log(role, index)
+            time.sleep(0.1)  # polls the server's log for the line it writes
+    assert control.request_exit(tasks, current) == {}
+    assert cluster.exit_codes() == {task: 0 for task in cluster.tasks}
