@@ -138,3 +138,21 @@ def test_checkpoint_of_other_inputs_is_refused(inprocess, corpus, tmp_path):
 def test_more_ps_than_files(inprocess, tmp_path):
     files = inputs.expand(write_corpus(str(tmp_path), 1, seed=5)).files
     assert run(inprocess, files).total == oracle_words([files[0].path])
+
+
+@pytest.mark.parametrize("damaged", [0, 1, 2])
+def test_a_start_over_after_every_checkpoint_failed_to_restore_keeps_nothing_of_them(inprocess, corpus, tmp_path,
+                                                                                    damaged):
+    directory = tmp_path / "ckpt"
+    run(inprocess, corpus, checkpoint_dir=str(directory))
+    # One shard each for the chief and the two ps tasks: the others stay readable.
+    shards = sorted(directory.glob("ckpt-1.data-*"))
+    assert len(shards) == 1 + INPROCESS_PS
+    shards[damaged].write_bytes(shards[damaged].read_bytes()[:5])
+    warnings = []
+    result = runner.JobRun(WORDCOUNT, corpus, inprocess[1], inprocess[0], runner.Options(checkpoint_dir=str(directory)),
+                           log=warnings.append).run()
+    assert any(w.startswith("checkpoint %s cannot be read" % (directory / "ckpt-1")) for w in warnings), warnings
+    assert result.resumed_from is None and result.files_resumed == 0
+    assert result.total == oracle_words(f.path for f in corpus)
+    assert result.reducer.values().tolist() == [oracle_words([f.path]) for f in corpus]

@@ -9,7 +9,7 @@ import os
 
 import tensorflow as tf
 
-from tf2_mapreduce.errors import UsageError, first_line
+from tf2_mapreduce.errors import UsageError, connectivity_errors, first_line
 
 __all__ = ["JobCheckpoint", "manifest"]
 
@@ -121,10 +121,14 @@ class JobCheckpoint:
 
         Blocking. A checkpoint that cannot be read (damaged files) is reported with
         `warn` and the one before it is tried; if none can be, the job starts over.
+        A task that cannot be reached raises (one of `connectivity_errors()`): that
+        says nothing about the files, and the caller may retry.
         """
         for path in reversed(self._manager.checkpoints):
             try:
                 self._restore_into.restore(path).assert_existing_objects_matched()
+            except connectivity_errors():
+                raise
             except Exception as e:  # damaged files fail in many ways: DataLoss, a short read's IndexError...
                 warn("checkpoint %s cannot be read (%s); trying an older one" % (path, first_line(e)))
                 continue

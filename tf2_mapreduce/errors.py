@@ -16,6 +16,7 @@ __all__ = [
     "EXIT_OK",
     "op_error_cause",
     "first_line",
+    "connectivity_errors",
 ]
 
 EXIT_OK = 0
@@ -74,6 +75,15 @@ def first_line(error):
     """The first line of any exception's message, or its type's name if it has none."""
     lines = str(error).splitlines()
     return lines[0] if lines else type(error).__name__
+
+
+def connectivity_errors():
+    """TF's errors for a task that could not be reached, or for a call cancelled because
+    another could not: they say nothing about the data, and a retry may succeed."""
+    import tensorflow as tf  # here: the CLIs import this module before TensorFlow
+
+    return (tf.errors.UnavailableError, tf.errors.CancelledError, tf.errors.AbortedError,
+            tf.errors.DeadlineExceededError)
 
 
 def op_error_cause(error):

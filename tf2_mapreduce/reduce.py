@@ -5,7 +5,7 @@ died must not count its pieces twice.
 
 A reducer's state belongs to one run: every resource it places on a ps is new, named
 for that run, so nothing an earlier coordinator left on a server that outlived it
-(a kept server, a rerun after a crash) can reach its result; `check_empty` verifies it.
+(a kept server, a rerun after a crash) can reach its result; `leftover` verifies it.
 """
 
 import heapq
@@ -14,7 +14,6 @@ from dataclasses import dataclass
 import numpy as np
 import tensorflow as tf
 
-from tf2_mapreduce.errors import JobFailed
 from tf2_mapreduce.jobs.base import KeySum, Sum, VectorSum
 
 __all__ = ["Stats", "CheckpointState", "PerPieceSum", "KeyedSum", "WorkerSteps", "for_job"]
@@ -51,11 +50,6 @@ def for_job(job, sizes, ps_devices, run_id):
     if isinstance(job.reducer, KeySum):
         return KeyedSum(sizes, ps_devices, run_id)
     raise TypeError("unknown reducer %r of job %s" % (job.reducer, job.name))
-
-
-def _not_empty(what):
-    return JobFailed("%s already holds state that this run did not write; a ps must start every run empty "
-                     "(a bug in tf2_mapreduce: please report it)" % what)
 
 
 def _destroy(handles):
@@ -167,11 +161,18 @@ class PerPieceSum:
         """Which pieces are committed, as a bool array in piece order."""
         return self._done(self.values())
 
-    def check_empty(self):
-        """Raises `JobFailed` unless no piece is committed yet. Blocking."""
+    def reset(self):
+        """Empties every slot again. Blocking; not while map steps run."""
+        for slots in self.slots:
+            slots.assign(tf.fill(tf.shape(slots), tf.constant(NOT_DONE, tf.int64)))
+
+    def leftover(self):
+        """None while no piece is committed, else where the first one is. Blocking."""
         done = self.done()
-        if done.any():
-            raise _not_empty("the slot of piece %d on %s" % (np.argmax(done), self.ps_devices[np.argmax(done) % len(self.slots)]))
+        if not done.any():
+            return None
+        piece = int(np.argmax(done))
+        return "the slot of piece %d on %s" % (piece, self.ps_devices[piece % len(self.slots)])
 
     def release(self):
         """Frees this reducer's state on the ps tasks; it cannot be read afterwards."""
@@ -326,11 +327,23 @@ class KeyedSum:
         done = done.numpy()
         return Stats(int(done.sum()), int(self.sizes[done].sum()), int(total), int(distinct))
 
-    def check_empty(self):
-        """Raises `JobFailed` unless every table, flag and total is still empty. Blocking."""
+    def reset(self):
+        """Empties every table and clears every flag and total again. Blocking; not
+        while map steps run."""
+        for shard in self.shards:
+            with tf.device(shard.device):
+                # Importing replaces a table's contents: with nothing, it empties it.
+                tf.raw_ops.LookupTableImportV2(table_handle=shard.table.resource_handle,
+                                               keys=tf.constant([], tf.string), values=tf.constant([], tf.int64))
+                shard.done.assign(tf.zeros_like(shard.done))
+                shard.total.assign(0)
+
+    def leftover(self):
+        """None while every table, flag and total is empty, else which is not. Blocking."""
         for shard, sizes in zip(self.shards, self._sizes()):
             if sizes.numpy().any() or shard.done.numpy().any() or shard.total.numpy():
-                raise _not_empty("the table on %s" % shard.device)
+                return "the table on %s" % shard.device
+        return None
 
     def release(self):
         """Frees this reducer's state on the ps tasks; it cannot be read afterwards."""

@@ -16,7 +16,7 @@ from tf2_mapreduce import checkpoint as checkpoint_lib
 from tf2_mapreduce import cluster as cluster_lib
 from tf2_mapreduce import inputs as inputs_lib
 from tf2_mapreduce import reduce
-from tf2_mapreduce.errors import ClusterError, Interrupted, JobFailed, op_error_cause
+from tf2_mapreduce.errors import ClusterError, Interrupted, JobFailed, connectivity_errors, op_error_cause
 from tf2_mapreduce.jobs.base import KeySum, VectorSum
 
 __all__ = ["Options", "Progress", "Result", "JobRun", "connect"]
@@ -45,8 +45,7 @@ CHANGED_LINE = re.compile(r"\[%s\] \[(\d+)\] .*\[(\d+)\] \[(\d+)\]$" % re.escape
 RANGE_CHANGED_LINE = re.compile(r'input file "(.*)" has body length')  # a range read of a resized file
 READ_ERROR_LINE = re.compile(r"^(.*); ([^;]*)$")  # TF's "<path>; <strerror>"
 PS_TARGET = re.compile(r"remote target /job:ps/replica:\d+/task:(\d+)")
-CONNECTIVITY_ERRORS = (tf.errors.UnavailableError, tf.errors.CancelledError, tf.errors.AbortedError,
-                       tf.errors.DeadlineExceededError)
+CONNECTIVITY_ERRORS = connectivity_errors()
 TRANSIENT_BUDGET = 120.0  # seconds of failed rounds tolerated while every ps is fine
 READ_RETRY = 0.2  # seconds between attempts to read state on a ps that answers
 
@@ -332,9 +331,9 @@ class JobRun:
         try:
             # A run starts from empty state, and a resumed one holds exactly its
             # checkpoint's, whatever earlier runs left on the servers.
-            self._read_ps(self.reducer.check_empty)
-            resumed_from = self.checkpoint.restore(warn=self.log) if self.checkpoint else None
-            done = self.reducer.done()
+            self._check_empty("a ps must start every run empty (a bug in tf2_mapreduce: please report it)")
+            resumed_from = self._read_ps(self._restore) if self.checkpoint else None
+            done = self._read_ps(self.reducer.done)
             files_resumed = int(_files_done(self.pieces, done, len(self.files)).sum())
             if resumed_from:
                 self.log("resuming from %s: %d of %d files already done" % (resumed_from, files_resumed, len(self.files)))
@@ -361,6 +360,24 @@ class JobRun:
         finished = time.monotonic()
         return Result(self.job, self.files, self.pieces, done, skipped, resumed_from, files_resumed,
                       finished - self._start, self._first_schedule, finished, self.worker_steps.read(), stats, self.reducer)
+
+    def _restore(self):
+        """Restores the newest readable checkpoint; returns its path, or None if there
+        is none. Blocking; safe to retry, since a restore overwrites the whole state."""
+        path = self.checkpoint.restore(warn=self.log)
+        if path is None:
+            # A restore that failed on one ps's files may have restored another's
+            # (measured): a run that starts over must not keep any of it.
+            self.reducer.reset()
+            self._check_empty("a checkpoint that could not be restored left it, and emptying it failed "
+                              "(a bug in tf2_mapreduce: please report it)")
+        return path
+
+    def _check_empty(self, why):
+        """Raises `JobFailed` unless this run's state on every ps is still empty."""
+        leftover = self._read_ps(self.reducer.leftover)
+        if leftover:
+            raise JobFailed("%s holds state that this run did not write: %s" % (leftover, why))
 
     def _whole_file(self, piece_id):
         piece = self.pieces[piece_id]
