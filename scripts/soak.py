@@ -1,0 +1,554 @@
+"""A randomized fault soak: rounds on real multi-process clusters, each one job and one
+fault drawn at random at a random moment, the whole result checked against plain Python.
+
+    python scripts/soak.py --rounds 100                  # a new random seed, printed
+    python scripts/soak.py --seed 7 --round 12           # replays round 12 of seed 7 exactly
+
+Each round starts 2 ps and 3 workers (`python -m tf2_mapreduce.server`, each with its own
+TF_CONFIG), runs one job (sum, vector sum and per-key sum in turn) and injects one fault:
+kill -9 of one or two workers, of a worker then restarted, of a ps (restarted; the same
+command run again), of the coordinator (run again), SIGSTOP of a worker, a second job on
+kept servers, or (as root, with iproute2) a worker's network link cut, in network
+namespaces. It then checks the result file against `bytes.split()` / `Counter` whole,
+that every server not killed exited 0 by itself, and that no process of the round is left.
+Exit status 0 when every round passed.
+"""
+
+import argparse
+import collections
+import ctypes
+import json
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+import portpicker
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+JOBS = ("wordcount", "wc", "wordfreq")
+FAULTS = ("kill_worker", "kill_two_workers", "restart_worker", "kill_ps", "kill_coordinator", "stop_worker",
+          "second_job", "cut_link")
+NUM_PS, NUM_WORKERS = 2, 3
+COORDINATOR_TIMEOUT = 240  # seconds a coordinator may run before the round fails
+SERVER_EXIT = 45  # seconds servers get to exit by themselves once the coordinator has exited
+SHUTDOWN_TIMEOUT = 20  # the coordinator's --shutdown_timeout: a restarted worker is up well within it
+CONNECT_TIMEOUT = 20  # the coordinator's --connect_timeout: how long it waits for a worker killed before the job
+PORT = 2222  # in network namespaces every host has its own addresses, so one port serves all
+MARK = "TF2MR_SOAK"  # in every child's environment: how leftovers of a round are found
+PR_SET_PDEATHSIG = 1
+
+
+def _die_with_the_soak():
+    ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+
+
+class Failed(Exception):
+    """A round's check did not hold; the message says which and how."""
+
+
+# ---------------------------------------------------------------- corpus and oracle
+
+WHITESPACE = [b" ", b"\t", b"\n", b"\r", b"\x0b", b"\x0c", b"\r\n", b"  \n"]
+WORD_BYTES = b"abcdefghij\xa0\xc2\x85\x1c\x1f\xff.,"
+
+
+def write_corpus(directory, rng):
+    """Many small files and two larger ones (cut into pieces by --read_size); returns paths."""
+    os.makedirs(directory)
+    vocabulary = [bytes(rng.choice(WORD_BYTES) for _ in range(rng.randint(1, 7))) for _ in range(3000)]
+    paths = []
+    for n in range(402):
+        words = 40_000 if n >= 400 else (0 if n % 9 == 4 else rng.randint(1, 300))
+        parts = []
+        for word in rng.choices(vocabulary, k=words):
+            parts.append(word)
+            parts.append(rng.choice(WHITESPACE))
+        if parts and rng.random() < 0.5:
+            parts.pop()  # no whitespace at the end of the file
+        path = os.path.join(directory, "f%03d.txt" % n)
+        with open(path, "wb") as f:
+            f.write(b"".join(parts))
+        paths.append(path)
+    return paths
+
+
+def oracle(paths):
+    """Per file (lines, words, bytes) by plain Python, and every word's count."""
+    per_file, counts = {}, collections.Counter()
+    for path in paths:
+        with open(path, "rb") as f:
+            data = f.read()
+        words = data.split()
+        lines = data.count(b"\n") + (1 if data and not data.endswith(b"\n") else 0)
+        per_file[path] = (lines, len(words), len(data))
+        counts.update(words)
+    return per_file, counts
+
+
+def unescape(text):
+    """The bytes that tf2_mapreduce's output escaped as `text` (\\\\ and \\xHH)."""
+    out, i = bytearray(), 0
+    while i < len(text):
+        if text.startswith("\\\\", i):
+            out += b"\\"
+            i += 2
+        elif text.startswith("\\x", i):
+            out.append(int(text[i + 2:i + 4], 16))
+            i += 4
+        else:
+            out += text[i].encode("utf-8")
+            i += 1
+    return bytes(out)
+
+
+def check_result(job, path, expected):
+    """Raises `Failed` unless the result file at `path` is the oracle's, whole."""
+    per_file, counts = expected
+    if job == "wordfreq":
+        with open(path, encoding="utf-8") as f:
+            rows = [line.rstrip("\n").split("\t") for line in f]
+        table = [(unescape(word), int(count)) for word, count in rows]
+        want = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+        if table != want:
+            got = dict(table)
+            wrong = sorted(w for w in set(got) | set(counts) if got.get(w) != counts.get(w))
+            if not wrong:
+                raise Failed("the table's counts are right but its order is not")
+            raise Failed("%d of %d words wrong, first %r: %s, oracle %s"
+                         % (len(wrong), len(counts), wrong[0], got.get(wrong[0]), counts.get(wrong[0])))
+        return
+    with open(path) as f:
+        document = json.load(f)
+    names = ("lines", "words", "bytes") if job == "wc" else ("words",)
+    got = {row["path"]: tuple(row[name] for name in names) for row in document["per_file"]}
+    want = {p: (values if job == "wc" else values[1:2]) for p, values in per_file.items()}
+    if got != want:
+        wrong = sorted(p for p in set(got) | set(want) if got.get(p) != want.get(p))
+        raise Failed("%d of %d files wrong, first %s: %s, oracle %s" % (
+            len(wrong), len(want), wrong[0], got.get(wrong[0]), want.get(wrong[0])))
+    totals = tuple(sum(v[k] for v in want.values()) for k in range(len(names)))
+    got_totals = tuple(document["totals"][n] for n in names) if job == "wc" else (document["total_words"],)
+    if got_totals != totals:
+        raise Failed("totals %s, oracle %s" % (got_totals, totals))
+
+
+# ---------------------------------------------------------------- hosts
+
+def _ip(*args):
+    subprocess.run(["ip", *args], check=True, capture_output=True, timeout=30)
+
+
+def namespaces_possible():
+    """None if network namespaces can be made here, else why not."""
+    if not shutil.which("ip"):
+        return "iproute2's ip command is not installed"
+    if os.geteuid() != 0:
+        return "network namespaces need root"
+    probe = "tfsoak%d-probe" % os.getpid()
+    made = subprocess.run(["ip", "netns", "add", probe], capture_output=True, timeout=30)
+    if made.returncode:
+        return "ip netns add failed: %s" % made.stderr.decode(errors="replace").strip()
+    subprocess.run(["ip", "netns", "delete", probe], capture_output=True, timeout=30)
+    return None
+
+
+class Loopback:
+    """Every task on this host's loopback, on ports of its own."""
+
+    def __init__(self, names):
+        self.addresses = {name: "localhost:%d" % portpicker.pick_unused_port() for name in names}
+
+    def command(self, name, argv):
+        return argv
+
+    def delete(self):
+        pass
+
+
+class Namespaces:
+    """Every task on a host of its own: a network namespace joined by a veth pair to a
+    bridge in one more namespace (the switch), whose end of a link can be set down."""
+
+    def __init__(self, names, tag):
+        self.prefix = "tfsoak%d-%d" % (os.getpid(), tag)
+        self.switch = self.prefix + "s"
+        self.created, self.namespaces, self.links, self.addresses = [], {}, {}, {}
+        try:
+            self._add(self.switch)
+            _ip("-n", self.switch, "link", "add", "br0", "type", "bridge")
+            _ip("-n", self.switch, "link", "set", "br0", "up")
+            for i, name in enumerate(names):
+                namespace = "%s-%d" % (self.prefix, i)
+                self._add(namespace)
+                host_end, switch_end = "sk%dh%d" % (tag % 1000, i), "sk%ds%d" % (tag % 1000, i)
+                _ip("link", "add", host_end, "netns", namespace, "type", "veth", "peer", "name", switch_end,
+                    "netns", self.switch)
+                _ip("-n", self.switch, "link", "set", switch_end, "master", "br0", "up")
+                address = "10.78.%d.%d" % (tag % 250, i + 1)
+                _ip("-n", namespace, "addr", "add", address + "/24", "dev", host_end)
+                _ip("-n", namespace, "link", "set", host_end, "up")
+                _ip("-n", namespace, "link", "set", "lo", "up")
+                self.namespaces[name], self.links[name] = namespace, switch_end
+                self.addresses[name] = "%s:%d" % (address, PORT)
+        except BaseException:
+            self.delete()
+            raise
+
+    def _add(self, namespace):
+        _ip("netns", "add", namespace)
+        self.created.append(namespace)
+
+    def command(self, name, argv):
+        return ["ip", "netns", "exec", self.namespaces[name], *argv]
+
+    def set_link(self, name, state):
+        _ip("-n", self.switch, "link", "set", self.links[name], state)
+
+    def delete(self):
+        for namespace in reversed(self.created):
+            subprocess.run(["ip", "netns", "delete", namespace], capture_output=True, timeout=30)
+
+
+# ---------------------------------------------------------------- one round
+
+class Round:
+    """One round: a cluster, its coordinator runs, one fault, the checks."""
+
+    def __init__(self, number, seed, job, fault, corpus, expected, work_dir):
+        self.number, self.job, self.fault = number, job, fault
+        self.rng = random.Random("%d:%d:run" % (seed, number))
+        self.corpus, self.expected = corpus, expected
+        self.dir = os.path.join(work_dir, "round-%03d" % number)
+        os.makedirs(self.dir)
+        self.mark = "%d:%d" % (os.getpid(), number)
+        self.tasks = [("ps", i) for i in range(NUM_PS)] + [("worker", i) for i in range(NUM_WORKERS)]
+        names = ["chief"] + ["%s%d" % task for task in self.tasks]
+        self.hosts = Namespaces(names, number) if fault == "cut_link" else Loopback(names)
+        self.jobs = {"chief": [self.hosts.addresses["chief"]],
+                     "ps": [self.hosts.addresses["ps%d" % i] for i in range(NUM_PS)],
+                     "worker": [self.hosts.addresses["worker%d" % i] for i in range(NUM_WORKERS)]}
+        self.servers = {}  # (role, index) -> Popen of its current process
+        self.killed = set()  # tasks killed and not restarted: they are not expected to exit
+        self.children = []
+        self.runs = 0
+        self.flags = ["--checkpoint_every=%.1f" % self.rng.uniform(0.3, 3.0),
+                      "--files_per_step=%d" % self.rng.randint(1, 4),
+                      "--read_size=%d" % self.rng.choice([16 << 10, 64 << 10, 256 << 10]),
+                      "--progress_every=0.5", "--worker_timeout=60", "--connect_timeout=%d" % CONNECT_TIMEOUT,
+                      "--shutdown_timeout=%d" % SHUTDOWN_TIMEOUT]
+        # Seconds after the coordinator starts: while it imports TensorFlow and connects
+        # (about 4 s here), while the job runs, or after it ended.
+        self.moment = self.rng.uniform(0.0, 10.0)
+        self.notes = []
+
+    def env(self, role, index):
+        env = dict(os.environ, GRPC_FAIL_FAST="use_caller", TF_CPP_MIN_LOG_LEVEL="2", PYTHONUNBUFFERED="1")
+        env["TF_CONFIG"] = json.dumps({"cluster": self.jobs, "task": {"type": role, "index": index}})
+        env[MARK] = self.mark
+        return env
+
+    def spawn(self, host, argv, env, log):
+        with open(os.path.join(self.dir, log), "ab") as out:
+            proc = subprocess.Popen(self.hosts.command(host, argv), env=env, cwd=REPO, stdin=subprocess.DEVNULL,
+                                    stdout=out, stderr=subprocess.STDOUT, preexec_fn=_die_with_the_soak)
+        self.children.append(proc)
+        return proc
+
+    def start_server(self, role, index, *flags):
+        self.servers[role, index] = self.spawn(
+            "%s%d" % (role, index), [sys.executable, "-m", "tf2_mapreduce.server", "--idle_timeout=300", *flags],
+            self.env(role, index), "%s%d.log" % (role, index))
+        self.killed.discard((role, index))
+
+    def wait_serving(self, timeout=120):
+        """Blocks until every server has said it serves (they boot in parallel)."""
+        deadline = time.monotonic() + timeout
+        for role, index in self.tasks:
+            while "serving on" not in self.log_tail("%s%d.log" % (role, index), lines=10 ** 6):
+                if self.servers[role, index].poll() is not None or time.monotonic() > deadline:
+                    raise Failed("%s %d did not start: %s" % (role, index, self.log_tail("%s%d.log" % (role, index))))
+                time.sleep(0.1)  # polls the log the server writes once it serves
+
+    def kill_server(self, role, index):
+        self.servers[role, index].kill()
+        self.servers[role, index].wait(30)
+        self.killed.add((role, index))
+
+    def coordinator(self, job, output, checkpoint_dir, *extra):
+        self.runs += 1
+        argv = [sys.executable, "-m", "tf2_mapreduce.coordinator", "--job=%s" % job, "--input", self.corpus,
+                "--output", output, "--checkpoint_dir", checkpoint_dir, *self.flags, *extra]
+        return self.spawn("chief", argv, self.env("chief", 0), "coordinator-%d.log" % self.runs)
+
+    def output(self, job, n=0):
+        return os.path.join(self.dir, "result-%d.%s" % (n, "tsv" if job == "wordfreq" else "json"))
+
+    def log_tail(self, name, lines=3):
+        try:
+            with open(os.path.join(self.dir, name), "rb") as f:
+                text = f.read().decode(errors="replace")
+        except OSError:
+            return "(no log)"
+        kept = [l for l in text.splitlines() if l.strip() and not l.startswith(("W0000", "I0000", "E0000", "WARNING"))]
+        return " | ".join(kept[-lines:])
+
+    def finish(self, proc, expect=(0,)):
+        """Waits for a coordinator run; raises `Failed` unless it exits with one of `expect`."""
+        try:
+            code = proc.wait(COORDINATOR_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            raise Failed("coordinator run %d still running after %ds: %s"
+                         % (self.runs, COORDINATOR_TIMEOUT, self.log_tail("coordinator-%d.log" % self.runs)))
+        if code not in expect:
+            raise Failed("coordinator run %d exited %d, expected %s: %s"
+                         % (self.runs, code, " or ".join(map(str, expect)), self.log_tail("coordinator-%d.log" % self.runs)))
+        return code
+
+    def at_the_moment(self, proc):
+        """Waits until the fault's moment; False if the coordinator exited first."""
+        deadline = time.monotonic() + self.moment
+        while time.monotonic() < deadline:
+            if proc.poll() is not None:
+                self.notes.append("late: the job ended before the fault")
+                return False
+            time.sleep(0.05)  # the moment is the scenario, drawn at random
+        return True
+
+    def run(self):
+        keep = ("--keep_serving",) if self.fault == "second_job" else ()
+        for role, index in self.tasks:
+            self.start_server(role, index, *keep)
+        self.wait_serving()
+        first = self.coordinator(self.job, self.output(self.job), os.path.join(self.dir, "ckpt"), *keep)
+        getattr(self, "fault_" + self.fault)(first)
+        self.check_servers(kept=bool(keep))
+
+    def rerun(self, n=0, expect=(0,)):
+        """The same command again; checks its result."""
+        self.finish(self.coordinator(self.job, self.output(self.job, n), os.path.join(self.dir, "ckpt")), expect)
+        check_result(self.job, self.output(self.job, n), self.expected)
+
+    def workers(self, count):
+        return self.rng.sample([("worker", i) for i in range(NUM_WORKERS)], count)
+
+    def job_started(self):
+        """Whether the running coordinator has reported progress: it is connected."""
+        return "tf2_mapreduce: [" in self.log_tail("coordinator-%d.log" % self.runs, lines=10 ** 6)
+
+    def fault_kill_worker(self, first, count=1):
+        if not self.at_the_moment(first):
+            self.finish(first)
+            check_result(self.job, self.output(self.job), self.expected)
+            return
+        killed = self.workers(count)
+        before = not self.job_started()
+        for task in killed:
+            self.kill_server(*task)
+        # Killed before the coordinator connected, a worker is a cluster that never came
+        # up: the coordinator gives up after --connect_timeout (exit 3) unless it had
+        # connected by then. The same command then runs once they are back.
+        if self.finish(first, expect=(0, 3) if before else (0,)) == 0:
+            check_result(self.job, self.output(self.job), self.expected)
+            return
+        self.notes.append("killed before the job started")
+        for task in killed:
+            self.start_server(*task)
+        self.rerun(n=1)
+
+    def fault_kill_two_workers(self, first):
+        self.fault_kill_worker(first, count=2)
+
+    def fault_restart_worker(self, first):
+        if self.at_the_moment(first):
+            task = self.workers(1)[0]
+            self.kill_server(*task)
+            time.sleep(self.rng.uniform(0.2, 4.0))  # how long it stays down: the scenario
+            self.start_server(*task)
+        self.finish(first)
+        check_result(self.job, self.output(self.job), self.expected)
+
+    def fault_stop_worker(self, first):
+        if self.at_the_moment(first):
+            proc = self.servers[self.workers(1)[0]]
+            proc.send_signal(signal.SIGSTOP)
+            time.sleep(self.rng.uniform(2.0, 8.0))  # how long it stays stopped: the scenario
+            proc.send_signal(signal.SIGCONT)
+        self.finish(first)
+        check_result(self.job, self.output(self.job), self.expected)
+
+    def fault_cut_link(self, first):
+        if self.at_the_moment(first):
+            name = "worker%d" % self.workers(1)[0][1]
+            self.hosts.set_link(name, "down")
+            time.sleep(self.rng.uniform(2.0, 8.0))  # how long the link stays down: the scenario
+            self.hosts.set_link(name, "up")
+        self.finish(first)
+        check_result(self.job, self.output(self.job), self.expected)
+
+    def fault_kill_ps(self, first):
+        if not self.at_the_moment(first):
+            self.finish(first)
+            check_result(self.job, self.output(self.job), self.expected)
+            return
+        task = ("ps", self.rng.randrange(NUM_PS))
+        before = not self.job_started()
+        self.kill_server(*task)
+        # Restarted after a while, as a cluster manager would, whether or not the
+        # coordinator has noticed yet.
+        time.sleep(self.rng.uniform(0.0, 3.0))
+        self.start_server(*task)
+        if self.finish(first, expect=(0, 3)) == 0:
+            self.notes.append("killed before the job started" if before else "the job ended before the ps died")
+            check_result(self.job, self.output(self.job), self.expected)
+            return
+        self.rerun(n=1)
+
+    def fault_kill_coordinator(self, first):
+        if self.at_the_moment(first):
+            first.kill()
+        if first.wait(COORDINATOR_TIMEOUT) == 0:
+            self.notes.append("the job ended before the coordinator died")
+        self.rerun(n=1)
+
+    def fault_second_job(self, first):
+        self.at_the_moment(first)
+        self.finish(first)
+        check_result(self.job, self.output(self.job), self.expected)
+        # The next job kind, on the same servers, with a checkpoint directory of its own.
+        second = JOBS[(JOBS.index(self.job) + 1) % len(JOBS)]
+        self.finish(self.coordinator(second, self.output(second, 1), os.path.join(self.dir, "ckpt-2"), "--keep_serving"))
+        check_result(second, self.output(second, 1), self.expected)
+        # And the first job again: every count from empty tables.
+        self.finish(self.coordinator(self.job, self.output(self.job, 2), os.path.join(self.dir, "ckpt-3"),
+                                     "--keep_serving"))
+        check_result(self.job, self.output(self.job, 2), self.expected)
+
+    def check_servers(self, kept):
+        """Every server not killed exits 0 by itself (or, kept, is still serving)."""
+        deadline = time.monotonic() + SERVER_EXIT
+        for task, proc in sorted(self.servers.items()):
+            if task in self.killed:
+                continue
+            if kept:
+                if proc.poll() is not None:
+                    raise Failed("kept %s %d exited with %d: %s" % (*task, proc.returncode, self.log_tail("%s%d.log" % task)))
+                continue
+            try:
+                code = proc.wait(max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                raise Failed("%s %d still running %ds after the job: %s" % (*task, SERVER_EXIT, self.log_tail("%s%d.log" % task)))
+            if code != 0:
+                raise Failed("%s %d exited with %d: %s" % (*task, code, self.log_tail("%s%d.log" % task)))
+
+    def close(self):
+        """Kills and reaps every child, deletes the namespaces; raises `Failed` if any
+        process of the round is still alive after that."""
+        for proc in self.children:
+            if proc.poll() is None:
+                proc.kill()
+        for proc in self.children:
+            proc.wait(30)
+        self.hosts.delete()
+        left = leftovers(self.mark)
+        if left:
+            raise Failed("processes of the round left: %s" % left)
+
+
+def leftovers(mark):
+    """Pids of live processes whose environment carries `mark`."""
+    found = []
+    needle = ("%s=%s" % (MARK, mark)).encode()
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open("/proc/%s/environ" % pid, "rb") as f:
+                if needle in f.read().split(b"\0"):
+                    with open("/proc/%s/stat" % pid) as s:
+                        if s.read().rsplit(")", 1)[1].split()[0] != "Z":
+                            found.append(int(pid))
+        except OSError:
+            continue
+    return found
+
+
+# ---------------------------------------------------------------- the soak
+
+def plan(seed, rounds, faults):
+    """(job, fault) of each round: the first rounds cover every fault once, in an order
+    drawn from the seed; later rounds draw their fault at random."""
+    order = list(faults)
+    random.Random("%d:order" % seed).shuffle(order)
+    drawn = []
+    for number in range(rounds):
+        fault = order[number] if number < len(order) else random.Random("%d:%d" % (seed, number)).choice(faults)
+        drawn.append((JOBS[number % len(JOBS)], fault))
+    return drawn
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rounds", type=int, default=20)
+    parser.add_argument("--seed", type=int, default=None, help="default: a new random seed, printed")
+    parser.add_argument("--round", type=int, default=None, help="run only this round of --seed (a replay)")
+    parser.add_argument("--faults", default=",".join(FAULTS), help="comma-separated faults to draw from")
+    parser.add_argument("--work_dir", default=None, help="default: a temporary directory, removed unless a round failed")
+    args = parser.parse_args()
+    seed = args.seed if args.seed is not None else int.from_bytes(os.urandom(4), "big")
+    faults = [f for f in args.faults.split(",") if f]
+    unknown = set(faults) - set(FAULTS)
+    if unknown:
+        parser.error("unknown fault(s) %s; known: %s" % (", ".join(sorted(unknown)), ", ".join(FAULTS)))
+    why_not = namespaces_possible() if "cut_link" in faults else None
+    if why_not:
+        print("soak: no cut_link rounds: %s" % why_not, flush=True)
+        faults.remove("cut_link")
+    rounds = plan(seed, max(args.rounds, (args.round or 0) + 1), faults)
+    chosen = [args.round] if args.round is not None else range(args.rounds)
+    work_dir = args.work_dir or tempfile.mkdtemp(prefix="tf2_mapreduce-soak-")
+    print("soak: seed %d, %d round(s), faults %s; replay a round with: python scripts/soak.py --seed %d --round N"
+          % (seed, len(chosen), ",".join(faults), seed), flush=True)
+    corpus = os.path.join(work_dir, "corpus")
+    paths = write_corpus(corpus, random.Random(1))
+    expected = oracle(paths)
+    tally = collections.defaultdict(lambda: [0, 0])  # fault or job -> [rounds, passed]
+    failed = []
+    for number in chosen:
+        job, fault = rounds[number]
+        started = time.monotonic()
+        one = Round(number, seed, job, fault, corpus, expected, work_dir)
+        try:
+            try:
+                one.run()
+            finally:
+                one.close()
+            verdict = "ok"
+        except Failed as e:
+            verdict = "FAILED: %s" % e
+            failed.append(number)
+        for key in (fault, job):
+            tally[key][0] += 1
+            tally[key][1] += verdict == "ok"
+        notes = " (%s)" % "; ".join(one.notes) if one.notes else ""
+        print("round %d: job=%s fault=%s at=%.1fs -> %s%s (%.1fs)"
+              % (number, job, fault, one.moment, verdict, notes, time.monotonic() - started), flush=True)
+        if verdict == "ok":
+            shutil.rmtree(one.dir, ignore_errors=True)
+    print("soak: seed %d: %d of %d round(s) passed" % (seed, len(chosen) - len(failed), len(chosen)))
+    for key in list(FAULTS) + list(JOBS):
+        if key in tally:
+            print("  %-18s %3d rounds, %3d passed" % (key, *tally[key]))
+    if failed:
+        print("soak: failed rounds %s; logs in %s; replay: python scripts/soak.py --seed %d --round N"
+              % (failed, work_dir, seed))
+        return 1
+    if not args.work_dir:
+        shutil.rmtree(work_dir, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
