@@ -29,7 +29,8 @@ import time
 
 import portpicker
 
-from tf2_mapreduce import output  # its unescape reads a per-key table back (it imports TensorFlow)
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # before TensorFlow is imported, here and in the children
+from tf2_mapreduce import output  # noqa: E402  (its unescape reads a per-key table back)
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 JOBS = ("wordcount", "wc", "wordfreq")

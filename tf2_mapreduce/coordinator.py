@@ -20,7 +20,7 @@ from absl import logging as absl_logging
 
 from tf2_mapreduce import cluster as cluster_lib
 from tf2_mapreduce import netns, sources
-from tf2_mapreduce.errors import ClusterError, Error, Interrupted, UsageError
+from tf2_mapreduce.errors import ClusterError, Error, Interrupted, UsageError, op_error_cause
 
 __all__ = ["main"]
 
@@ -200,6 +200,8 @@ def _connect_within(seconds, resolver, task_devices, on_timeout):
 def _run(specs, cluster, local, stop_requests, started, in_process):
     """Everything after the cluster is chosen; returns the process exit status."""
     # Imported here, after the local servers were started: they boot meanwhile.
+    import tensorflow as tf
+
     from tf2_mapreduce import control, inputs, jobs, output, runner
 
     job = jobs.resolve(FLAGS.job, FLAGS.pattern)
@@ -261,7 +263,10 @@ def _run(specs, cluster, local, stop_requests, started, in_process):
             output.write(FLAGS.output, result, found, FLAGS.min_count, timings)
             _say("wrote %s" % FLAGS.output)
         if FLAGS.keep_serving:
-            run.release()
+            try:
+                run.release()
+            except tf.errors.OpError as e:  # the result is written: that is all the job owes
+                _say("warning: could not free this job's state on the kept servers: %s" % op_error_cause(e))
     except ClusterError:
         job_over = False  # the servers that are left serve the rerun that resumes the job
         raise
