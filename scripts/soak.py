@@ -221,6 +221,9 @@ class Round:
                      "worker": [self.hosts.addresses["worker%d" % i] for i in range(NUM_WORKERS)]}
         self.servers = {}  # (role, index) -> Popen of its current process
         self.killed = set()  # tasks killed and not restarted: they are not expected to exit
+        # Tasks restarted after they had been told the job was over: servers of no job,
+        # which wait for the next coordinator (it is the cluster manager's to stop them).
+        self.after_the_end = set()
         self.children = []
         self.runs = 0
         self.flags = ["--checkpoint_every=%.1f" % self.rng.uniform(0.3, 3.0),
@@ -250,6 +253,9 @@ class Round:
         self.servers[role, index] = self.spawn(
             "%s%d" % (role, index), [sys.executable, "-m", "tf2_mapreduce.server", "--idle_timeout=300", *flags],
             self.env(role, index), "%s%d.log" % (role, index))
+        if (role, index) in self.killed and "the job is over" in self.log_tail("%s%d.log" % (role, index), 10 ** 6):
+            self.after_the_end.add((role, index))
+            self.notes.append("%s %d restarted after it was told the job was over" % (role, index))
         self.killed.discard((role, index))
 
     def wait_serving(self, timeout=120):
@@ -423,7 +429,7 @@ class Round:
         """Every server not killed exits 0 by itself (or, kept, is still serving)."""
         deadline = time.monotonic() + SERVER_EXIT
         for task, proc in sorted(self.servers.items()):
-            if task in self.killed:
+            if task in self.killed or task in self.after_the_end:
                 continue
             if kept:
                 if proc.poll() is not None:
