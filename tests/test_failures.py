@@ -224,8 +224,10 @@ def test_killed_worker_while_a_large_file_is_counted_in_pieces(tmp_path, process
                 out.write(f.read())
     cluster = ConfiguredCluster(tmp_path, processes, num_ps=1, num_workers=2)
     cluster.start_all()
-    # 8 KB pieces, one a step: a few hundred steps over a single file.
-    args = ["--input", str(big), "--read_size", "8192", "--files_per_step", "1", "--progress_every", "0.2",
+    # 1 KB pieces, one a step: about 180 steps over a single file of 180 KB. (With 8 KB
+    # pieces, 23 steps, the job could end between two progress reports, and there was
+    # no report of the file half done to act on.)
+    args = ["--input", str(big), "--read_size", "1024", "--files_per_step", "1", "--progress_every", "0.2",
             "--output", str(tmp_path / "result.json")]
     job = LiveCoordinator(args, cluster.chief_env(), processes, tmp_path / "coordinator.log")
     done = job.wait_for(r"\] 0/1 files \(0%\), ([1-9][\d.]*) (KB|MB) of")
