@@ -3,6 +3,10 @@ a rerun after a ps or the coordinator died before the first checkpoint, a worker
 comes back as the job ends. Every result is the whole per-key table, compared with
 collections.Counter over bytes.split(); every server must exit 0 once told."""
 
+import json
+import os
+import re
+import threading
 import time
 
 import pytest
@@ -10,6 +14,7 @@ import pytest
 from conftest import SERVER_EXIT_TIMEOUT, ConfiguredCluster, LiveCoordinator, oracle_counter, write_zipf_corpus
 from test_failures import wait_serving
 from test_wordfreq_cluster import ordered, read_tsv
+from tf2_mapreduce import output
 
 
 @pytest.fixture(scope="module")
@@ -66,6 +71,44 @@ def test_a_rerun_after_a_death_before_the_first_checkpoint_starts_from_empty_sta
     stdout, _ = run_to_the_end(args, cluster, processes, tmp_path / "rerun.log")
     assert read_tsv(vocab) == ordered(corpus[2])
     assert "resuming" not in stdout
+    assert cluster.exit_codes() == {task: 0 for task in cluster.tasks}
+
+
+def test_a_ps_lost_after_the_run_while_the_result_is_read_keeps_the_servers_for_a_rerun(tmp_path, processes, corpus):
+    cluster = ConfiguredCluster(tmp_path, processes, num_ps=2, num_workers=2)
+    cluster.start_all()
+    vocab = tmp_path / "vocab.json"
+    args = wordfreq_args(corpus, vocab, "--checkpoint_dir", str(tmp_path / "ckpt"))
+    job = LiveCoordinator(args, cluster.chief_env(), processes, tmp_path / "first.log")
+    # The result is written aside, then renamed: a FIFO in the aside file's place
+    # holds the coordinator at its first write (the JSON header, before the table is
+    # read) until this test opens it, so ps 0 dies after the run, before the table.
+    aside = "%s.tmp-%d" % (vocab, job.proc.pid)
+    os.mkfifo(aside)
+    job.wait_for(r"checkpoint saved: 300 of 300 files done")
+    assert job.proc.stdout.readline().startswith(b"wordfreq: ")
+    top = re.match(rb"top (\d+) words", job.proc.stdout.readline())
+    for _ in range(int(top.group(1))):  # once the top keys are printed, the coordinator is at the FIFO
+        job.proc.stdout.readline()
+    cluster.servers["ps", 0].kill()
+    cluster.servers["ps", 0].wait(SERVER_EXIT_TIMEOUT)
+    drained = []
+    reader = threading.Thread(target=lambda: drained.append(open(aside, "rb").read()), daemon=True)
+    reader.start()
+    code, _, stderr = job.finish()
+    reader.join(SERVER_EXIT_TIMEOUT)
+    assert drained and drained[0].startswith(b"{"), stderr
+    assert code == 3, stderr
+    assert "ps 0 at %s" % cluster.addresses["ps", 0] in stderr and "failed before the result was read" in stderr
+    assert "the job resumes from" in stderr and "(300 of 300 files done)" in stderr
+    assert "internal error" not in stderr and "the job is over" not in cluster.log("worker", 0)
+    assert not vocab.exists() and not os.path.exists(aside)
+    # The workers and ps 1 were kept: ps 0 back, the same command reads the checkpoint.
+    cluster.start("ps", 0)
+    stdout, stderr = run_to_the_end(args, cluster, processes, tmp_path / "rerun.log")
+    assert "300 of 300 files already done" in stderr
+    with open(vocab, encoding="utf-8") as f:
+        assert [(output.unescape(w), c) for w, c in json.load(f)["words"]] == ordered(corpus[2])
     assert cluster.exit_codes() == {task: 0 for task in cluster.tasks}
 
 

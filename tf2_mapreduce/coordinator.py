@@ -253,15 +253,17 @@ def _run(specs, cluster, local, stop_requests, started, in_process):
                                 on_progress=report, log=_say)
             stop_requests.append(run.request_stop)
             result = run.run()
-        # Before the servers are told to exit: per-key results are read from the ps tasks.
-        _print_result(result, found)
-        if FLAGS.output:
-            timings = {"total": time.monotonic() - started}
-            if result.first_schedule:
-                # Imports and cluster start-up; then map steps until the result was read.
-                timings.update(startup=result.first_schedule - started, map=result.finished - result.first_schedule)
-            output.write(FLAGS.output, result, found, FLAGS.min_count, timings)
-            _say("wrote %s" % FLAGS.output)
+            # Before the servers are told to exit: per-key results are read from the ps tasks.
+            with run.reading_result():
+                _print_result(result, found)
+                if FLAGS.output:
+                    timings = {"total": time.monotonic() - started}
+                    if result.first_schedule:
+                        # Imports and cluster start-up; then map steps until the result was read.
+                        timings.update(startup=result.first_schedule - started, map=result.finished - result.first_schedule)
+                    output.write(FLAGS.output, result, found, FLAGS.min_count, timings)
+            if FLAGS.output:
+                _say("wrote %s" % FLAGS.output)
         if FLAGS.keep_serving:
             try:
                 run.release()

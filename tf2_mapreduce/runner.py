@@ -3,6 +3,7 @@ watches the tasks, checkpoints, reports progress, and returns the exact result r
 back from the ps tasks. No flags or printing here; `coordinator.py` is the CLI.
 """
 
+import contextlib
 import re
 import threading
 import time
@@ -314,6 +315,17 @@ class JobRun:
         self.reducer.release()
         self.worker_steps.release()
 
+    @contextlib.contextmanager
+    def reading_result(self):
+        """Reads of the returned `Result` from the ps tasks (its reducer's tables,
+        `file_values`) go inside this: a ps failing then raises the `ClusterError`
+        that says how to resume, as during the run, so servers are kept for the
+        rerun. Not retried here: a table is streamed to its reader only once."""
+        try:
+            yield
+        except tf.errors.OpError as e:
+            raise self._cluster_failure(e, "before the result was read") from e
+
     def request_stop(self, signum):
         """Asks the run to checkpoint and stop; safe to call from a signal handler."""
         self._stop_signal = signum
@@ -354,12 +366,13 @@ class JobRun:
             stats = self._report()
             if self.checkpoint:
                 self._save()
+            steps = self._read_ps(self.worker_steps.read)
         except tf.errors.OpError as e:
             raise self._cluster_failure(e) from e
         skipped = self.skipped + [(self._describe(i), why) for i, why in sorted(self.skipped_pieces.items())]
         finished = time.monotonic()
         return Result(self.job, self.files, self.pieces, done, skipped, resumed_from, files_resumed,
-                      finished - self._start, self._first_schedule, finished, self.worker_steps.read(), stats, self.reducer)
+                      finished - self._start, self._first_schedule, finished, steps, stats, self.reducer)
 
     def _restore(self):
         """Restores the newest readable checkpoint; returns its path, or None if there
@@ -569,7 +582,7 @@ class JobRun:
                 failed[int(index)] = op_error_cause(error)
         return failed
 
-    def _cluster_failure(self, error):
+    def _cluster_failure(self, error, when="during the job"):
         """The `ClusterError` (a ps failed) or `JobFailed` that `error` means, with how to resume."""
         failed = self._failed_ps(error)
         if not failed:
@@ -582,7 +595,7 @@ class JobRun:
             how = "Restart it, then run the same command: no checkpoint was saved yet, so the job starts over"
         else:
             how = "Restart it, then run the same command to start over (with --checkpoint_dir, a rerun resumes instead)"
-        return ClusterError("%s failed during the job, with its part of the results. %s" % (names, how))
+        return ClusterError("%s failed %s, with its part of the results. %s" % (names, when, how))
 
     def _read_ps(self, read):
         """Returns `read()`, a blocking read of this run's state on the ps tasks.
