@@ -178,6 +178,8 @@ def test_default_command_counts_the_sample_corpus_and_leaves_nothing(tmp_path):
     run = run_cli([], env=task_env())
     assert run.returncode == 0, run.stderr
     assert "started a local cluster in this process" in run.stderr
+    # TensorFlow's native start-up lines (oneDNN, CUDA drivers) are not shown by default.
+    assert [line for line in run.stderr.splitlines() if not line.startswith("tf2_mapreduce: ")] == []
     paths = sample_paths()
     assert len(paths) == 22
     assert "wordcount: %d words in 22 files" % oracle_words(paths) in run.stdout

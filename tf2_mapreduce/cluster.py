@@ -145,7 +145,7 @@ def validated(jobs, task_type, task_index, expect_roles, source):
 
 
 def _free_ports(count):
-    """Ports free on all interfaces (TF servers bind every interface, see design.md)."""
+    """Ports free on all interfaces (TF servers bind every interface, docs/runtime.md)."""
     sockets = []
     try:
         for _ in range(count):
@@ -172,7 +172,7 @@ def server_config(num_workers):
     import tensorflow as tf
 
     # Fewer inter-op threads than workers + 1 deadlocks schedule()/join() on small
-    # machines (design.md); TF's own in-process test clusters set the same.
+    # machines (docs/runtime.md); TF's own in-process test clusters set the same.
     return tf.compat.v1.ConfigProto(inter_op_parallelism_threads=max(num_workers + 1, os.cpu_count() or 1))
 
 
@@ -295,7 +295,7 @@ def wait_for_tasks(cluster, timeout, check=None):
     """Blocks until every ps and worker accepts TCP connections, or `timeout` s pass.
 
     ParameterServerStrategy neither waits for tasks nor bounds how long it stalls
-    on one that is down (design.md), so the coordinator checks first. `check` is
+    on one that is down (docs/runtime.md), so the coordinator checks first. `check` is
     called between attempts and may raise (a local cluster reports dead children).
     Raises `ClusterError` naming every task that did not answer and why.
     """

@@ -19,7 +19,7 @@ from absl import app, flags
 from absl import logging as absl_logging
 
 from tf2_mapreduce import cluster as cluster_lib
-from tf2_mapreduce import netns, sources
+from tf2_mapreduce import netns, quiet, sources
 from tf2_mapreduce.errors import ClusterError, Error, Interrupted, UsageError, op_error_cause
 
 __all__ = ["main"]
@@ -179,7 +179,7 @@ def _connect_within(seconds, resolver, task_devices, on_timeout):
     """Connects as chief; a stalled connect ends the process with a `ClusterError`.
 
     TF can stall for minutes creating the strategy when a task dies mid-connect
-    (design.md) and offers no way to cancel, so a timer ends the process instead.
+    (docs/runtime.md) and offers no way to cancel, so a timer ends the process instead.
     """
     from tf2_mapreduce import runner
 
@@ -200,7 +200,7 @@ def _connect_within(seconds, resolver, task_devices, on_timeout):
 def _run(specs, cluster, local, stop_requests, started, in_process):
     """Everything after the cluster is chosen; returns the process exit status."""
     # Imported here, after the local servers were started: they boot meanwhile.
-    import tensorflow as tf
+    tf = quiet.import_tensorflow(verbose=FLAGS["verbosity"].present)
 
     from tf2_mapreduce import control, inputs, jobs, output, runner
 
@@ -332,6 +332,7 @@ def main(argv):
                 cluster = local.cluster
             else:
                 cluster = cluster_lib.local_cluster(FLAGS.num_ps, FLAGS.num_workers)
+                quiet.import_tensorflow(verbose=FLAGS["verbosity"].present)
                 # Held until the process ends: the servers serve as long as they exist.
                 in_process_servers = cluster_lib.start_in_process(cluster)
             _say("started a local cluster%s: %s" % (" in this process" if not local else "",

@@ -82,7 +82,7 @@ class PerPieceSum:
 
     Piece i owns slot i, placed on ps i % P at offset i // P. A map step writes its
     pieces' values into their slots with `scatter_update` (never `scatter_add`, which
-    is not atomic on the ps, design.md), so running it twice writes the same values
+    is not atomic on the ps, docs/runtime.md), so running it twice writes the same values
     again: the sum is exactly-once however often a step is retried. Slots start at
     -1, which tells done pieces from pending ones, so any snapshot of the slots is a
     consistent set of finished pieces with their values.
@@ -269,7 +269,7 @@ class KeyedSum:
     its keys on the worker (unique + segment sum), then on each ps, inside a
     `tf.CriticalSection` there, checks its pieces' flags and, if they are not set,
     adds its counts to the table and sets them, atomically (a bare lookup + insert
-    loses concurrent updates, design.md). A re-run step finds its flags set and
+    loses concurrent updates, docs/runtime.md). A re-run step finds its flags set and
     adds nothing. A piece is done when every ps has its flag set.
     """
 

@@ -22,7 +22,7 @@ from tf2_mapreduce.jobs.base import KeySum, VectorSum
 
 __all__ = ["Options", "Progress", "Result", "JobRun", "connect"]
 
-# ClusterCoordinator costs ~0.5 ms a closure (design.md); more splits than this per
+# ClusterCoordinator costs ~0.5 ms a closure (docs/runtime.md); more splits than this per
 # worker buys no balance, fewer leaves a worker idle at the end.
 STEPS_PER_WORKER = 8
 MAX_PIECES_PER_STEP = 256

@@ -14,7 +14,7 @@ import time
 from absl import app, flags
 
 from tf2_mapreduce import cluster as cluster_lib
-from tf2_mapreduce import sources
+from tf2_mapreduce import quiet, sources
 from tf2_mapreduce.errors import ClusterError, Error, UsageError, op_error_cause
 
 __all__ = ["serve"]
@@ -112,6 +112,7 @@ def main(argv):
                              "(or see --cluster_resolver)")
         if FLAGS.idle_timeout and FLAGS.idle_timeout < 5:
             raise UsageError("--idle_timeout=%g: use 0 (never) or at least 5 seconds" % FLAGS.idle_timeout)
+        quiet.import_tensorflow(verbose=FLAGS["verbosity"].present)
         code = serve(cluster, keep_serving=FLAGS.keep_serving, idle_timeout=FLAGS.idle_timeout,
                      log=lambda line: print(line, flush=True))
     except Error as e:

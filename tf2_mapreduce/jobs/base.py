@@ -42,7 +42,7 @@ class Job:
     `map_fn` takes the contents of the files of one map step (a 1-D tf.string, one
     element per file) and returns what `reducer` expects. It runs inside a
     `tf.function` on a worker, so it must be pure TensorFlow (no `tf.py_function`,
-    see design.md), and deterministic: a step re-run after a worker failure must
+    see docs/runtime.md), and deterministic: a step re-run after a worker failure must
     produce the same output. Each file's contribution is committed exactly once.
     `config` holds the job's parameters (a grep pattern, say); a checkpoint records
     them, so a resume with other parameters is refused.

@@ -11,7 +11,7 @@ __all__ = ["words", "JOB"]
 def words(texts):
     """Every word of `texts`, each counting 1; the runner combines repeats."""
     # With no separator, tf.strings.split cuts on exactly the six ASCII whitespace
-    # bytes, as bytes.split() does (design.md); sep=" " would yield empty words.
+    # bytes, as bytes.split() does (docs/runtime.md); sep=" " would yield empty words.
     return tf.strings.split(texts).flat_values
 
 

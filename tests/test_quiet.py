@@ -1,0 +1,52 @@
+"""TensorFlow's start-up lines are kept off stderr, and nothing else is: checked on
+lines captured from TensorFlow 2.21 on a CPU-only machine, and on a real import."""
+
+import subprocess
+import sys
+
+from tf2_mapreduce.quiet import is_startup_noise
+
+CAPTURED_NOISE = [
+    "WARNING: All log messages before absl::InitializeLog() is called are written to STDERR",
+    "I0000 00:00:1795372620.346585    5279 port.cc:153] oneDNN custom operations are on. You may see slightly "
+    "different numerical results due to floating-point round-off errors from different computation orders. "
+    "To turn them off, set the environment variable `TF_ENABLE_ONEDNN_OPTS=0`.",
+    "I0000 00:00:1795372620.347177    5279 cudart_stub.cc:31] Could not find cuda drivers on your machine, "
+    "GPU will not be used.",
+    "E0000 00:00:1795372622.189733    5279 cuda_platform.cc:52] failed call to cuInit: INTERNAL: CUDA error: "
+    "Failed call to cuInit: UNKNOWN ERROR (303)",
+    "I0000 00:00:1795372620.435410    5279 cpu_feature_guard.cc:227] This TensorFlow binary is optimized to use "
+    "available CPU instructions in performance-critical operations.",
+    "To enable the following instructions: AVX2 AVX512F AVX512_VNNI AVX512_BF16 FMA, in other operations, "
+    "rebuild TensorFlow with the appropriate compiler flags.",
+]
+
+REAL_ERRORS = [
+    "E0000 00:00:1795369316.507431   23788 context.cc:873] Failed to register function remotely due to "
+    "recvmsg:Connection reset by peer",
+    "F0000 00:00:1795372620.000000    5279 port.cc:153] Check failed: oneDNN custom operations are on.",
+    "Traceback (most recent call last):",
+    "ImportError: libcudart.so.12: cannot open shared object file",
+    "2026-11-22 18:00:00.000000: W tensorflow/core/framework/op_kernel.cc:1840] OP_REQUIRES failed",
+]
+
+
+def test_captured_start_up_lines_are_noise_and_real_errors_are_not():
+    assert [line for line in CAPTURED_NOISE if not is_startup_noise(line)] == []
+    assert [line for line in REAL_ERRORS if is_startup_noise(line)] == []
+
+
+def test_an_import_shows_only_what_is_not_start_up_noise():
+    script = ("import os, sys\n"
+              "from tf2_mapreduce.quiet import import_tensorflow\n"
+              "os.write(2, b'before\\n')\n"
+              "tf = import_tensorflow(verbose=%s)\n"
+              "os.write(2, b'after\\n')\n"
+              "print(tf.constant(3).numpy())\n")
+    quiet = subprocess.run([sys.executable, "-c", script % False], capture_output=True, timeout=120)
+    assert quiet.returncode == 0 and quiet.stdout == b"3\n"
+    assert quiet.stderr.decode().splitlines() == ["before", "after"]
+    shown = subprocess.run([sys.executable, "-c", script % True], capture_output=True, timeout=120)
+    lines = shown.stderr.decode().splitlines()
+    assert shown.returncode == 0 and lines[0] == "before" and "after" in lines
+    assert any(is_startup_noise(line) for line in lines), "verbose=True must show TensorFlow's own lines"
