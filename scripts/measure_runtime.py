@@ -88,7 +88,7 @@ def as_coordinator(jobs, run):
             "kept_table": _RunTable("measure_runtime/kept"),
             "released_table": _RunTable("measure_runtime/released"),
         }
-        # PerPieceSum names its slots so; the name given is not the resource's name.
+        # PerPieceState names its slots so; the name given is not the resource's name.
         variable = tf.Variable(tf.constant(0, tf.int64), trainable=False, name="slots_0")
     before = {key: int(table.size()) for key, table in tables.items()}
     before["variable"] = int(variable.numpy())

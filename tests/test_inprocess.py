@@ -10,7 +10,8 @@ from conftest import INPROCESS_PS, oracle_words, write_corpus
 from tf2_mapreduce import inputs, runner
 from tf2_mapreduce.errors import JobFailed, UsageError
 from tf2_mapreduce.jobs import BUILT_IN
-from tf2_mapreduce.reduce import PerPieceSum, Stats
+from tf2_mapreduce.reduce import PerPieceState, Stats
+from tf2_mapreduce.reducers import Sum
 
 WORDCOUNT = BUILT_IN["wordcount"]
 PS_DEVICES = ["/job:ps/replica:0/task:%d/device:CPU:0" % i for i in range(INPROCESS_PS)]
@@ -51,7 +52,7 @@ def test_a_retried_commit_does_not_double_count(inprocess, tmp_path):
     # What schedule() does when a worker dies after its step reached the ps: the
     # same files are committed again. Slots make the second commit a no-op.
     files = inputs.expand(write_corpus(str(tmp_path), 9, seed=3)).files
-    reducer = PerPieceSum([f.size for f in files], PS_DEVICES)
+    reducer = PerPieceState([f.size for f in files], PS_DEVICES, Sum("words"))
     ids = tf.constant(list(range(len(files))), tf.int64)
     values = tf.constant([oracle_words([f.path]) for f in files], tf.int64)
     commit = tf.function(reducer.commit)

@@ -193,8 +193,45 @@ def test_a_user_defined_job(inprocess, texts):
     assert list(result.total) == expected.tolist()
 
 
+def test_max_min_and_signed_sums_per_file_and_overall_with_files_cut_into_pieces(inprocess, texts, tmp_path):
+    data = {f.path: read(f.path) for f in texts}
+    longest = {path: max(len(line) for line in d.split(b"\n")) for path, d in data.items()}
+    result = run(inprocess, jobs.BUILT_IN["longestline"], texts, read_size=64, max_pieces=3)
+    assert len(result.pieces) > 2 * len(texts)  # files were cut: a file's value folds its pieces
+    assert result.total == max(longest.values())
+    assert dict(zip((f.path for f in texts), result.file_values().tolist())) == longest
+    document_path = str(tmp_path / "longest.json")
+    output.write(document_path, result, inputs.Inputs(files=texts))
+    with open(document_path) as f:
+        document = json.load(f)
+    assert document["longest_line_bytes"] == max(longest.values())
+    assert {r["path"]: r["longest_line_bytes"] for r in document["per_file"]} == longest
+
+    # A user's reducers: the shortest word of each file (Min), and a sum that goes negative.
+    def shortest_word(text):
+        lengths = tf.strings.length(tf.strings.split(text))
+        return tf.cast(tf.reduce_min(tf.concat([lengths, [1 << 30]], 0)), tf.int64)
+
+    def words_minus_lines(text):
+        from tf2_mapreduce.jobs.lines import count_lines
+        from tf2_mapreduce.jobs.wordcount import count_words
+
+        return count_words(text) - 2 * count_lines(text)
+
+    shortest = run(inprocess, jobs.Job("shortest", jobs.per_text(shortest_word), jobs.Min("shortest word", "bytes"),
+                                       records="words"), texts, read_size=64)
+    oracle_shortest = {path: min([len(w) for w in d.split()] + [1 << 30]) for path, d in data.items()}
+    assert shortest.total == min(oracle_shortest.values())
+    assert dict(zip(data, shortest.file_values().tolist())) == oracle_shortest
+    signed = run(inprocess, jobs.Job("signed", jobs.per_text(words_minus_lines), jobs.Sum("points")), texts)
+    per_file = {path: len(d.split()) - 2 * len(oracle_lines(d)) for path, d in data.items()}
+    assert any(v < 0 for v in per_file.values())  # negative values are values, not "not done yet"
+    assert signed.total == sum(per_file.values()) and signed.stats.pieces_done == len(signed.pieces)
+    assert dict(zip(data, signed.file_values().tolist())) == per_file
+
+
 @pytest.mark.parametrize("name, pattern, message", [
-    ("nope", None, "--job=nope: unknown job (built in: grep, linecount, wc, wordcount, wordfreq;"),
+    ("nope", None, "--job=nope: unknown job (built in: grep, linecount, longestline, wc, wordcount, wordfreq;"),
     ("grep", None, "--job=grep needs --pattern"),
     ("grep", "a(", "--pattern 'a(': not a valid RE2 regular expression"),
     ("wordcount", "x", "--pattern is only for --job=grep"),

@@ -14,7 +14,7 @@ from tf2_mapreduce.errors import UsageError, connectivity_errors, first_line
 __all__ = ["JobCheckpoint", "manifest"]
 
 MANIFEST = "manifest.json"
-FORMAT = 1
+FORMAT = 2  # 2: per-piece rows carry a committed marker
 
 
 def manifest(job, num_ps, files, pieces, read_size):

@@ -36,7 +36,7 @@ flags.DEFINE_multi_string(
 flags.DEFINE_string(
     "job", "wordcount",
     "The job to run. Built in: wordcount (total words), wordfreq (count of every distinct word), "
-    "linecount, wc (lines, words, bytes), grep (lines matching --pattern). Or your own: "
+    "linecount, wc (lines, words, bytes), longestline (bytes in the longest line), grep (lines matching --pattern). Or your own: "
     "package.module:ATTRIBUTE naming a tf2_mapreduce.jobs.Job.",
 )
 flags.DEFINE_string("pattern", None, "For --job=grep: an RE2 regular expression that whole lines must match.")
@@ -132,13 +132,8 @@ def _steps_summary(steps):
 
 
 def _amount(job, value, distinct=None):
-    """A sum in words: "901 words", "12 lines, 901 words, 4997 bytes", "901 words (450 distinct)"."""
-    from tf2_mapreduce.jobs.base import VectorSum
-
-    if isinstance(job.reducer, VectorSum):
-        return ", ".join("%d %s" % pair for pair in zip(value, job.reducer.names))
-    text = "%d %s" % (value, job.reducer.unit)
-    return text if distinct is None else "%s (%d distinct)" % (text, distinct)
+    """A value in words: "901 words", "12 lines, 901 words, 4997 bytes", "901 words (450 distinct)"."""
+    return job.reducer.describe(value, distinct)
 
 
 def _progress_line(job, p):
@@ -156,13 +151,12 @@ def _progress_line(job, p):
 def _print_result(result, found):
     """The summary on stdout: the total, the top keys of a per-key job, what was skipped."""
     from tf2_mapreduce import output
-    from tf2_mapreduce.jobs.base import KeySum
 
     job = result.job
     print("%s: %s in %d files (%d bytes), %.2f s" % (
         job.name, _amount(job, result.total, result.stats.distinct), result.files_done, result.total_bytes,
         result.seconds))
-    if isinstance(job.reducer, KeySum) and FLAGS.top_k:
+    if job.reducer.keyed and FLAGS.top_k:
         top = result.reducer.top(FLAGS.top_k, FLAGS.min_count)
         print("top %d %s (count, %s; non-printable bytes as \\xHH):" % (len(top), job.reducer.unit, job.reducer.unit))
         for key, count in top:

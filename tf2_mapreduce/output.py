@@ -12,7 +12,6 @@ import tempfile
 import tensorflow as tf
 
 from tf2_mapreduce.errors import UsageError
-from tf2_mapreduce.jobs.base import KeySum, VectorSum
 
 __all__ = ["escape", "unescape", "sorted_entries", "check_path", "write"]
 
@@ -110,7 +109,7 @@ def check_path(path, job):
     parent = os.path.dirname(path)
     if parent and not tf.io.gfile.isdir(parent):
         raise UsageError("--output %s: directory %s does not exist" % (path, parent))
-    if not isinstance(job.reducer, KeySum) and not path.endswith(".json"):
+    if not job.reducer.keyed and not path.endswith(".json"):
         raise UsageError("--output %s: --job=%s writes JSON; name the file *.json" % (path, job.name))
 
 
@@ -152,18 +151,13 @@ def _header(result, found, timings):
     }
 
 
-def _sums_document(result, found, timings):
+def _per_piece_document(result, found, timings):
     reducer = result.job.reducer
-    values = result.file_values()
     document = _header(result, found, timings)
-    if isinstance(reducer, VectorSum):
-        document["totals"] = dict(zip(reducer.names, result.total))
-        per_file = [dict(zip(reducer.names, (int(x) for x in row))) for row in values]
-    else:
-        document["total_" + reducer.unit.replace(" ", "_")] = result.total
-        per_file = [{reducer.unit.replace(" ", "_"): int(v)} for v in values]
+    document.update(reducer.total_fields(result.total))
+    per_file = [reducer.fields(reducer.to_python(v)) for v in result.file_values()]
     document["per_file"] = [
-        dict(path=f.path, size=f.size, **counts) for f, counts, done in zip(result.files, per_file, result.file_done) if done
+        dict(path=f.path, size=f.size, **fields) for f, fields, done in zip(result.files, per_file, result.file_done) if done
     ]
     return document
 
@@ -176,8 +170,8 @@ def write(path, result, found, min_count=1, timings=None):
     from the ps tasks, which must still be up."""
     timings = timings or {}
     with _AtomicFile(path) as f:
-        if not isinstance(result.job.reducer, KeySum):
-            json.dump(_sums_document(result, found, timings), f, indent=1)
+        if not result.job.reducer.keyed:
+            json.dump(_per_piece_document(result, found, timings), f, indent=1)
             f.write("\n")
             return
         entries = sorted_entries(result.reducer.entries(min_count))

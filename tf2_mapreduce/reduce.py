@@ -14,11 +14,8 @@ from dataclasses import dataclass
 import numpy as np
 import tensorflow as tf
 
-from tf2_mapreduce.jobs.base import KeySum, Sum, VectorSum
+__all__ = ["Stats", "CheckpointState", "PerPieceState", "KeyedSum", "WorkerSteps", "for_job"]
 
-__all__ = ["Stats", "CheckpointState", "PerPieceSum", "KeyedSum", "WorkerSteps", "for_job"]
-
-NOT_DONE = -1
 CHUNK = 200_000  # table entries fetched from a ps at a time
 
 
@@ -41,15 +38,9 @@ class CheckpointState:
 
 
 def for_job(job, sizes, ps_devices, run_id):
-    """The reducer `job.reducer` asks for, over pieces of byte sizes `sizes`, its
-    state on the ps tasks named for the run `run_id` (unique to the run)."""
-    if isinstance(job.reducer, Sum):
-        return PerPieceSum(sizes, ps_devices)
-    if isinstance(job.reducer, VectorSum):
-        return PerPieceSum(sizes, ps_devices, width=len(job.reducer.names))
-    if isinstance(job.reducer, KeySum):
-        return KeyedSum(sizes, ps_devices, run_id)
-    raise TypeError("unknown reducer %r of job %s" % (job.reducer, job.name))
+    """The state on the ps tasks that `job.reducer` asks for, over pieces of byte sizes
+    `sizes`, named for the run `run_id` (unique to the run)."""
+    return job.reducer.new_state(sizes, ps_devices, run_id)
 
 
 def _destroy(handles):
@@ -77,35 +68,37 @@ class _RunTable(tf.lookup.experimental.MutableHashTable):
         return super()._create_resource()
 
 
-class PerPieceSum:
-    """An exact sum of one int64 value (or fixed-size vector) per piece, sharded over ps.
+class PerPieceState:
+    """An exact fold (sum, min, max...) of one int64 value (or fixed-size vector) per
+    piece, sharded over the ps tasks; `reducer` (a `reducers.PerPiece`) says which fold.
 
-    Piece i owns slot i, placed on ps i % P at offset i // P. A map step writes its
-    pieces' values into their slots with `scatter_update` (never `scatter_add`, which
-    is not atomic on the ps, docs/runtime.md), so running it twice writes the same values
-    again: the sum is exactly-once however often a step is retried. Slots start at
-    -1, which tells done pieces from pending ones, so any snapshot of the slots is a
-    consistent set of finished pieces with their values.
+    Piece i owns row i, placed on ps i % P at offset i // P: a committed marker (1; 0
+    while pending), then the piece's value. A map step writes its pieces' rows with
+    `scatter_update` (never `scatter_add`, which is not atomic on the ps,
+    docs/runtime.md), so running it twice writes the same rows again: the result is
+    exactly-once however often a step is retried. One update writes marker and value
+    together, so any snapshot of the rows is a consistent set of finished pieces with
+    their values, whatever the values are.
 
     Created outside the strategy's scope on purpose: ParameterServerStrategy places
     variables round-robin and ignores device scopes, and the sharding here needs
-    slot i on a known ps.
+    row i on a known ps.
     """
 
-    def __init__(self, sizes, ps_devices, width=None):
-        """`sizes`: each piece's byte size, for progress; `width`: None for scalars."""
+    def __init__(self, sizes, ps_devices, reducer):
+        """`sizes`: each piece's byte size, for progress."""
         self.num_pieces = len(sizes)
-        self.width = width
+        self.reducer = reducer
+        self.width = reducer.width
         self.ps_devices = list(ps_devices)
         num_ps = len(self.ps_devices)
         sizes = np.asarray(sizes, dtype=np.int64)
         self.slots, self.sizes = [], []
         for shard, device in enumerate(self.ps_devices):
             shard_sizes = sizes[shard::num_ps]
-            shape = [len(shard_sizes)] + ([width] if width else [])
             with tf.device(device):
-                self.slots.append(tf.Variable(tf.fill(shape, tf.constant(NOT_DONE, tf.int64)), trainable=False,
-                                              name="slots_%d" % shard))
+                self.slots.append(tf.Variable(tf.zeros([len(shard_sizes), 1 + (self.width or 1)], tf.int64),
+                                              trainable=False, name="slots_%d" % shard))
                 self.sizes.append(tf.Variable(shard_sizes, trainable=False, name="sizes_%d" % shard))
         self._stats = tf.function(self._stats_fn, autograph=False)
 
@@ -119,52 +112,66 @@ class PerPieceSum:
         Called inside the scheduled `tf.function` (on a worker); each shard's
         update is one `scatter_update` on its ps.
         """
+        rows = tf.concat([tf.ones_like(ids)[:, None], tf.reshape(values, [tf.size(ids), -1])], axis=1)
         num_ps = len(self.slots)
         shard_of = tf.cast(ids % num_ps, tf.int32)
         offsets = tf.dynamic_partition(ids // num_ps, shard_of, num_ps)
-        shard_values = tf.dynamic_partition(values, shard_of, num_ps)
-        for slots, offset, value in zip(self.slots, offsets, shard_values):
-            slots.scatter_update(tf.IndexedSlices(value, offset))
+        shard_rows = tf.dynamic_partition(rows, shard_of, num_ps)
+        for slots, offset, row in zip(self.slots, offsets, shard_rows):
+            slots.scatter_update(tf.IndexedSlices(row, offset))
 
-    def _done(self, values):
-        return values >= 0 if self.width is None else values[:, 0] >= 0
+    def _value(self, rows):
+        return rows[:, 1:] if self.width else rows[:, 1]
 
     def _stats_fn(self):
         pieces = bytes_ = tf.constant(0, tf.int64)
-        total = tf.zeros([self.width] if self.width else [], tf.int64)
+        folded = []
         for device, slots, sizes in zip(self.ps_devices, self.slots, self.sizes):
             with tf.device(device):
-                values = slots.read_value()
-                done = self._done(values)
+                rows = slots.read_value()
+                done = rows[:, 0] > 0
                 pieces += tf.reduce_sum(tf.cast(done, tf.int64))
                 bytes_ += tf.reduce_sum(tf.where(done, sizes, 0))
-                total += tf.reduce_sum(tf.where(done if self.width is None else done[:, None], values, 0), axis=0)
-        return pieces, bytes_, total
+                values = self._value(rows)
+                mask = done[:, None] if self.width else done
+                folded.append(self.reducer.fold_tf(
+                    tf.where(mask, values, tf.constant(self.reducer.identity, tf.int64)), axis=0))
+        return pieces, bytes_, self.reducer.fold_tf(tf.stack(folded), axis=0)
 
     def stats(self):
-        """Pieces done, bytes done and the sum so far, reduced on the ps (one RPC each).
+        """Pieces done, bytes done and the value so far, folded on the ps (one RPC each).
 
         Safe to call while map steps run: each piece is either committed or not.
         """
-        pieces, bytes_, total = self._stats()
-        total = int(total) if self.width is None else tuple(int(x) for x in total.numpy())
-        return Stats(int(pieces), int(bytes_), total)
+        pieces, bytes_, value = self._stats()
+        return Stats(int(pieces), int(bytes_), self.reducer.to_python(value.numpy()))
 
-    def values(self):
-        """Every piece's value in piece order (rows for a vector); -1 where not done."""
-        out = np.full([self.num_pieces] + ([self.width] if self.width else []), NOT_DONE, dtype=np.int64)
+    def _rows(self):
+        out = np.zeros([self.num_pieces, 1 + (self.width or 1)], dtype=np.int64)
         for shard, slots in enumerate(self.slots):
             out[shard :: len(self.slots)] = slots.numpy()
         return out
 
+    def values(self):
+        """Every piece's value in piece order (rows for a vector); meaningless where
+        `done()` is False."""
+        return self._value(self._rows())
+
     def done(self):
         """Which pieces are committed, as a bool array in piece order."""
-        return self._done(self.values())
+        return self._rows()[:, 0] > 0
+
+    def file_values(self, piece_file, num_files, piece_done):
+        """Each file's value (row): its done pieces folded; `piece_file` maps piece to file."""
+        values = self.values()
+        out = np.full((num_files,) + values.shape[1:], self.reducer.identity, dtype=np.int64)
+        self.reducer.fold_np().at(out, piece_file[piece_done], values[piece_done])
+        return out
 
     def reset(self):
-        """Empties every slot again. Blocking; not while map steps run."""
+        """Empties every row again. Blocking; not while map steps run."""
         for slots in self.slots:
-            slots.assign(tf.fill(tf.shape(slots), tf.constant(NOT_DONE, tf.int64)))
+            slots.assign(tf.zeros_like(slots))
 
     def leftover(self):
         """None while no piece is committed, else where the first one is. Blocking."""
@@ -175,7 +182,7 @@ class PerPieceSum:
         return "the slot of piece %d on %s" % (piece, self.ps_devices[piece % len(self.slots)])
 
     def release(self):
-        """Frees this reducer's state on the ps tasks; it cannot be read afterwards."""
+        """Frees this state on the ps tasks; it cannot be read afterwards."""
         _destroy(v.handle for v in self.slots + self.sizes)
 
 

@@ -18,7 +18,6 @@ from tf2_mapreduce import cluster as cluster_lib
 from tf2_mapreduce import inputs as inputs_lib
 from tf2_mapreduce import reduce
 from tf2_mapreduce.errors import ClusterError, Interrupted, JobFailed, connectivity_errors, op_error_cause
-from tf2_mapreduce.jobs.base import KeySum, VectorSum
 
 __all__ = ["Options", "Progress", "Result", "JobRun", "connect"]
 
@@ -113,12 +112,9 @@ class Result:
         return self.stats.bytes_done
 
     def file_values(self):
-        """For a sum or vector sum: each file's value (row), adding up its pieces."""
-        values = self.reducer.values()
-        per_file = np.zeros((len(self.files),) + values.shape[1:], dtype=np.int64)
-        done = self.piece_done
-        np.add.at(per_file, np.array([p.file for p in self.pieces], dtype=np.int64)[done], values[done])
-        return per_file
+        """For a per-piece reducer: each file's value (row), its pieces folded."""
+        piece_file = np.array([p.file for p in self.pieces], dtype=np.int64)
+        return self.reducer.file_values(piece_file, len(self.files), self.piece_done)
 
 
 def _files_done(pieces, piece_done, num_files):
@@ -184,24 +180,7 @@ _NO_REWRITES = _no_dataset_rewrites()
 
 def _map_piece(job, map_fn, text):
     """The job's map step over one piece, in the form its reducer commits."""
-    output = map_fn(text[None])
-    if not isinstance(job.reducer, KeySum):
-        return output[0]
-    # Combined on the worker, so that only distinct keys travel to the ps.
-    if isinstance(output, tf.Tensor):  # keys alone, each counting 1
-        unique, _, counts = tf.unique_with_counts(output, out_idx=tf.int32)
-        return unique, tf.cast(counts, tf.int64)
-    keys, counts = output
-    unique, index = tf.unique(keys)
-    return unique, tf.math.unsorted_segment_sum(counts, index, tf.size(unique))
-
-
-def _piece_signature(job):
-    if isinstance(job.reducer, KeySum):
-        return (tf.RaggedTensorSpec([None], tf.string, ragged_rank=0), tf.RaggedTensorSpec([None], tf.int64, ragged_rank=0))
-    if isinstance(job.reducer, VectorSum):
-        return tf.TensorSpec([len(job.reducer.names)], tf.int64)
-    return tf.TensorSpec([], tf.int64)
+    return job.reducer.combine(map_fn(text[None]))
 
 
 def _map_step(job, reducer, worker_steps, whole_files):
@@ -210,7 +189,7 @@ def _map_step(job, reducer, worker_steps, whole_files):
     Two variants, for splits of whole files and splits of byte ranges: a per-piece
     tf.cond (or tf.debugging.Assert) halved the throughput on small files (measured).
     """
-    signature = _piece_signature(job)
+    signature = job.reducer.piece_spec()
     # AutoGraph only where the job wants it: converting the runner's own code costs
     # half a second of tracing per run (measured), and it has no control flow to convert.
     map_fn = tf.autograph.to_graph(job.map_fn) if job.autograph else job.map_fn
@@ -235,10 +214,8 @@ def _map_step(job, reducer, worker_steps, whole_files):
             outputs = tf.map_fn(lambda piece: _map_piece(job, map_fn, _read_range(*piece)), (paths, starts, ends, sizes),
                                 fn_output_signature=signature, parallel_iterations=PIECES_IN_FLIGHT)
             checks = []
-        if isinstance(job.reducer, KeySum):
-            outputs = (outputs[0].flat_values, outputs[1].flat_values)
         with tf.control_dependencies(checks):
-            reducer.commit(ids, outputs)
+            reducer.commit(ids, job.reducer.batch(outputs))
         worker_steps.count_this_step()
 
     return map_step

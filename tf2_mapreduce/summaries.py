@@ -5,8 +5,6 @@ every progress report so that a long cluster job can be watched as it runs.
 
 import tensorflow as tf
 
-from tf2_mapreduce.jobs.base import VectorSum
-
 __all__ = ["Summaries"]
 
 # What tf.summary.scalar writes, without needing the tensorboard package to write it.
@@ -39,9 +37,10 @@ class Summaries:
         if self._last is not None and p.seconds > self._last.seconds:
             interval = p.seconds - self._last.seconds
             values["throughput/bytes_per_second"] = (p.bytes_done - self._last.bytes_done) / interval
-            last = self._totals(self._last)
-            for name, value in totals.items():
-                values["throughput/%s_per_second" % name] = (value - last[name]) / interval
+            if self._job.reducer.additive:
+                last = self._totals(self._last)
+                for name, value in totals.items():
+                    values["throughput/%s_per_second" % name] = (value - last[name]) / interval
         self._last = p
         step = int(p.seconds * 1000)
         with self._writer.as_default():
@@ -50,10 +49,7 @@ class Summaries:
         self._writer.flush()
 
     def _totals(self, p):
-        reducer = self._job.reducer
-        if isinstance(reducer, VectorSum):
-            return dict(zip(reducer.names, p.value))
-        return {reducer.unit.replace(" ", "_"): p.value}
+        return {name: value for name, value in self._job.reducer.fields(p.value).items() if value is not None}
 
     def close(self):
         self._writer.close()

@@ -4,11 +4,11 @@ import importlib
 
 from tf2_mapreduce.errors import UsageError
 from tf2_mapreduce.jobs import lines, wordcount, wordfreq
-from tf2_mapreduce.jobs.base import Job, KeySum, Sum, VectorSum, per_text
+from tf2_mapreduce.jobs.base import Job, KeySum, Max, Min, Reducer, Sum, VectorSum, per_text
 
-__all__ = ["Job", "Sum", "VectorSum", "KeySum", "per_text", "BUILT_IN", "resolve"]
+__all__ = ["Job", "Reducer", "Sum", "VectorSum", "Min", "Max", "KeySum", "per_text", "BUILT_IN", "resolve"]
 
-BUILT_IN = {job.name: job for job in (wordcount.JOB, wordfreq.JOB, lines.LINECOUNT, lines.WC)}
+BUILT_IN = {job.name: job for job in (wordcount.JOB, wordfreq.JOB, lines.LINECOUNT, lines.WC, lines.LONGEST_LINE)}
 BUILT_IN_NAMES = sorted(list(BUILT_IN) + ["grep"])
 
 

@@ -8,31 +8,9 @@ from typing import Callable
 
 import tensorflow as tf
 
-__all__ = ["Job", "Sum", "VectorSum", "KeySum", "per_text"]
+from tf2_mapreduce.reducers import KeySum, Max, Min, Reducer, Sum, VectorSum
 
-
-@dataclass(frozen=True)
-class Sum:
-    """An exact int64 total. `map_fn(texts)` returns one int64 per text, shape [n]."""
-
-    unit: str  # what is counted, for messages: "words"
-
-
-@dataclass(frozen=True)
-class VectorSum:
-    """Exact int64 totals of a fixed-size vector. `map_fn(texts)` returns shape [n, len(names)]."""
-
-    names: tuple  # one label per component: ("lines", "words", "bytes")
-
-
-@dataclass(frozen=True)
-class KeySum:
-    """Exact int64 totals per key, in tables on the ps tasks, keys sharded over all of them
-    by hash. `map_fn(texts)` returns the keys of the whole batch, a 1-D tf.string, each
-    counting 1; or (keys, counts), with a 1-D tf.int64 of counts of the same length.
-    Keys may repeat: they are combined on the worker before anything is sent."""
-
-    unit: str  # what the keys are, for messages: "words"
+__all__ = ["Job", "Reducer", "Sum", "VectorSum", "Min", "Max", "KeySum", "per_text"]
 
 
 @dataclass(frozen=True)
@@ -59,7 +37,7 @@ class Job:
 
     name: str
     map_fn: Callable
-    reducer: object  # Sum, VectorSum or KeySum
+    reducer: Reducer  # Sum, VectorSum, Min, Max, KeySum (tf2_mapreduce.reducers)
     description: str = ""
     config: dict = field(default_factory=dict)
     records: str = "lines"

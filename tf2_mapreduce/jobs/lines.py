@@ -5,10 +5,10 @@ bytes after the last newline if there are any: `wc -l` plus an unterminated last
 import tensorflow as tf
 
 from tf2_mapreduce.errors import UsageError, op_error_cause
-from tf2_mapreduce.jobs.base import Job, Sum, VectorSum, per_text
+from tf2_mapreduce.jobs.base import Job, Max, Sum, VectorSum, per_text
 from tf2_mapreduce.jobs.wordcount import count_true, count_words
 
-__all__ = ["count_lines", "LINECOUNT", "WC", "grep"]
+__all__ = ["count_lines", "longest_line", "LINECOUNT", "WC", "LONGEST_LINE", "grep"]
 
 
 def count_lines(text):
@@ -44,6 +44,22 @@ WC = Job(
     map_fn=per_text(_wc, shape=(3,)),
     reducer=VectorSum(names=("lines", "words", "bytes")),
     description="lines, words and bytes, like wc",
+    autograph=False,
+)
+
+
+def longest_line(text):
+    """Bytes in the longest line of `text` (a scalar tf.string), newline excluded, as a
+    scalar tf.int64; 0 for an empty text."""
+    # split always yields at least one piece (an empty text: one empty line), so the max is defined.
+    return tf.cast(tf.reduce_max(tf.strings.length(tf.strings.split(text, sep="\n"))), tf.int64)
+
+
+LONGEST_LINE = Job(
+    name="longestline",
+    map_fn=per_text(longest_line),
+    reducer=Max(name="longest line", unit="bytes"),
+    description="bytes in the longest line, per file and overall",
     autograph=False,
 )
 
