@@ -51,7 +51,7 @@ def _block(seed):
     rng = random.Random(seed)
     letters = "etaoinshrdlucmfwypvbgkjqxz"
     vocabulary = []
-    for rank in range(50_000):
+    for _ in range(50_000):
         length = 1 + min(11, int(rng.expovariate(0.56)))  # 3.74 bytes a word, as the corpus
         vocabulary.append("".join(rng.choice(letters) for _ in range(length)).encode())
     weights = [1.0 / (rank + 1) for rank in range(len(vocabulary))]

@@ -287,7 +287,7 @@ class Round:
                 text = f.read().decode(errors="replace")
         except OSError:
             return "(no log)"
-        kept = [l for l in text.splitlines() if l.strip() and not l.startswith(("W0000", "I0000", "E0000", "WARNING"))]
+        kept = [line for line in text.splitlines() if line.strip() and not line.startswith(("W0000", "I0000", "E0000", "WARNING"))]
         return " | ".join(kept[-lines:])
 
     def finish(self, proc, expect=(0,)):
@@ -296,7 +296,7 @@ class Round:
             code = proc.wait(COORDINATOR_TIMEOUT)
         except subprocess.TimeoutExpired:
             raise Failed("coordinator run %d still running after %ds: %s"
-                         % (self.runs, COORDINATOR_TIMEOUT, self.log_tail("coordinator-%d.log" % self.runs)))
+                         % (self.runs, COORDINATOR_TIMEOUT, self.log_tail("coordinator-%d.log" % self.runs))) from None
         if code not in expect:
             raise Failed("coordinator run %d exited %d, expected %s: %s"
                          % (self.runs, code, " or ".join(map(str, expect)), self.log_tail("coordinator-%d.log" % self.runs)))
@@ -438,7 +438,7 @@ class Round:
             try:
                 code = proc.wait(max(0.1, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
-                raise Failed("%s %d still running %ds after the job: %s" % (*task, SERVER_EXIT, self.log_tail("%s%d.log" % task)))
+                raise Failed("%s %d still running %ds after the job: %s" % (*task, SERVER_EXIT, self.log_tail("%s%d.log" % task))) from None
             if code != 0:
                 raise Failed("%s %d exited with %d: %s" % (*task, code, self.log_tail("%s%d.log" % task)))
 

@@ -7,7 +7,6 @@ import shutil
 import sys
 
 import pytest
-
 from conftest import ConfiguredCluster, LiveCoordinator, oracle_words, read_result, run_cli, task_env, write_corpus
 
 NO_DAC = "-dac_override,-dac_read_search"
@@ -62,7 +61,7 @@ def test_inputs_that_change_between_listing_and_reading(tmp_path, processes, pol
     code, stdout, stderr = job.finish()
     if policy == "fail":
         assert code == 1, stderr
-        errors = [l for l in stderr.splitlines() if l.startswith("tf2_mapreduce: error: a map step failed: ")]
+        errors = [line for line in stderr.splitlines() if line.startswith("tf2_mapreduce: error: a map step failed: ")]
         assert len(errors) == 1
         assert any(errors[0].endswith("%s: %s" % (path, why)) for path, why in reasons.items()), errors[0]
     else:

@@ -6,8 +6,8 @@ import subprocess
 import sys
 
 import pytest
-
 from conftest import SCRIPTS
+
 from tf2_mapreduce import cluster
 from tf2_mapreduce.errors import UsageError
 

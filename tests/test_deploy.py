@@ -7,8 +7,8 @@ import subprocess
 import sys
 
 import pytest
-
 from conftest import SCRIPTS
+
 from tf2_mapreduce import cluster as cluster_lib
 from tf2_mapreduce import sources
 

@@ -8,9 +8,16 @@ import signal
 import time
 
 import pytest
-
-from conftest import (SERVER_EXIT_TIMEOUT, ConfiguredCluster, LiveCoordinator, assert_matches_oracle, oracle_words,
-                      read_result, servers_of, task_env, write_corpus)
+from conftest import (
+    SERVER_EXIT_TIMEOUT,
+    ConfiguredCluster,
+    LiveCoordinator,
+    assert_matches_oracle,
+    read_result,
+    servers_of,
+    task_env,
+    write_corpus,
+)
 
 # Many small files, one per map step: ~10 s of steps on 2 cores, so that a test can
 # kill a process at a chosen point and the job still has work left to do.

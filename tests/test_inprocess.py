@@ -5,8 +5,8 @@ import os
 import numpy as np
 import pytest
 import tensorflow as tf
-
 from conftest import INPROCESS_PS, oracle_words, write_corpus
+
 from tf2_mapreduce import inputs, runner
 from tf2_mapreduce.errors import JobFailed, UsageError
 from tf2_mapreduce.jobs import BUILT_IN

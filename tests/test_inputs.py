@@ -193,7 +193,7 @@ def test_plan_cuts_at_record_starts_for_any_piece_size(tmp_path, records):
     # The boundary rule: every word (line) lies in exactly one piece, the one where it starts.
     rng = random.Random(9)
     path = str(tmp_path / "f.txt")
-    for trial in range(150):
+    for _ in range(150):
         data = bytes(rng.choice(b"ab \t\n\r\x0b\x0c\xa0") for _ in range(rng.randint(0, 400)))
         with open(path, "wb") as f:
             f.write(data)
@@ -207,7 +207,7 @@ def test_plan_cuts_at_record_starts_for_any_piece_size(tmp_path, records):
         if records == "words":
             assert [w for part in parts for w in part.split()] == data.split(), (data, read_size)
         else:
-            assert [l for part in parts for l in part.split(b"\n")[:-1]] == data.split(b"\n")[:-1], (data, read_size)
+            assert [line for part in parts for line in part.split(b"\n")[:-1]] == data.split(b"\n")[:-1], (data, read_size)
             assert all(part.endswith(b"\n") for part in parts[:-1])
 
 

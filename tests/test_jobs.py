@@ -11,8 +11,8 @@ import uuid
 import numpy as np
 import pytest
 import tensorflow as tf
-
 from conftest import INPROCESS_PS, oracle_counter, oracle_words, write_corpus, write_zipf_corpus
+
 from tf2_mapreduce import inputs, jobs, output, reduce, runner
 from tf2_mapreduce.errors import Interrupted, UsageError
 
@@ -56,7 +56,7 @@ def texts(tmp_path_factory):
     paths = write_corpus(root, 30, seed=12)
     extra = os.path.join(root, "lines.txt")
     with open(extra, "wb") as f:
-        f.write("the cat\nthe dog\r\nno newline at the end: the".encode() + "\ncafé the\n\n\xff the\n".encode("latin-1"))
+        f.write(b"the cat\nthe dog\r\nno newline at the end: the" + "\ncafé the\n\n\xff the\n".encode("latin-1"))
     return inputs.expand(paths + [extra]).files
 
 

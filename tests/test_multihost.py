@@ -10,8 +10,8 @@ import sys
 import time
 
 import pytest
-
 from conftest import LiveCoordinator, assert_matches_oracle, read_result, run_cli, task_env, write_corpus
+
 from tf2_mapreduce import cluster as cluster_lib
 
 OUTAGE = 8  # seconds

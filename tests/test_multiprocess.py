@@ -11,10 +11,22 @@ import sys
 import time
 
 import pytest
+from conftest import (
+    REPO,
+    SCRIPTS,
+    SERVER_EXIT_TIMEOUT,
+    ConfiguredCluster,
+    assert_matches_oracle,
+    oracle_words,
+    read_result,
+    run_cli,
+    servers_of,
+    task_env,
+    write_corpus,
+)
 
-from conftest import (REPO, SCRIPTS, SERVER_EXIT_TIMEOUT, ConfiguredCluster, assert_matches_oracle, oracle_words,
-                      read_result, run_cli, servers_of, task_env, write_corpus)
 from tf2_mapreduce import output
+
 
 def test_walkthrough_cluster_counts_exactly_and_every_server_exits_zero(tmp_path, processes):
     corpus = str(tmp_path / "corpus")
@@ -111,7 +123,7 @@ def test_bad_usage_fails_before_any_work(tmp_path, processes, args, tf_config, c
     run = run_cli(args + ["--connect_timeout", "300"], env=env, timeout=120)
     assert run.returncode == code, run.stderr
     assert message in run.stderr
-    assert len([l for l in run.stderr.splitlines() if l.startswith("tf2_mapreduce: error:")]) == 1
+    assert len([line for line in run.stderr.splitlines() if line.startswith("tf2_mapreduce: error:")]) == 1
 
 
 @pytest.mark.parametrize("tf_config, message", [
@@ -163,7 +175,7 @@ def sample_paths():
 
 
 def local_ports(stderr):
-    line = next(l for l in stderr.splitlines() if "started a local cluster" in l)
+    line = next(text for text in stderr.splitlines() if "started a local cluster" in text)
     return [int(p) for p in re.findall(r"localhost:(\d+)", line)]
 
 

@@ -6,8 +6,8 @@ import re
 import subprocess
 
 import pytest
-
 from conftest import LiveCoordinator, assert_matches_oracle, read_result, servers_of, task_env, write_corpus
+
 from tf2_mapreduce import cluster as cluster_lib
 from tf2_mapreduce import netns
 

@@ -10,10 +10,10 @@ import threading
 import time
 
 import pytest
-
 from conftest import SERVER_EXIT_TIMEOUT, ConfiguredCluster, LiveCoordinator, oracle_counter, write_zipf_corpus
 from test_failures import wait_serving
 from test_wordfreq_cluster import ordered, read_tsv
+
 from tf2_mapreduce import output
 
 

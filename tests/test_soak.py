@@ -7,7 +7,6 @@ import subprocess
 import sys
 
 import pytest
-
 from conftest import SCRIPTS, die_with_the_tests
 
 # Fixed, so that CI replays the same rounds; set TF2MR_SOAK_SEED to draw others.

@@ -11,8 +11,8 @@ import pytest
 import tensorflow as tf
 from absl import flags
 from absl.testing import flagsaver
-
 from conftest import assert_matches_oracle, read_result, run_cli, task_env, write_corpus
+
 from tf2_mapreduce import cluster as cluster_lib
 from tf2_mapreduce import sources
 from tf2_mapreduce.errors import UsageError

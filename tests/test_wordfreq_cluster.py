@@ -7,8 +7,8 @@ import re
 import signal
 
 import pytest
-
 from conftest import ConfiguredCluster, LiveCoordinator, oracle_counter, task_env, write_zipf_corpus
+
 from tf2_mapreduce import output
 
 

@@ -29,7 +29,7 @@ CASES = [
     b"\n",
     b"a",
     b"a b",
-    "naïve café Straße 東京".encode("utf-8"),
+    "naïve café Straße 東京".encode(),
 ]
 
 

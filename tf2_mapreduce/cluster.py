@@ -236,7 +236,7 @@ class LocalCluster:
                 text = f.read().decode("utf-8", "replace")
         except OSError:
             return ""
-        kept = [l.strip() for l in text.splitlines() if l.strip()]
+        kept = [line.strip() for line in text.splitlines() if line.strip()]
         return " | ".join(kept[-lines:])
 
     def check_alive(self):

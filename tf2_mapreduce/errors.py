@@ -13,6 +13,7 @@ __all__ = [
     "ClusterError",
     "JobFailed",
     "Interrupted",
+    "Cancelled",
     "EXIT_OK",
     "op_error_cause",
     "first_line",
@@ -52,17 +53,37 @@ class InputError(Error):
 
 
 class ClusterError(Error):
-    """The cluster cannot run the job: a task did not answer, or failed mid-job."""
+    """The cluster cannot run the job: a task did not answer, or failed mid-job.
+
+    `failed_tasks`: {(role, index): why} of the tasks at fault, where known;
+    `checkpoint`: the checkpoint a rerun resumes from (None: it starts over);
+    `files_done`: files done in that checkpoint."""
 
     exit_code = 3
 
+    def __init__(self, message, failed_tasks=None, checkpoint=None, files_done=0):
+        super().__init__(message)
+        self.failed_tasks = dict(failed_tasks or {})
+        self.checkpoint = checkpoint
+        self.files_done = files_done
+
 
 class Interrupted(Error):
-    """SIGINT or SIGTERM; exits 128 + the signal number, as shells report it."""
+    """SIGINT or SIGTERM; exits 128 + the signal number, as shells report it.
+    `checkpoint`: the checkpoint saved on the way out, or None."""
 
-    def __init__(self, signum, message):
+    def __init__(self, signum, message, checkpoint=None):
         super().__init__(message)
+        self.signum = signum
         self.exit_code = 128 + signum
+        self.checkpoint = checkpoint
+
+
+class Cancelled(Interrupted):
+    """A job cancelled from Python (`JobHandle.cancel`); exits as SIGINT would."""
+
+    def __init__(self, message, checkpoint=None):
+        super().__init__(2, message, checkpoint)
 
 
 # Lines of a TF error that are not its cause: the graph stack where the failing op

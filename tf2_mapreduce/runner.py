@@ -17,7 +17,7 @@ from tf2_mapreduce import checkpoint as checkpoint_lib
 from tf2_mapreduce import cluster as cluster_lib
 from tf2_mapreduce import inputs as inputs_lib
 from tf2_mapreduce import reduce
-from tf2_mapreduce.errors import ClusterError, Interrupted, JobFailed, connectivity_errors, op_error_cause
+from tf2_mapreduce.errors import Cancelled, ClusterError, Interrupted, JobFailed, connectivity_errors, op_error_cause
 
 __all__ = ["Options", "Progress", "Result", "JobRun", "connect"]
 
@@ -285,10 +285,12 @@ class JobRun:
         self._progress = (-1, time.monotonic())  # (pieces done, when that count was first seen)
         self._transient_since = None
         self._rounds_rerun = 0
+        self.released = False
 
     def release(self):
         """Frees this run's state on the ps tasks, for servers kept for more jobs; the
         result's per-piece values and tables cannot be read afterwards. Blocking."""
+        self.released = True
         self.reducer.release()
         self.worker_steps.release()
 
@@ -303,10 +305,19 @@ class JobRun:
         except tf.errors.OpError as e:
             raise self._cluster_failure(e, "before the result was read") from e
 
-    def request_stop(self, signum):
-        """Asks the run to checkpoint and stop; safe to call from a signal handler."""
-        self._stop_signal = signum
+    def request_stop(self, signum=None):
+        """Asks the run to checkpoint and stop: `run()` then raises `Interrupted` (for
+        signal `signum`) or `Cancelled` (None). Non-blocking; safe in a signal handler."""
+        self._stop_signal = signum if signum is not None else 0
         self._wake.set()
+
+    def _stopped(self, why=""):
+        """The error a stop requested by `request_stop` raises, `why` saying where it was."""
+        hint = self._save_for_resume() if not why else ""
+        checkpoint = self._saved[0] if self._saved else None
+        if self._stop_signal == 0:
+            return Cancelled("cancelled%s%s" % (why, hint), checkpoint)
+        return Interrupted(self._stop_signal, "stopped by signal %d%s%s" % (self._stop_signal, why, hint), checkpoint)
 
     def run(self):
         """Runs the job to its end; blocking. Returns a `Result`.
@@ -439,7 +450,7 @@ class JobRun:
             self._wake.wait(min(TICK, self.options.progress_every))
             self._wake.clear()
             if self._stop_signal is not None:
-                raise Interrupted(self._stop_signal, "stopped by signal %d%s" % (self._stop_signal, self._save_for_resume()))
+                raise self._stopped()
             now = time.monotonic()
             if now >= next_progress:
                 stats = self._report()
@@ -572,7 +583,10 @@ class JobRun:
             how = "Restart it, then run the same command: no checkpoint was saved yet, so the job starts over"
         else:
             how = "Restart it, then run the same command to start over (with --checkpoint_dir, a rerun resumes instead)"
-        return ClusterError("%s failed %s, with its part of the results. %s" % (names, when, how))
+        return ClusterError("%s failed %s, with its part of the results. %s" % (names, when, how),
+                            failed_tasks={("ps", i): why for i, why in failed.items()},
+                            checkpoint=self._saved[0] if self._saved else None,
+                            files_done=self._saved[1] if self._saved else 0)
 
     def _read_ps(self, read):
         """Returns `read()`, a blocking read of this run's state on the ps tasks.
@@ -590,7 +604,7 @@ class JobRun:
                 if self._ps_down() or time.monotonic() > deadline:
                     raise
             if self._stop_signal is not None:
-                raise Interrupted(self._stop_signal, "stopped by signal %d while a ps could not be read" % self._stop_signal)
+                raise self._stopped(" while a ps could not be read")
             time.sleep(READ_RETRY)
 
     def _files_done_now(self):

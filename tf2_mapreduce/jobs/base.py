@@ -3,8 +3,8 @@ output feeds. The runner gives every job the same scheduling, exactly-once commi
 checkpoints and progress; a job only says what to compute.
 """
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 import tensorflow as tf
 

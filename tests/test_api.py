@@ -1,0 +1,117 @@
+"""The Python API, called as users call it: README's "From Python" example run as
+written, and a script driving a real multi-process cluster through `Cluster`: several
+jobs in a row, a cancelled job resumed, skipped inputs, typed errors. Every result is
+checked against plain Python (bytes.split(), Counter); each script runs in a process of
+its own, since TensorFlow lets a process connect to one cluster in its life."""
+
+import collections
+import json
+import os
+import re
+import subprocess
+import sys
+
+from conftest import REPO, ConfiguredCluster, oracle_counter, task_env, write_zipf_corpus
+from test_failures import wait_serving
+
+from tf2_mapreduce import output
+
+SCRIPT_TIMEOUT = 300
+
+
+def readme_example():
+    with open(os.path.join(REPO, "README.md"), encoding="utf-8") as f:
+        readme = f.read()
+    section = readme[readme.index("## From Python"):]
+    return re.search(r"```python\n(.*?)```", section, re.S).group(1)
+
+
+def sample_paths():
+    sample = os.path.join(REPO, "tf2_mapreduce", "data", "sample")
+    return sorted(os.path.join(sample, name) for name in os.listdir(sample))
+
+
+def test_the_readmes_python_example_runs_as_written(tmp_path):
+    run = subprocess.run([sys.executable, "-c", readme_example()], cwd=str(tmp_path), env=task_env(),
+                         capture_output=True, timeout=SCRIPT_TIMEOUT)
+    assert run.returncode == 0, run.stderr.decode(errors="replace")[-3000:]
+    oracle = oracle_counter(sample_paths())
+    lines = run.stdout.decode().splitlines()
+    assert lines[0] == "%d words, %d distinct" % (sum(oracle.values()), len(oracle))
+    vocabulary = [w for w, c in sorted(oracle.items(), key=lambda kv: (-kv[1], kv[0])) if c >= 2][:100]
+    expected = [vocabulary.index(w.encode()) + 1 if w.encode() in vocabulary else 0 for w in ("the", "count", "zebra")]
+    assert lines[1] == str([expected])
+    with open(tmp_path / "vocab.tsv", encoding="utf-8") as f:
+        table = [line.rstrip("\n").split("\t") for line in f]
+    assert [(output.unescape(w), int(c)) for w, c in table] == sorted(oracle.items(), key=lambda kv: (-kv[1], kv[0]))
+
+
+DRIVER = """
+import json, sys, time
+import tf2_mapreduce as mr
+
+corpus, missing, checkpoints = sys.argv[1:4]
+report = {}
+with mr.Cluster.from_tf_config() as cluster:
+    wordfreq = mr.jobs.BUILT_IN["wordfreq"]
+    first = cluster.run(wordfreq, [corpus])
+    report["table"] = [[w.hex(), c] for w, c in first.entries()]
+    report["top"] = [[w.hex(), c] for w, c in first.top(5)]
+    wc = cluster.run(mr.jobs.BUILT_IN["wc"], [corpus, missing], on_error="skip")
+    report["wc"] = {"total": wc.total, "per_file": {f.path: f.value for f in wc.per_file}, "skipped": wc.skipped}
+    handle = cluster.submit(wordfreq, [corpus], checkpoint_dir=checkpoints, max_pieces=1, progress_every=0.1)
+    deadline = time.monotonic() + 120
+    while (handle.progress() is None or handle.progress().files_done < 20) and not handle.done():
+        assert time.monotonic() < deadline, "no progress report with 20 files done"
+        time.sleep(0.05)  # polls the handle for its next progress report
+    handle.cancel()
+    try:
+        handle.wait(120)
+        report["cancelled"] = None
+    except mr.Cancelled as e:
+        report["cancelled"] = {"checkpoint": e.checkpoint, "message": str(e)}
+    resumed = cluster.run(wordfreq, [corpus], checkpoint_dir=checkpoints)
+    report["resumed"] = {"from": resumed.resumed_from, "files_resumed": resumed.files_resumed,
+                         "table": [[w.hex(), c] for w, c in resumed.table().items()]}
+    try:
+        cluster.run(wordfreq, [missing])
+    except mr.InputError as e:
+        report["input_error"] = {"path": e.path, "reason": e.reason}
+print(json.dumps(report))
+"""
+
+
+def test_a_script_runs_several_jobs_cancels_and_resumes_on_a_real_cluster(tmp_path, processes):
+    corpus = str(tmp_path / "corpus")
+    paths = write_zipf_corpus(corpus, 300, distinct=20_000, samples=60_000, seed=31)
+    oracle = oracle_counter(paths)
+    cluster = ConfiguredCluster(tmp_path, processes, num_ps=2, num_workers=2)
+    cluster.start_all()
+    for role, index in cluster.tasks:
+        wait_serving(cluster, role, index)
+    missing = str(tmp_path / "missing.txt")
+    run = subprocess.run([sys.executable, "-c", DRIVER, corpus, missing, str(tmp_path / "ckpt")],
+                         env=cluster.chief_env(), capture_output=True, timeout=SCRIPT_TIMEOUT)
+    assert run.returncode == 0, run.stderr.decode(errors="replace")[-3000:]
+    report = json.loads(run.stdout.decode().splitlines()[-1])
+
+    def as_counter(table):
+        return collections.Counter({bytes.fromhex(w): c for w, c in table})
+
+    assert as_counter(report["table"]) == oracle and len(report["table"]) == len(oracle)
+    assert [(bytes.fromhex(w), c) for w, c in report["top"]] == sorted(oracle.items(), key=lambda kv: (-kv[1], kv[0]))[:5]
+    contents = {}
+    for path in paths:
+        with open(path, "rb") as f:
+            contents[path] = f.read()
+    assert report["wc"]["per_file"] == {p: [d.count(b"\n") + (not d.endswith(b"\n") and d != b""), len(d.split()), len(d)]
+                                        for p, d in contents.items()}
+    assert report["wc"]["total"] == [sum(v[i] for v in report["wc"]["per_file"].values()) for i in range(3)]
+    assert report["wc"]["skipped"] == [[missing, "no such file or directory"]]
+    cancelled = report["cancelled"]
+    assert cancelled and cancelled["checkpoint"].startswith(str(tmp_path / "ckpt")), report
+    assert report["resumed"]["from"] == cancelled["checkpoint"] and 20 <= report["resumed"]["files_resumed"] < 300
+    assert as_counter(report["resumed"]["table"]) == oracle
+    assert report["input_error"] == {"path": missing, "reason": "no such file or directory"}
+    # Leaving the cluster told every server that the job was over.
+    assert cluster.exit_codes() == {task: 0 for task in cluster.tasks}

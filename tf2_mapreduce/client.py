@@ -1,0 +1,304 @@
+"""The Python API: a cluster to run jobs on (a context manager), a handle on a running
+job, and the result a job returns, self-contained once read.
+
+    import tf2_mapreduce as mr
+
+    with mr.Cluster.local() as cluster:
+        result = cluster.run(mr.jobs.BUILT_IN["wordfreq"], ["corpus/"])
+        vocabulary = result.table(min_count=2)
+"""
+
+import os
+import threading
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+
+from tf2_mapreduce import cluster as cluster_lib
+from tf2_mapreduce import quiet
+from tf2_mapreduce.errors import ClusterError, Error
+
+__all__ = ["Cluster", "JobHandle", "Result", "FileValue"]
+
+CONNECT_TIMEOUT = 60.0  # seconds for every ps and worker to accept connections
+SHUTDOWN_TIMEOUT = 30.0  # seconds to keep telling a task that does not answer that the job is over
+
+_connected = []  # the one cluster this process is connected to (TensorFlow allows one)
+
+
+@dataclass(frozen=True)
+class FileValue:
+    """One input file of a per-piece job: its path, size, and value (an int; a tuple
+    for a vector sum; None for a min or max of a file whose pieces were all skipped)."""
+
+    path: str
+    size: int
+    value: object
+
+
+@dataclass
+class Result:
+    """What a job computed. Everything but a per-key table is read when the job ends
+    and stays valid afterwards; a per-key table lives on the ps tasks and is read on
+    demand (`top`, `entries`, `table`, `write`) while the cluster is open.
+
+    Guarantee: every input is either counted exactly once or listed in `skipped` with
+    its reason; nothing is dropped or counted twice.
+    """
+
+    job: str
+    total: object  # an int, a tuple for a vector sum, None for a min/max over nothing
+    distinct: int | None  # distinct keys of a per-key job, else None
+    files_done: int
+    bytes_done: int
+    per_file: list  # FileValue per file counted whole, for per-piece jobs; [] for per-key jobs
+    skipped: list  # (path, reason) of every input left out (on_error="skip"), listing and reading alike
+    resumed_from: str | None  # the checkpoint the run resumed from
+    files_resumed: int
+    seconds: float  # the run, from its start to its result
+    map_seconds: float  # from the first map step scheduled to the result (0 if none ran)
+    steps_per_worker: tuple
+    _run: object = field(default=None, repr=False)
+    _raw: object = field(default=None, repr=False)
+    _found: object = field(default=None, repr=False)
+
+    def _table(self):
+        if self._run is None or not self._raw.job.reducer.keyed:
+            raise TypeError("job %s has no per-key table" % self.job)
+        if self._run.released:
+            raise ClusterError("the table of job %s was freed on the ps tasks (its cluster was left, or the "
+                               "result released): read it while the cluster is open" % self.job)
+        return self._raw.reducer
+
+    def top(self, k: int, min_count: int = 1) -> list:
+        """The `k` keys with the largest counts (ties by key bytes) as [(key bytes, count)].
+        Blocking; reads only the keys at least as frequent as the k-th."""
+        with self._run.reading_result():
+            return self._table().top(k, min_count)
+
+    def entries(self, min_count: int = 1) -> Iterator:
+        """Yields every (key bytes, count) with count >= `min_count`, in no order, a chunk
+        at a time: the caller never needs the whole table in memory."""
+        with self._run.reading_result():
+            yield from self._table().entries(min_count)
+
+    def table(self, min_count: int = 1) -> dict:
+        """The whole table as {key bytes: count}, in local memory: for tables that fit."""
+        return dict(self.entries(min_count))
+
+    def write(self, path: str, min_count: int = 1) -> None:
+        """Writes the result as the CLI's --output does: JSON for per-piece jobs; for a
+        per-key job the sorted table as TSV, or JSON if `path` ends in .json. Atomic."""
+        from tf2_mapreduce import output
+
+        output.check_path(path, self._raw.job)
+        with self._run.reading_result():
+            output.write(path, self._raw, self._found, min_count,
+                         {"total": self.seconds, "map": self.map_seconds})
+
+    def release(self) -> None:
+        """Frees the job's state on the ps tasks (done for every result when the cluster
+        is left); the table cannot be read afterwards. Blocking."""
+        self._run.release()
+
+
+class JobHandle:
+    """A job running in the background (`Cluster.submit`): non-blocking to query,
+    `wait` blocks. One job runs on a cluster at a time."""
+
+    def __init__(self, cluster, job, run, found):
+        self._cluster = cluster
+        self._job = job
+        self._run = run
+        self._found = found
+        self._progress = None
+        self._outcome = {}
+        self._finished = threading.Event()
+        self._thread = threading.Thread(target=self._main, name="tf2_mapreduce-job", daemon=True)
+        self._thread.start()
+
+    def _main(self):
+        try:
+            raw = self._run.run()
+            self._outcome["result"] = self._cluster._result(self._run, raw, self._found)
+        except BaseException as e:  # handed to wait()
+            self._outcome["error"] = e
+        finally:
+            self._cluster._running = None
+            self._finished.set()
+
+    def _report(self, progress):
+        self._progress = progress
+
+    def progress(self):
+        """The latest progress report (`runner.Progress`: files and bytes done, the value so
+        far, seconds...), or None before the first. Non-blocking."""
+        return self._progress
+
+    def done(self) -> bool:
+        """Whether the job has ended, with a result or an error. Non-blocking."""
+        return self._finished.is_set()
+
+    def cancel(self) -> None:
+        """Asks the job to stop: it saves a checkpoint (with a checkpoint directory) and
+        `wait` then raises `Cancelled`, saying how to resume. Non-blocking."""
+        self._run.request_stop(None)
+
+    def wait(self, timeout: float | None = None) -> Result:
+        """Blocks until the job ends, at most `timeout` s; returns its `Result` or raises its
+        error (`ClusterError`, `JobFailed`, `Cancelled`...). Raises `TimeoutError` if
+        it has not ended by then; the job goes on."""
+        if not self._finished.wait(timeout):
+            raise TimeoutError("job %s still running after %gs" % (self._job.name, timeout))
+        if "error" in self._outcome:
+            raise self._outcome["error"]
+        return self._outcome["result"]
+
+
+class Cluster:
+    """A TensorFlow parameter-server cluster this process drives as its chief; use as a
+    context manager. Entering connects (blocking, at most `connect_timeout` s per
+    step); leaving frees every result's state and tells the servers that the job is
+    over (exactly as the CLI does), unless `keep_serving`.
+
+    TensorFlow lets a process connect to one cluster in its life: open one, and run
+    as many jobs on it as you like, one after another.
+    """
+
+    def __init__(self, cluster, local=None, in_process=False, keep_serving=False,
+                 connect_timeout=CONNECT_TIMEOUT, shutdown_timeout=SHUTDOWN_TIMEOUT, log=None):
+        self.cluster = cluster  # cluster.Cluster: addresses per role
+        self._local = local  # cluster.LocalCluster of child processes, or None
+        self._in_process = in_process
+        self._servers = []
+        self.keep_serving = keep_serving
+        self.connect_timeout = connect_timeout
+        self.shutdown_timeout = shutdown_timeout
+        self.log = log or (lambda line: None)
+        self._coordinator = None
+        self._heartbeats = None
+        self._coordinator_id = None
+        self._runs = []
+        self._running = None
+
+    @classmethod
+    def local(cls, num_ps: int = 1, num_workers: int = 2, processes: bool = False, **options) -> "Cluster":
+        """A cluster on this machine: servers inside this process (fast to start), or
+        `processes`, one child process per task as on a real cluster. Its ports listen
+        on every interface while it runs (TensorFlow's servers cannot do otherwise);
+        the CLI's default puts it in a private network namespace instead."""
+        if processes:
+            local = cluster_lib.LocalCluster(num_ps, num_workers)
+            return cls(local.cluster, local=local, **options)
+        return cls(cluster_lib.local_cluster(num_ps, num_workers), in_process=True, **options)
+
+    @classmethod
+    def from_tf_config(cls, tf_config: str | None = None, **options) -> "Cluster":
+        """The cluster `tf_config` (JSON; default: the TF_CONFIG environment variable)
+        describes, this process being its chief."""
+        text = tf_config if tf_config is not None else os.environ.get("TF_CONFIG")
+        if not text:
+            raise ClusterError("TF_CONFIG is not set: it must describe the cluster, with this process as its chief")
+        return cls(cluster_lib.from_tf_config(text, expect_roles=("chief",)), **options)
+
+    @classmethod
+    def from_resolver(cls, resolver, **options) -> "Cluster":
+        """The cluster a TensorFlow `ClusterResolver` describes (Slurm, Kubernetes, TPU VMs,
+        `SimpleClusterResolver`...), this process being its chief."""
+        jobs = {role: list(addresses) for role, addresses in resolver.cluster_spec().as_dict().items()}
+        return cls(cluster_lib.validated(jobs, "chief", 0, ("chief",), type(resolver).__name__), **options)
+
+    def __enter__(self) -> "Cluster":
+        if _connected:
+            raise ClusterError("this process is already connected to a cluster (TensorFlow allows one per "
+                               "process): run the next jobs on it")
+        from tf2_mapreduce import control, runner
+
+        try:
+            if self._local:
+                self._local.start()
+            tf = quiet.import_tensorflow()
+            if self._in_process:
+                self._servers = cluster_lib.start_in_process(self.cluster)
+            else:
+                cluster_lib.wait_for_tasks(self.cluster, self.connect_timeout,
+                                           check=self._local.check_alive if self._local else None)
+            resolver = tf.distribute.cluster_resolver.SimpleClusterResolver(
+                tf.train.ClusterSpec(self.cluster.jobs), task_type="chief", task_id=0, rpc_layer="grpc")
+            self._coordinator = runner.connect(resolver, task_devices(self.cluster))
+            _connected.append(self)
+            self._coordinator_id = control.new_coordinator_id()
+            if not self._in_process:
+                self._heartbeats = control.Heartbeats(self.cluster, self._coordinator_id).__enter__()
+        except BaseException:
+            if self._local:
+                self._local.close()
+            raise
+        return self
+
+    def __exit__(self, kind, error, traceback) -> None:
+        from tf2_mapreduce import control
+
+        if self._heartbeats:
+            self._heartbeats.__exit__(None, None, None)
+        for run in self._runs:
+            if not run.released:
+                try:
+                    run.release()
+                except Exception as e:  # noqa: BLE001 - freeing is best effort; the servers may be gone
+                    self.log("could not free the state of a job on the ps tasks: %s" % e)
+        # A cluster failure leaves the servers for the rerun that resumes the job.
+        if not self._in_process and not isinstance(error, ClusterError) and (self._local or not self.keep_serving):
+            failed = control.request_exit(self.cluster, self._coordinator_id,
+                                          within=0 if self._local else self.shutdown_timeout)
+            for (role, index), why in sorted(failed.items()):
+                self.log("could not tell %s %d that the job is over: %s" % (role, index, why))
+        if self._local:
+            self._local.close()
+
+    def submit(self, job, inputs: Sequence[str], *, on_error: str = "fail", checkpoint_dir: str | None = None,
+               on_progress=None, **options) -> JobHandle:
+        """Starts `job` (a `jobs.Job`) over `inputs` (files, directories, globs, @lists; any
+        tf.io.gfile path) and returns at once; inputs are listed first (blocking).
+        `options` are `runner.Options` fields (`checkpoint_every`, `read_size`...).
+        Exactly-once: see `Result`. Raises `InputError` for inputs that cannot be used."""
+        from tf2_mapreduce import inputs as inputs_lib
+        from tf2_mapreduce import runner
+
+        if self._coordinator is None:
+            raise ClusterError("the cluster is not open: use it as a context manager (with Cluster...)")
+        if self._running is not None:
+            raise Error("job %s is still running on this cluster: wait for it first" % self._running)
+        found = inputs_lib.expand(list(inputs), on_error=on_error)
+        run_options = runner.Options(on_error=on_error, checkpoint_dir=checkpoint_dir, **options)
+        run = runner.JobRun(job, found.files, self._coordinator, self.cluster, run_options,
+                            heartbeats=self._heartbeats, log=self.log)
+        self._runs.append(run)
+        self._running = job.name
+        handle = JobHandle(self, job, run, found)
+        run.on_progress = (lambda p: (handle._report(p), on_progress(p))) if on_progress else handle._report
+        return handle
+
+    def run(self, job, inputs: Sequence[str], **options) -> Result:
+        """Runs `job` over `inputs` to its end; blocking. See `submit` for the arguments."""
+        return self.submit(job, inputs, **options).wait()
+
+    def _result(self, run, raw, found) -> Result:
+        reducer = raw.job.reducer
+        per_file = []
+        with run.reading_result():
+            if not reducer.keyed:
+                values = raw.file_values()
+                per_file = [FileValue(f.path, f.size, reducer.to_python(v))
+                            for f, v, done in zip(raw.files, values, raw.file_done) if done]
+        map_seconds = raw.finished - raw.first_schedule if raw.first_schedule else 0.0
+        return Result(
+            job=raw.job.name, total=raw.total, distinct=raw.stats.distinct, files_done=raw.files_done,
+            bytes_done=raw.total_bytes, per_file=per_file, skipped=list(found.skipped) + list(raw.skipped),
+            resumed_from=raw.resumed_from, files_resumed=raw.files_resumed, seconds=raw.seconds,
+            map_seconds=map_seconds, steps_per_worker=raw.steps_per_worker, _run=run, _raw=raw, _found=found)
+
+
+def task_devices(cluster) -> list:
+    """The CPU device of every ps and worker of `cluster`, as TensorFlow names it."""
+    return ["/job:%s/replica:0/task:%d/device:CPU:0" % (role, index) for role, index, _ in cluster.tasks()]
+
