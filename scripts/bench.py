@@ -28,7 +28,9 @@ import time
 from absl import app, flags
 
 FLAGS = flags.FLAGS
-flags.DEFINE_string("dir", os.path.join(tempfile.gettempdir(), "tf2_mapreduce-bench"), "Where the corpus is (made once).")
+flags.DEFINE_string(
+    "dir", os.path.join(tempfile.gettempdir(), "tf2_mapreduce-bench"), "Where the corpus is (made once)."
+)
 flags.DEFINE_integer("small_files", 2000, "Number of small files.", lower_bound=0)
 flags.DEFINE_integer("small_kb", 252, "Size of each small file, in KB.", lower_bound=1)
 flags.DEFINE_integer("large_files", 2, "Number of large files.", lower_bound=0)
@@ -45,6 +47,7 @@ MB = 1e6
 
 
 # ---------------------------------------------------------------- the corpus
+
 
 def _block(seed):
     """8 MB of lines of ASCII words with a Zipf-like vocabulary, ending in a newline."""
@@ -71,8 +74,14 @@ def _block(seed):
 
 def make_corpus(directory):
     """Writes the corpus unless the same one is there; returns {part: [paths]}."""
-    spec = {"small_files": FLAGS.small_files, "small_kb": FLAGS.small_kb, "large_files": FLAGS.large_files,
-            "large_mb": FLAGS.large_mb, "huge_mb": FLAGS.huge_mb, "version": 1}
+    spec = {
+        "small_files": FLAGS.small_files,
+        "small_kb": FLAGS.small_kb,
+        "large_files": FLAGS.large_files,
+        "large_mb": FLAGS.large_mb,
+        "huge_mb": FLAGS.huge_mb,
+        "version": 1,
+    }
     stamp = os.path.join(directory, "corpus.json")
     if not (os.path.exists(stamp) and json.load(open(stamp)) == spec):
         shutil.rmtree(directory, ignore_errors=True)
@@ -86,7 +95,10 @@ def make_corpus(directory):
             end = block.index(b"\n", start + FLAGS.small_kb * 1000 - 100) + 1
             with open(os.path.join(directory, "small", "part-%05d.txt" % n), "wb") as f:
                 f.write(block[start:end])
-        for name, count, size in (("large", FLAGS.large_files, FLAGS.large_mb), ("huge", 1 if FLAGS.huge_mb else 0, FLAGS.huge_mb)):
+        for name, count, size in (
+            ("large", FLAGS.large_files, FLAGS.large_mb),
+            ("huge", 1 if FLAGS.huge_mb else 0, FLAGS.huge_mb),
+        ):
             for n in range(count):
                 with open(os.path.join(directory, name, "%s-%d.txt" % (name, n)), "wb") as f:
                     for k in range(size * 1000 * 1000 // BLOCK + 1):
@@ -114,8 +126,8 @@ def words_in(path):
                 return total + len(tail.split())
             data = tail + chunk
             cut = max(data.rfind(c) for c in b" \t\n\r\x0b\x0c")
-            total += len(data[:cut + 1].split())
-            tail = data[cut + 1:]
+            total += len(data[: cut + 1].split())
+            tail = data[cut + 1 :]
 
 
 def counter_of(path):
@@ -128,8 +140,8 @@ def counter_of(path):
                 return counts
             data = tail + chunk
             cut = max(data.rfind(c) for c in b" \t\n\r\x0b\x0c")
-            counts.update(data[:cut + 1].split())
-            tail = data[cut + 1:]
+            counts.update(data[: cut + 1].split())
+            tail = data[cut + 1 :]
 
 
 def peer_python(paths):
@@ -145,9 +157,12 @@ def peer_counter(paths):
     counts = collections.Counter()
     for p in paths:
         counts.update(counter_of(p))
-    return {"words": sum(counts.values()), "distinct": len(counts),
-            "top": [[w.decode(), c] for w, c in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[:5]],
-            "digest": _digest(counts.items())}
+    return {
+        "words": sum(counts.values()),
+        "distinct": len(counts),
+        "top": [[w.decode(), c] for w, c in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[:5]],
+        "digest": _digest(counts.items()),
+    }
 
 
 def _digest(items):
@@ -197,11 +212,17 @@ def peer_map_step(paths):
     return {"words": int(total.numpy()), "map_seconds": time.monotonic() - started}
 
 
-PEERS = {"python": peer_python, "multiprocessing": peer_multiprocessing, "counter": peer_counter,
-         "spark": peer_spark, "map_step": peer_map_step}
+PEERS = {
+    "python": peer_python,
+    "multiprocessing": peer_multiprocessing,
+    "counter": peer_counter,
+    "spark": peer_spark,
+    "map_step": peer_map_step,
+}
 
 
 # ---------------------------------------------------------------- measuring
+
 
 def _children(pid):
     """All descendants of `pid`."""
@@ -230,7 +251,7 @@ def _role(pid, root):
         return "child"
     for item in env:
         if item.startswith(b"TF_CONFIG="):
-            return json.loads(item[len(b"TF_CONFIG="):])["task"]["type"]
+            return json.loads(item[len(b"TF_CONFIG=") :])["task"]["type"]
     return "child"
 
 
@@ -293,28 +314,47 @@ def run_ours(paths, job, num_ps, num_workers, local_cluster="processes"):
     listing.write("\n".join(paths))
     listing.close()
     output = tempfile.mktemp(suffix=".json" if job == "wordcount" else ".tsv")
-    command = [sys.executable, "-m", "tf2_mapreduce.coordinator", "--job=" + job, "--input", "@" + listing.name,
-               "--num_ps=%d" % num_ps, "--num_workers=%d" % num_workers, "--output", output, "--progress_every=60",
-               "--local_cluster=" + local_cluster]
+    command = [
+        sys.executable,
+        "-m",
+        "tf2_mapreduce.coordinator",
+        "--job=" + job,
+        "--input",
+        "@" + listing.name,
+        "--num_ps=%d" % num_ps,
+        "--num_workers=%d" % num_workers,
+        "--output",
+        output,
+        "--progress_every=60",
+        "--local_cluster=" + local_cluster,
+    ]
     seconds, rss, out = measure(command)
     os.unlink(listing.name)
     if job == "wordcount":
         result = json.load(open(output))
-        found = {"words": result["total_words"], "startup": result["timings"]["startup"],
-                 "map_seconds": result["timings"]["map"]}
+        found = {
+            "words": result["total_words"],
+            "startup": result["timings"]["startup"],
+            "map_seconds": result["timings"]["map"],
+        }
     else:
         counts = []
         with open(output, "rb") as f:
             for line in f:
                 word, count = line.rstrip(b"\n").split(b"\t")
                 counts.append((word, int(count)))
-        found = {"words": sum(c for _, c in counts), "distinct": len(counts),
-                 "top": [[w.decode(), c] for w, c in counts[:5]], "digest": _digest(counts)}
+        found = {
+            "words": sum(c for _, c in counts),
+            "distinct": len(counts),
+            "top": [[w.decode(), c] for w, c in counts[:5]],
+            "digest": _digest(counts),
+        }
     os.unlink(output)
     return seconds, rss, found
 
 
 # ---------------------------------------------------------------- the report
+
 
 def main(argv):
     if FLAGS.peer:
@@ -326,8 +366,18 @@ def main(argv):
 
     def row(part, name, seconds, rss, result, startup=None, steady=None):
         size = sum(os.path.getsize(p) for p in parts[part])
-        rows.append(dict(part=part, run=name, seconds=seconds, mb=size / MB, rss=rss, result=result,
-                         startup=startup, steady=steady))
+        rows.append(
+            dict(
+                part=part,
+                run=name,
+                seconds=seconds,
+                mb=size / MB,
+                rss=rss,
+                result=result,
+                startup=startup,
+                steady=steady,
+            )
+        )
         print("  %-6s %-28s %7.2f s" % (part, name, seconds), flush=True)
 
     spark = _importable("pyspark") and shutil.which("java")
@@ -346,17 +396,31 @@ def main(argv):
             num_ps, num_workers = (int(x) for x in spec.split("x"))
             for local_cluster in ("processes", "inprocess") if spec == FLAGS.clusters[0] else ("processes",):
                 seconds, rss, found = run_ours(paths, "wordcount", num_ps, num_workers, local_cluster)
-                row(part, "tf2_mapreduce %dps+%dw%s" % (num_ps, num_workers, " in-process" if local_cluster == "inprocess" else ""),
-                    seconds, rss, found, startup=found.pop("startup"), steady=found.pop("map_seconds"))
+                row(
+                    part,
+                    "tf2_mapreduce %dps+%dw%s"
+                    % (num_ps, num_workers, " in-process" if local_cluster == "inprocess" else ""),
+                    seconds,
+                    rss,
+                    found,
+                    startup=found.pop("startup"),
+                    steady=found.pop("map_seconds"),
+                )
         if part == "small" and FLAGS.wordfreq:
             row(part, "freq: python Counter", *run_peer("counter", paths))
             for spec in FLAGS.clusters[:1] + [c for c in FLAGS.clusters if c.startswith("2x")][:1]:
                 num_ps, num_workers = (int(x) for x in spec.split("x"))
-                row(part, "freq: tf2_mapreduce %dps+%dw" % (num_ps, num_workers),
-                    *run_ours(paths, "wordfreq", num_ps, num_workers))
+                row(
+                    part,
+                    "freq: tf2_mapreduce %dps+%dw" % (num_ps, num_workers),
+                    *run_ours(paths, "wordfreq", num_ps, num_workers),
+                )
             num_ps, num_workers = (int(x) for x in FLAGS.clusters[0].split("x"))
-            row(part, "freq: tf2_mapreduce %dps+%dw in-process" % (num_ps, num_workers),
-                *run_ours(paths, "wordfreq", num_ps, num_workers, "inprocess"))
+            row(
+                part,
+                "freq: tf2_mapreduce %dps+%dw in-process" % (num_ps, num_workers),
+                *run_ours(paths, "wordfreq", num_ps, num_workers, "inprocess"),
+            )
     report(rows, spark)
 
 
@@ -375,8 +439,11 @@ def report(rows, spark):
         group = [r for r in rows if r["part"] == part]
         wc = next(r for r in group if r["run"] == "wc -w")
         for kind in ("words", "freq"):
-            results = {json.dumps({k: v for k, v in r["result"].items() if k != "words" or kind == "words"}, sort_keys=True)
-                       for r in group if r["run"].startswith("freq:") == (kind == "freq")}
+            results = {
+                json.dumps({k: v for k, v in r["result"].items() if k != "words" or kind == "words"}, sort_keys=True)
+                for r in group
+                if r["run"].startswith("freq:") == (kind == "freq")
+            }
             words = {r["result"]["words"] for r in group if r["run"].startswith("freq:") == (kind == "freq")}
             if len(words) > 1 or (kind == "freq" and len(results) > 1):
                 failures.append("%s %s: results disagree: %s" % (part, kind, sorted(results)))
@@ -386,9 +453,24 @@ def report(rows, spark):
             steady_mb = "%.0f" % (r["mb"] / r["steady"]) if r["steady"] else ""
             startup = "%.2f" % r["startup"] if r["startup"] else ""
             rss = ", ".join("%s %.0f" % (role, mb) for role, mb in sorted(r["rss"].items()))
-            result = "%d words" % r["result"]["words"] + (", %d distinct" % r["result"]["distinct"] if "distinct" in r["result"] else "")
-            print("| %s | %s | %.2f | %.0f | %.2fx | %s | %s | %s | %s | %s |" % (
-                part, r["run"], r["seconds"], mb_s, wc["seconds"] / r["seconds"], startup, steady, steady_mb, rss, result))
+            result = "%d words" % r["result"]["words"] + (
+                ", %d distinct" % r["result"]["distinct"] if "distinct" in r["result"] else ""
+            )
+            print(
+                "| %s | %s | %.2f | %.0f | %.2fx | %s | %s | %s | %s | %s |"
+                % (
+                    part,
+                    r["run"],
+                    r["seconds"],
+                    mb_s,
+                    wc["seconds"] / r["seconds"],
+                    startup,
+                    steady,
+                    steady_mb,
+                    rss,
+                    result,
+                )
+            )
     if not spark:
         print("\n(pyspark local[2] not run: pyspark or java is not installed)")
     targets(rows)
@@ -414,7 +496,9 @@ def targets(rows):
     freqs = [r for name, r in small.items() if name.startswith("freq: tf2_mapreduce")]
     if counter and freqs:
         best = min(freqs, key=lambda r: r["seconds"])
-        checks.append(("wordfreq >= 2x python Counter (%s)" % best["run"][6:], counter["seconds"] / best["seconds"], 2.0))
+        checks.append(
+            ("wordfreq >= 2x python Counter (%s)" % best["run"][6:], counter["seconds"] / best["seconds"], 2.0)
+        )
     print("\ntargets (measured ratios):")
     for name, ratio, goal in checks:
         print("  %-62s %5.2fx  %s" % (name, ratio, "met" if ratio >= goal else "NOT met (goal %.0fx)" % goal))

@@ -30,10 +30,12 @@ FACTS = [
 
 def _die_with_parent(parent):
     """preexec_fn: the kernel kills the child when this script dies, even by SIGKILL."""
+
     def set_it():
         ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
         if os.getppid() != parent:  # the script died before prctl took effect
             os._exit(1)
+
     return set_it
 
 
@@ -59,8 +61,9 @@ def as_server(jobs, role):
     # Fewer inter-op threads than workers + 1 deadlocks schedule()/join() on a
     # 2-core machine (cluster.server_config sets the same).
     config = tf.compat.v1.ConfigProto(inter_op_parallelism_threads=max(len(jobs["worker"]) + 1, os.cpu_count()))
-    server = tf.distribute.Server(tf.train.ClusterSpec(jobs), job_name=role, task_index=0, protocol="grpc",
-                                  config=config, start=True)
+    server = tf.distribute.Server(
+        tf.train.ClusterSpec(jobs), job_name=role, task_index=0, protocol="grpc", config=config, start=True
+    )
     server.join()  # until the script kills it: TF's gRPC servers have no working stop()
 
 
@@ -75,7 +78,8 @@ def as_coordinator(jobs, run):
     from tf2_mapreduce.reduce import _RunTable
 
     resolver = tf.distribute.cluster_resolver.SimpleClusterResolver(
-        tf.train.ClusterSpec(jobs), task_type="chief", task_id=0, rpc_layer="grpc")
+        tf.train.ClusterSpec(jobs), task_type="chief", task_id=0, rpc_layer="grpc"
+    )
     strategy = tf.distribute.experimental.ParameterServerStrategy(resolver)
     tf.distribute.coordinator.ClusterCoordinator(strategy)
     # Outside the strategy's scope, as reduce.py makes its state: the device scope holds.
@@ -115,29 +119,47 @@ def as_coordinator(jobs, run):
 def _run_coordinator(jobs, run, env):
     args = [sys.executable, os.path.abspath(__file__), "--as_coordinator", str(run), "--jobs", json.dumps(jobs)]
     try:
-        out = subprocess.run(args, env=env, cwd=REPO, capture_output=True, timeout=COORDINATOR_TIMEOUT,
-                             preexec_fn=_die_with_parent(os.getpid()))
+        out = subprocess.run(
+            args,
+            env=env,
+            cwd=REPO,
+            capture_output=True,
+            timeout=COORDINATOR_TIMEOUT,
+            preexec_fn=_die_with_parent(os.getpid()),
+        )
     except subprocess.TimeoutExpired:  # subprocess.run has killed and reaped it
         raise RuntimeError("coordinator %d took over %ds" % (run, COORDINATOR_TIMEOUT)) from None
     lines = out.stdout.decode(errors="replace").strip().splitlines()
     if out.returncode or not lines:
-        raise RuntimeError("coordinator %d failed (exit %d): %s" % (run, out.returncode,
-                                                                  out.stderr.decode(errors="replace")[-3000:]))
+        raise RuntimeError(
+            "coordinator %d failed (exit %d): %s" % (run, out.returncode, out.stderr.decode(errors="replace")[-3000:])
+        )
     return json.loads(lines[-1])
 
 
 def measure():
     jobs = {role: ["localhost:%d" % _free_port()] for role in ("chief", "ps", "worker")}
     # TF's guide asks for it on every task of a parameter-server cluster; tf2_mapreduce sets it.
-    env = dict(os.environ, GRPC_FAIL_FAST="use_caller", TF_CPP_MIN_LOG_LEVEL="2",
-               PYTHONPATH=os.pathsep.join(filter(None, [REPO, os.environ.get("PYTHONPATH")])))
+    env = dict(
+        os.environ,
+        GRPC_FAIL_FAST="use_caller",
+        TF_CPP_MIN_LOG_LEVEL="2",
+        PYTHONPATH=os.pathsep.join(filter(None, [REPO, os.environ.get("PYTHONPATH")])),
+    )
     servers = []
     try:
         for role in ("ps", "worker"):
-            servers.append(subprocess.Popen(
-                [sys.executable, os.path.abspath(__file__), "--as_server", role, "--jobs", json.dumps(jobs)],
-                env=env, cwd=REPO, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                preexec_fn=_die_with_parent(os.getpid())))
+            servers.append(
+                subprocess.Popen(
+                    [sys.executable, os.path.abspath(__file__), "--as_server", role, "--jobs", json.dumps(jobs)],
+                    env=env,
+                    cwd=REPO,
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
+                    preexec_fn=_die_with_parent(os.getpid()),
+                )
+            )
         deadline = time.monotonic() + SERVER_START_TIMEOUT
         while not all(_accepts(jobs[role][0]) for role in ("ps", "worker")):
             if any(server.poll() is not None for server in servers):
@@ -174,21 +196,31 @@ def main():
     failed = 0
     # The first coordinator must find a new ps empty and see its own writes, or
     # nothing the second one reads means anything.
-    sane = (not any(first["before"].values())
-            and all(first["after"][key] == 1 for key in ("default_table", "run_table", "kept_table", "variable"))
-            and first["after"]["released_table"] == "freed")
+    sane = (
+        not any(first["before"].values())
+        and all(first["after"][key] == 1 for key in ("default_table", "run_table", "kept_table", "variable"))
+        and first["after"]["released_table"] == "freed"
+    )
     failed += not sane
-    print("%s  R0 first coordinator on a new ps: read %s, then %s" % ("PASS" if sane else "FAIL", first["before"],
-                                                                       first["after"]))
+    print(
+        "%s  R0 first coordinator on a new ps: read %s, then %s"
+        % ("PASS" if sane else "FAIL", first["before"], first["after"])
+    )
     for fact_id, key, expected, fact in FACTS:
         seen = second["before"][key]
         failed += seen != expected
-        print("%s  %s %s: second coordinator read %d (docs/runtime.md: %d)" % (
-            "PASS" if seen == expected else "FAIL", fact_id, fact, seen, expected))
-    print("SKIP  R6 tf.CriticalSection(name=...) without shared_name: its mutex handle is not public API "
-          "(docs/runtime.md)")
-    print("%d of %d facts as documented, in %.1f s" % (len(FACTS) + 1 - failed, len(FACTS) + 1,
-                                                       time.monotonic() - started))
+        print(
+            "%s  %s %s: second coordinator read %d (docs/runtime.md: %d)"
+            % ("PASS" if seen == expected else "FAIL", fact_id, fact, seen, expected)
+        )
+    print(
+        "SKIP  R6 tf.CriticalSection(name=...) without shared_name: its mutex handle is not public API "
+        "(docs/runtime.md)"
+    )
+    print(
+        "%d of %d facts as documented, in %.1f s"
+        % (len(FACTS) + 1 - failed, len(FACTS) + 1, time.monotonic() - started)
+    )
     return 1 if failed else 0
 
 

@@ -34,8 +34,16 @@ from tf2_mapreduce import output  # noqa: E402  (its unescape reads a per-key ta
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 JOBS = ("wordcount", "wc", "wordfreq")
-FAULTS = ("kill_worker", "kill_two_workers", "restart_worker", "kill_ps", "kill_coordinator", "stop_worker",
-          "second_job", "cut_link")
+FAULTS = (
+    "kill_worker",
+    "kill_two_workers",
+    "restart_worker",
+    "kill_ps",
+    "kill_coordinator",
+    "stop_worker",
+    "second_job",
+    "cut_link",
+)
 NUM_PS, NUM_WORKERS = 2, 3
 COORDINATOR_TIMEOUT = 240  # seconds a coordinator may run before the round fails
 SERVER_EXIT = 45  # seconds servers get to exit by themselves once the coordinator has exited
@@ -106,8 +114,10 @@ def check_result(job, path, expected):
             wrong = sorted(w for w in set(got) | set(counts) if got.get(w) != counts.get(w))
             if not wrong:
                 raise Failed("the table's counts are right but its order is not")
-            raise Failed("%d of %d words wrong, first %r: %s, oracle %s"
-                         % (len(wrong), len(counts), wrong[0], got.get(wrong[0]), counts.get(wrong[0])))
+            raise Failed(
+                "%d of %d words wrong, first %r: %s, oracle %s"
+                % (len(wrong), len(counts), wrong[0], got.get(wrong[0]), counts.get(wrong[0]))
+            )
         return
     with open(path) as f:
         document = json.load(f)
@@ -116,8 +126,10 @@ def check_result(job, path, expected):
     want = {p: (values if job == "wc" else values[1:2]) for p, values in per_file.items()}
     if got != want:
         wrong = sorted(p for p in set(got) | set(want) if got.get(p) != want.get(p))
-        raise Failed("%d of %d files wrong, first %s: %s, oracle %s" % (
-            len(wrong), len(want), wrong[0], got.get(wrong[0]), want.get(wrong[0])))
+        raise Failed(
+            "%d of %d files wrong, first %s: %s, oracle %s"
+            % (len(wrong), len(want), wrong[0], got.get(wrong[0]), want.get(wrong[0]))
+        )
     totals = tuple(sum(v[k] for v in want.values()) for k in range(len(names)))
     got_totals = tuple(document["totals"][n] for n in names) if job == "wc" else (document["total_words"],)
     if got_totals != totals:
@@ -125,6 +137,7 @@ def check_result(job, path, expected):
 
 
 # ---------------------------------------------------------------- hosts
+
 
 def _ip(*args):
     subprocess.run(["ip", *args], check=True, capture_output=True, timeout=30)
@@ -173,8 +186,20 @@ class Namespaces:
                 namespace = "%s-%d" % (self.prefix, i)
                 self._add(namespace)
                 host_end, switch_end = "sk%dh%d" % (tag % 1000, i), "sk%ds%d" % (tag % 1000, i)
-                _ip("link", "add", host_end, "netns", namespace, "type", "veth", "peer", "name", switch_end,
-                    "netns", self.switch)
+                _ip(
+                    "link",
+                    "add",
+                    host_end,
+                    "netns",
+                    namespace,
+                    "type",
+                    "veth",
+                    "peer",
+                    "name",
+                    switch_end,
+                    "netns",
+                    self.switch,
+                )
                 _ip("-n", self.switch, "link", "set", switch_end, "master", "br0", "up")
                 address = "10.78.%d.%d" % (tag % 250, i + 1)
                 _ip("-n", namespace, "addr", "add", address + "/24", "dev", host_end)
@@ -203,6 +228,7 @@ class Namespaces:
 
 # ---------------------------------------------------------------- one round
 
+
 class Round:
     """One round: a cluster, its coordinator runs, one fault, the checks."""
 
@@ -216,9 +242,11 @@ class Round:
         self.tasks = [("ps", i) for i in range(NUM_PS)] + [("worker", i) for i in range(NUM_WORKERS)]
         names = ["chief"] + ["%s%d" % task for task in self.tasks]
         self.hosts = Namespaces(names, number) if fault == "cut_link" else Loopback(names)
-        self.jobs = {"chief": [self.hosts.addresses["chief"]],
-                     "ps": [self.hosts.addresses["ps%d" % i] for i in range(NUM_PS)],
-                     "worker": [self.hosts.addresses["worker%d" % i] for i in range(NUM_WORKERS)]}
+        self.jobs = {
+            "chief": [self.hosts.addresses["chief"]],
+            "ps": [self.hosts.addresses["ps%d" % i] for i in range(NUM_PS)],
+            "worker": [self.hosts.addresses["worker%d" % i] for i in range(NUM_WORKERS)],
+        }
         self.servers = {}  # (role, index) -> Popen of its current process
         self.killed = set()  # tasks killed and not restarted: they are not expected to exit
         # Tasks restarted after they had been told the job was over: servers of no job,
@@ -226,11 +254,15 @@ class Round:
         self.after_the_end = set()
         self.children = []
         self.runs = 0
-        self.flags = ["--checkpoint_every=%.1f" % self.rng.uniform(0.3, 3.0),
-                      "--files_per_step=%d" % self.rng.randint(1, 4),
-                      "--read_size=%d" % self.rng.choice([16 << 10, 64 << 10, 256 << 10]),
-                      "--progress_every=0.5", "--worker_timeout=60", "--connect_timeout=%d" % CONNECT_TIMEOUT,
-                      "--shutdown_timeout=%d" % SHUTDOWN_TIMEOUT]
+        self.flags = [
+            "--checkpoint_every=%.1f" % self.rng.uniform(0.3, 3.0),
+            "--files_per_step=%d" % self.rng.randint(1, 4),
+            "--read_size=%d" % self.rng.choice([16 << 10, 64 << 10, 256 << 10]),
+            "--progress_every=0.5",
+            "--worker_timeout=60",
+            "--connect_timeout=%d" % CONNECT_TIMEOUT,
+            "--shutdown_timeout=%d" % SHUTDOWN_TIMEOUT,
+        ]
         # Seconds after the coordinator starts: while it imports TensorFlow and connects
         # (about 4 s here), while the job runs, or after it ended.
         self.moment = self.rng.uniform(0.0, 10.0)
@@ -244,16 +276,26 @@ class Round:
 
     def spawn(self, host, argv, env, log):
         with open(os.path.join(self.dir, log), "ab") as out:
-            proc = subprocess.Popen(self.hosts.command(host, argv), env=env, cwd=REPO, stdin=subprocess.DEVNULL,
-                                    stdout=out, stderr=subprocess.STDOUT, preexec_fn=_die_with_the_soak)
+            proc = subprocess.Popen(
+                self.hosts.command(host, argv),
+                env=env,
+                cwd=REPO,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                preexec_fn=_die_with_the_soak,
+            )
         self.children.append(proc)
         return proc
 
     def start_server(self, role, index, *flags):
         self.servers[role, index] = self.spawn(
-            "%s%d" % (role, index), [sys.executable, "-m", "tf2_mapreduce.server", "--idle_timeout=300", *flags],
-            self.env(role, index), "%s%d.log" % (role, index))
-        if (role, index) in self.killed and "the job is over" in self.log_tail("%s%d.log" % (role, index), 10 ** 6):
+            "%s%d" % (role, index),
+            [sys.executable, "-m", "tf2_mapreduce.server", "--idle_timeout=300", *flags],
+            self.env(role, index),
+            "%s%d.log" % (role, index),
+        )
+        if (role, index) in self.killed and "the job is over" in self.log_tail("%s%d.log" % (role, index), 10**6):
             self.after_the_end.add((role, index))
             self.notes.append("%s %d restarted after it was told the job was over" % (role, index))
         self.killed.discard((role, index))
@@ -262,7 +304,7 @@ class Round:
         """Blocks until every server has said it serves (they boot in parallel)."""
         deadline = time.monotonic() + timeout
         for role, index in self.tasks:
-            while "serving on" not in self.log_tail("%s%d.log" % (role, index), lines=10 ** 6):
+            while "serving on" not in self.log_tail("%s%d.log" % (role, index), lines=10**6):
                 if self.servers[role, index].poll() is not None or time.monotonic() > deadline:
                     raise Failed("%s %d did not start: %s" % (role, index, self.log_tail("%s%d.log" % (role, index))))
                 time.sleep(0.1)  # polls the log the server writes once it serves
@@ -274,8 +316,20 @@ class Round:
 
     def coordinator(self, job, output, checkpoint_dir, *extra):
         self.runs += 1
-        argv = [sys.executable, "-m", "tf2_mapreduce.coordinator", "--job=%s" % job, "--input", self.corpus,
-                "--output", output, "--checkpoint_dir", checkpoint_dir, *self.flags, *extra]
+        argv = [
+            sys.executable,
+            "-m",
+            "tf2_mapreduce.coordinator",
+            "--job=%s" % job,
+            "--input",
+            self.corpus,
+            "--output",
+            output,
+            "--checkpoint_dir",
+            checkpoint_dir,
+            *self.flags,
+            *extra,
+        ]
         return self.spawn("chief", argv, self.env("chief", 0), "coordinator-%d.log" % self.runs)
 
     def output(self, job, n=0):
@@ -287,7 +341,11 @@ class Round:
                 text = f.read().decode(errors="replace")
         except OSError:
             return "(no log)"
-        kept = [line for line in text.splitlines() if line.strip() and not line.startswith(("W0000", "I0000", "E0000", "WARNING"))]
+        kept = [
+            line
+            for line in text.splitlines()
+            if line.strip() and not line.startswith(("W0000", "I0000", "E0000", "WARNING"))
+        ]
         return " | ".join(kept[-lines:])
 
     def finish(self, proc, expect=(0,)):
@@ -295,11 +353,15 @@ class Round:
         try:
             code = proc.wait(COORDINATOR_TIMEOUT)
         except subprocess.TimeoutExpired:
-            raise Failed("coordinator run %d still running after %ds: %s"
-                         % (self.runs, COORDINATOR_TIMEOUT, self.log_tail("coordinator-%d.log" % self.runs))) from None
+            raise Failed(
+                "coordinator run %d still running after %ds: %s"
+                % (self.runs, COORDINATOR_TIMEOUT, self.log_tail("coordinator-%d.log" % self.runs))
+            ) from None
         if code not in expect:
-            raise Failed("coordinator run %d exited %d, expected %s: %s"
-                         % (self.runs, code, " or ".join(map(str, expect)), self.log_tail("coordinator-%d.log" % self.runs)))
+            raise Failed(
+                "coordinator run %d exited %d, expected %s: %s"
+                % (self.runs, code, " or ".join(map(str, expect)), self.log_tail("coordinator-%d.log" % self.runs))
+            )
         return code
 
     def at_the_moment(self, proc):
@@ -331,7 +393,7 @@ class Round:
 
     def job_started(self):
         """Whether the running coordinator has reported progress: it is connected."""
-        return "tf2_mapreduce: [" in self.log_tail("coordinator-%d.log" % self.runs, lines=10 ** 6)
+        return "tf2_mapreduce: [" in self.log_tail("coordinator-%d.log" % self.runs, lines=10**6)
 
     def fault_kill_worker(self, first, count=1):
         if not self.at_the_moment(first):
@@ -418,11 +480,14 @@ class Round:
         check_result(self.job, self.output(self.job), self.expected)
         # The next job kind, on the same servers, with a checkpoint directory of its own.
         second = JOBS[(JOBS.index(self.job) + 1) % len(JOBS)]
-        self.finish(self.coordinator(second, self.output(second, 1), os.path.join(self.dir, "ckpt-2"), "--keep_serving"))
+        self.finish(
+            self.coordinator(second, self.output(second, 1), os.path.join(self.dir, "ckpt-2"), "--keep_serving")
+        )
         check_result(second, self.output(second, 1), self.expected)
         # And the first job again: every count from empty tables.
-        self.finish(self.coordinator(self.job, self.output(self.job, 2), os.path.join(self.dir, "ckpt-3"),
-                                     "--keep_serving"))
+        self.finish(
+            self.coordinator(self.job, self.output(self.job, 2), os.path.join(self.dir, "ckpt-3"), "--keep_serving")
+        )
         check_result(self.job, self.output(self.job, 2), self.expected)
 
     def check_servers(self, kept):
@@ -433,12 +498,16 @@ class Round:
                 continue
             if kept:
                 if proc.poll() is not None:
-                    raise Failed("kept %s %d exited with %d: %s" % (*task, proc.returncode, self.log_tail("%s%d.log" % task)))
+                    raise Failed(
+                        "kept %s %d exited with %d: %s" % (*task, proc.returncode, self.log_tail("%s%d.log" % task))
+                    )
                 continue
             try:
                 code = proc.wait(max(0.1, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
-                raise Failed("%s %d still running %ds after the job: %s" % (*task, SERVER_EXIT, self.log_tail("%s%d.log" % task))) from None
+                raise Failed(
+                    "%s %d still running %ds after the job: %s" % (*task, SERVER_EXIT, self.log_tail("%s%d.log" % task))
+                ) from None
             if code != 0:
                 raise Failed("%s %d exited with %d: %s" % (*task, code, self.log_tail("%s%d.log" % task)))
 
@@ -474,6 +543,7 @@ def leftovers(mark):
 
 # ---------------------------------------------------------------- the soak
 
+
 def plan(seed, rounds, faults):
     """(job, fault) of each round: the first rounds cover every fault once, in an order
     drawn from the seed; later rounds draw their fault at random."""
@@ -492,7 +562,9 @@ def main():
     parser.add_argument("--seed", type=int, default=None, help="default: a new random seed, printed")
     parser.add_argument("--round", type=int, default=None, help="run only this round of --seed (a replay)")
     parser.add_argument("--faults", default=",".join(FAULTS), help="comma-separated faults to draw from")
-    parser.add_argument("--work_dir", default=None, help="default: a temporary directory, removed unless a round failed")
+    parser.add_argument(
+        "--work_dir", default=None, help="default: a temporary directory, removed unless a round failed"
+    )
     args = parser.parse_args()
     seed = args.seed if args.seed is not None else int.from_bytes(os.urandom(4), "big")
     faults = [f for f in args.faults.split(",") if f]
@@ -506,8 +578,11 @@ def main():
     rounds = plan(seed, max(args.rounds, (args.round or 0) + 1), faults)
     chosen = [args.round] if args.round is not None else range(args.rounds)
     work_dir = args.work_dir or tempfile.mkdtemp(prefix="tf2_mapreduce-soak-")
-    print("soak: seed %d, %d round(s), faults %s; replay a round with: python scripts/soak.py --seed %d --round N"
-          % (seed, len(chosen), ",".join(faults), seed), flush=True)
+    print(
+        "soak: seed %d, %d round(s), faults %s; replay a round with: python scripts/soak.py --seed %d --round N"
+        % (seed, len(chosen), ",".join(faults), seed),
+        flush=True,
+    )
     corpus = os.path.join(work_dir, "corpus")
     paths = write_corpus(corpus, random.Random(1))
     expected = oracle(paths)
@@ -530,8 +605,11 @@ def main():
             tally[key][0] += 1
             tally[key][1] += verdict == "ok"
         notes = " (%s)" % "; ".join(one.notes) if one.notes else ""
-        print("round %d: job=%s fault=%s at=%.1fs -> %s%s (%.1fs)"
-              % (number, job, fault, one.moment, verdict, notes, time.monotonic() - started), flush=True)
+        print(
+            "round %d: job=%s fault=%s at=%.1fs -> %s%s (%.1fs)"
+            % (number, job, fault, one.moment, verdict, notes, time.monotonic() - started),
+            flush=True,
+        )
         if verdict == "ok":
             shutil.rmtree(one.dir, ignore_errors=True)
     print("soak: seed %d: %d of %d round(s) passed" % (seed, len(chosen) - len(failed), len(chosen)))
@@ -539,8 +617,10 @@ def main():
         if key in tally:
             print("  %-18s %3d rounds, %3d passed" % (key, *tally[key]))
     if failed:
-        print("soak: failed rounds %s; logs in %s; replay: python scripts/soak.py --seed %d --round N"
-              % (failed, work_dir, seed))
+        print(
+            "soak: failed rounds %s; logs in %s; replay: python scripts/soak.py --seed %d --round N"
+            % (failed, work_dir, seed)
+        )
         return 1
     if not args.work_dir:
         shutil.rmtree(work_dir, ignore_errors=True)

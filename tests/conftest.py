@@ -96,8 +96,9 @@ def inprocess():
     }
     cluster = cluster_lib.Cluster(jobs, "chief", 0)
     servers = cluster_lib.start_in_process(cluster)
-    resolver = tf.distribute.cluster_resolver.SimpleClusterResolver(tf.train.ClusterSpec(jobs), task_type="chief",
-                                                                    task_id=0, rpc_layer="grpc")
+    resolver = tf.distribute.cluster_resolver.SimpleClusterResolver(
+        tf.train.ClusterSpec(jobs), task_type="chief", task_id=0, rpc_layer="grpc"
+    )
     devices = ["/job:%s/replica:0/task:%d/device:CPU:0" % (role, i) for role, i, _ in cluster.tasks()]
     yield cluster, runner.connect(resolver, devices)
     del servers
@@ -118,8 +119,9 @@ class Processes:
 
     def start(self, args, env, log_path):
         log = open(log_path, "wb")
-        proc = subprocess.Popen(args, env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                preexec_fn=die_with_the_tests)
+        proc = subprocess.Popen(
+            args, env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, preexec_fn=die_with_the_tests
+        )
         log.close()
         self.procs.append(proc)
         return proc
@@ -196,10 +198,22 @@ class ConfiguredCluster:
         ports = [portpicker.pick_unused_port() for _ in range(1 + num_ps + num_workers)]
         hosts = ["localhost:%d" % p for p in ports]
         subprocess.run(
-            [sys.executable, os.path.join(SCRIPTS, "make_configs.py"), "--out_dir", self.dir,
-             "--chief_host", hosts[0], "--ps_hosts", ",".join(hosts[1:1 + num_ps]),
-             "--worker_hosts", ",".join(hosts[1 + num_ps:])],
-            check=True, capture_output=True, timeout=60)
+            [
+                sys.executable,
+                os.path.join(SCRIPTS, "make_configs.py"),
+                "--out_dir",
+                self.dir,
+                "--chief_host",
+                hosts[0],
+                "--ps_hosts",
+                ",".join(hosts[1 : 1 + num_ps]),
+                "--worker_hosts",
+                ",".join(hosts[1 + num_ps :]),
+            ],
+            check=True,
+            capture_output=True,
+            timeout=60,
+        )
         self.tasks = [("ps", i) for i in range(num_ps)] + [("worker", i) for i in range(num_workers)]
         self.addresses = dict(zip([("chief", 0)] + self.tasks, hosts))
         self.servers = {}
@@ -213,7 +227,9 @@ class ConfiguredCluster:
         server = wrap([sys.executable, "-m", "tf2_mapreduce.server", *flags])
         proc = self.processes.start(
             ["bash", "-c", 'source "$1" && shift && exec "$@"', "-", self.config(role, index), *server],
-            env=task_env(), log_path=os.path.join(self.dir, "%s-%d.log" % (role, index)))
+            env=task_env(),
+            log_path=os.path.join(self.dir, "%s-%d.log" % (role, index)),
+        )
         self.servers[role, index] = proc
         return proc
 
@@ -222,8 +238,12 @@ class ConfiguredCluster:
             self.start(role, index, *flags)
 
     def chief_env(self):
-        out = subprocess.run(["bash", "-c", 'source "$1" && printf %s "$TF_CONFIG"', "-", self.config("chief", 0)],
-                             capture_output=True, check=True, timeout=30)
+        out = subprocess.run(
+            ["bash", "-c", 'source "$1" && printf %s "$TF_CONFIG"', "-", self.config("chief", 0)],
+            capture_output=True,
+            check=True,
+            timeout=30,
+        )
         return task_env(TF_CONFIG=out.stdout.decode())
 
     def exit_codes(self):
@@ -253,16 +273,20 @@ def assert_matches_oracle(result, paths):
     assert result["bytes"] == sum(os.path.getsize(p) for p in paths)
 
 
-
-
 class LiveCoordinator:
     """`python -m tf2_mapreduce.coordinator` running in the background; its stderr
     is read as it comes, so a test can act at a point the job reports reaching."""
 
     def __init__(self, args, env, processes, log_path, command=None):
         self.proc = subprocess.Popen(
-            (command or [sys.executable, "-m", "tf2_mapreduce.coordinator"]) + list(args), env=env, cwd=REPO,
-            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, preexec_fn=die_with_the_tests)
+            (command or [sys.executable, "-m", "tf2_mapreduce.coordinator"]) + list(args),
+            env=env,
+            cwd=REPO,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            preexec_fn=die_with_the_tests,
+        )
         processes.procs.append(self.proc)
         self.lines = queue.Queue()
         self.stderr = []
@@ -340,7 +364,7 @@ def write_zipf_corpus(directory, num_files, distinct=20_000, samples=60_000, see
     paths = []
     per_file = -(-len(tokens) // num_files)
     for n in range(num_files):
-        chunk = tokens[n * per_file:(n + 1) * per_file]
+        chunk = tokens[n * per_file : (n + 1) * per_file]
         path = os.path.join(directory, "z%04d.txt" % n)
         with open(path, "wb") as f:
             for word in chunk:

@@ -22,7 +22,7 @@ SCRIPT_TIMEOUT = 300
 def readme_example():
     with open(os.path.join(REPO, "README.md"), encoding="utf-8") as f:
         readme = f.read()
-    section = readme[readme.index("## From Python"):]
+    section = readme[readme.index("## From Python") :]
     return re.search(r"```python\n(.*?)```", section, re.S).group(1)
 
 
@@ -32,8 +32,13 @@ def sample_paths():
 
 
 def test_the_readmes_python_example_runs_as_written(tmp_path):
-    run = subprocess.run([sys.executable, "-c", readme_example()], cwd=str(tmp_path), env=task_env(),
-                         capture_output=True, timeout=SCRIPT_TIMEOUT)
+    run = subprocess.run(
+        [sys.executable, "-c", readme_example()],
+        cwd=str(tmp_path),
+        env=task_env(),
+        capture_output=True,
+        timeout=SCRIPT_TIMEOUT,
+    )
     assert run.returncode == 0, run.stderr.decode(errors="replace")[-3000:]
     oracle = oracle_counter(sample_paths())
     lines = run.stdout.decode().splitlines()
@@ -90,8 +95,12 @@ def test_a_script_runs_several_jobs_cancels_and_resumes_on_a_real_cluster(tmp_pa
     for role, index in cluster.tasks:
         wait_serving(cluster, role, index)
     missing = str(tmp_path / "missing.txt")
-    run = subprocess.run([sys.executable, "-c", DRIVER, corpus, missing, str(tmp_path / "ckpt")],
-                         env=cluster.chief_env(), capture_output=True, timeout=SCRIPT_TIMEOUT)
+    run = subprocess.run(
+        [sys.executable, "-c", DRIVER, corpus, missing, str(tmp_path / "ckpt")],
+        env=cluster.chief_env(),
+        capture_output=True,
+        timeout=SCRIPT_TIMEOUT,
+    )
     assert run.returncode == 0, run.stderr.decode(errors="replace")[-3000:]
     report = json.loads(run.stdout.decode().splitlines()[-1])
 
@@ -99,13 +108,16 @@ def test_a_script_runs_several_jobs_cancels_and_resumes_on_a_real_cluster(tmp_pa
         return collections.Counter({bytes.fromhex(w): c for w, c in table})
 
     assert as_counter(report["table"]) == oracle and len(report["table"]) == len(oracle)
-    assert [(bytes.fromhex(w), c) for w, c in report["top"]] == sorted(oracle.items(), key=lambda kv: (-kv[1], kv[0]))[:5]
+    assert [(bytes.fromhex(w), c) for w, c in report["top"]] == sorted(oracle.items(), key=lambda kv: (-kv[1], kv[0]))[
+        :5
+    ]
     contents = {}
     for path in paths:
         with open(path, "rb") as f:
             contents[path] = f.read()
-    assert report["wc"]["per_file"] == {p: [d.count(b"\n") + (not d.endswith(b"\n") and d != b""), len(d.split()), len(d)]
-                                        for p, d in contents.items()}
+    assert report["wc"]["per_file"] == {
+        p: [d.count(b"\n") + (not d.endswith(b"\n") and d != b""), len(d.split()), len(d)] for p, d in contents.items()
+    }
     assert report["wc"]["total"] == [sum(v[i] for v in report["wc"]["per_file"].values()) for i in range(3)]
     assert report["wc"]["skipped"] == [[missing, "no such file or directory"]]
     cancelled = report["cancelled"]

@@ -50,8 +50,12 @@ def test_inputs_that_change_between_listing_and_reading(tmp_path, processes, pol
     sizes = {p: os.path.getsize(p) for p in paths}
     cluster = ConfiguredCluster(tmp_path, processes, num_ps=1, num_workers=2)
     output = str(tmp_path / "result.json")
-    job = LiveCoordinator(["--input", "@%s" % listing, "--on_error", policy, "--files_per_step", "4", "--output", output],
-                          cluster.chief_env(), processes, tmp_path / "coordinator.log")
+    job = LiveCoordinator(
+        ["--input", "@%s" % listing, "--on_error", policy, "--files_per_step", "4", "--output", output],
+        cluster.chief_env(),
+        processes,
+        tmp_path / "coordinator.log",
+    )
     job.wait_for(r"wordcount over 20 files")  # listed; no server is up yet, so nothing was read
     reasons = change_after_listing(root, paths)
     reasons[paths[1]] %= sizes[paths[1]]

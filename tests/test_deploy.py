@@ -14,8 +14,9 @@ from tf2_mapreduce import sources
 
 
 def make_k8s(*args):
-    return subprocess.run([sys.executable, os.path.join(SCRIPTS, "make_k8s.py"), *args],
-                          capture_output=True, timeout=60)
+    return subprocess.run(
+        [sys.executable, os.path.join(SCRIPTS, "make_k8s.py"), *args], capture_output=True, timeout=60
+    )
 
 
 def documents(text):
@@ -25,9 +26,25 @@ def documents(text):
 
 
 def test_manifest_has_a_service_and_a_job_per_task_agreeing_on_one_cluster():
-    out = make_k8s("--name", "wc", "--image", "registry.example/tf2-mapreduce:0.1", "--namespace", "data",
-                   "--num_ps", "2", "--num_workers", "3", "--port", "2222",
-                   "--", "--input", "gs://bucket/corpus", "--checkpoint_dir", "gs://bucket/ckpt/wc")
+    out = make_k8s(
+        "--name",
+        "wc",
+        "--image",
+        "registry.example/tf2-mapreduce:0.1",
+        "--namespace",
+        "data",
+        "--num_ps",
+        "2",
+        "--num_workers",
+        "3",
+        "--port",
+        "2222",
+        "--",
+        "--input",
+        "gs://bucket/corpus",
+        "--checkpoint_dir",
+        "gs://bucket/ckpt/wc",
+    )
     assert out.returncode == 0, out.stderr
     objects = documents(out.stdout.decode())
     services = {o["metadata"]["name"]: o for o in objects if o["kind"] == "Service"}
@@ -42,8 +59,13 @@ def test_manifest_has_a_service_and_a_job_per_task_agreeing_on_one_cluster():
         pod = job["spec"]["template"]
         # The Service selects this task's pod and no other.
         assert service["spec"]["selector"].items() <= pod["metadata"]["labels"].items()
-        assert sum(service["spec"]["selector"].items() <= j["spec"]["template"]["metadata"]["labels"].items()
-                   for j in jobs.values()) == 1
+        assert (
+            sum(
+                service["spec"]["selector"].items() <= j["spec"]["template"]["metadata"]["labels"].items()
+                for j in jobs.values()
+            )
+            == 1
+        )
         (container,) = pod["spec"]["containers"]
         env = {e["name"]: e["value"] for e in container["env"]}
         role = pod["metadata"]["labels"][sources.K8S_ROLE_LABEL]
@@ -55,18 +77,28 @@ def test_manifest_has_a_service_and_a_job_per_task_agreeing_on_one_cluster():
         assert pod["spec"]["restartPolicy"] == "OnFailure"
         clusters.append(parsed.jobs)
         if role == "chief":
-            assert container["command"] == ["python", "-m", "tf2_mapreduce.coordinator", "--input", "gs://bucket/corpus",
-                                             "--checkpoint_dir", "gs://bucket/ckpt/wc"]
+            assert container["command"] == [
+                "python",
+                "-m",
+                "tf2_mapreduce.coordinator",
+                "--input",
+                "gs://bucket/corpus",
+                "--checkpoint_dir",
+                "gs://bucket/ckpt/wc",
+            ]
         else:
             assert container["command"] == ["python", "-m", "tf2_mapreduce.server"]
     assert all(c == clusters[0] for c in clusters)
     assert {role: len(addresses) for role, addresses in clusters[0].items()} == {"chief": 1, "ps": 2, "worker": 3}
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--name", "WC_1", "--image", "i"], "--name='WC_1': use lower-case letters"),
-    (["--name", "wc"], "--image"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--name", "WC_1", "--image", "i"], "--name='WC_1': use lower-case letters"),
+        (["--name", "wc"], "--image"),
+    ],
+)
 def test_bad_manifest_flags_are_refused(args, message):
     out = make_k8s(*args)
     assert out.returncode != 0 and not out.stdout

@@ -32,8 +32,17 @@ def corpus(tmp_path_factory):
 
 
 def job_args(corpus, tmp_path, *extra):
-    return ["--input", corpus[0], "--files_per_step", "1", "--progress_every", "0.2",
-            "--output", str(tmp_path / "result.json"), *extra]
+    return [
+        "--input",
+        corpus[0],
+        "--files_per_step",
+        "1",
+        "--progress_every",
+        "0.2",
+        "--output",
+        str(tmp_path / "result.json"),
+        *extra,
+    ]
 
 
 def assert_exact(tmp_path, corpus):
@@ -63,8 +72,12 @@ def test_killed_worker_is_survived_and_a_restarted_one_rejoins(tmp_path, process
     cluster = ConfiguredCluster(tmp_path, processes, num_ps=1, num_workers=2)
     cluster.start_all()
     # A stall (the restarted worker not re-admitted) fails the test within a minute.
-    job = LiveCoordinator(job_args(corpus, tmp_path, "--worker_timeout", "60"), cluster.chief_env(), processes,
-                          tmp_path / "coordinator.log")
+    job = LiveCoordinator(
+        job_args(corpus, tmp_path, "--worker_timeout", "60"),
+        cluster.chief_env(),
+        processes,
+        tmp_path / "coordinator.log",
+    )
     job.wait_for_files(100)
     cluster.servers["worker", 0].kill()
     # Restarted with a short idle timeout: it outlives it only if the coordinator's
@@ -96,8 +109,10 @@ def test_no_worker_left_stops_after_worker_timeout_then_resumes(tmp_path, proces
     code, _, stderr = job.finish()
     assert code == 3
     assert time.monotonic() - killed < 30
-    assert ("error: no map step finished for 3s (--worker_timeout) and every worker is down: worker 0 at %s"
-            % cluster.addresses["worker", 0]) in stderr
+    assert (
+        "error: no map step finished for 3s (--worker_timeout) and every worker is down: worker 0 at %s"
+        % cluster.addresses["worker", 0]
+    ) in stderr
     saved = int(job_saved(stderr))
     assert saved >= 100
     # The ps was not told to exit: the rerun needs it, with new workers.
@@ -167,8 +182,15 @@ def wait_until_gone(pid, timeout=30):
 
 
 def test_local_cluster_dies_with_its_coordinator_and_a_rerun_resumes(tmp_path, processes, corpus):
-    args = job_args(corpus, tmp_path, "--checkpoint_dir", str(tmp_path / "ckpt"), "--checkpoint_every", "0.5",
-                    "--local_cluster=processes")
+    args = job_args(
+        corpus,
+        tmp_path,
+        "--checkpoint_dir",
+        str(tmp_path / "ckpt"),
+        "--checkpoint_every",
+        "0.5",
+        "--local_cluster=processes",
+    )
     job = LiveCoordinator(args, task_env(), processes, tmp_path / "coordinator.log")
     saved = int(job.wait_for(r"checkpoint saved: ([1-9]\d*) of").group(1))
     assert len(servers_of(job.proc.pid)) == 3
@@ -234,8 +256,18 @@ def test_killed_worker_while_a_large_file_is_counted_in_pieces(tmp_path, process
     # 1 KB pieces, one a step: about 180 steps over a single file of 180 KB. (With 8 KB
     # pieces, 23 steps, the job could end between two progress reports, and there was
     # no report of the file half done to act on.)
-    args = ["--input", str(big), "--read_size", "1024", "--files_per_step", "1", "--progress_every", "0.2",
-            "--output", str(tmp_path / "result.json")]
+    args = [
+        "--input",
+        str(big),
+        "--read_size",
+        "1024",
+        "--files_per_step",
+        "1",
+        "--progress_every",
+        "0.2",
+        "--output",
+        str(tmp_path / "result.json"),
+    ]
     job = LiveCoordinator(args, cluster.chief_env(), processes, tmp_path / "coordinator.log")
     done = job.wait_for(r"\] 0/1 files \(0%\), ([1-9][\d.]*) (KB|MB) of")
     cluster.servers["worker", 1].kill()

@@ -38,8 +38,14 @@ def test_total_and_per_file_counts_match_oracle(inprocess, corpus, max_pieces):
 
 def test_progress_reports_are_consistent(inprocess, corpus):
     reports = []
-    result = runner.JobRun(WORDCOUNT, corpus, inprocess[1], inprocess[0], runner.Options(max_pieces=1, progress_every=0.1),
-                           on_progress=reports.append).run()
+    result = runner.JobRun(
+        WORDCOUNT,
+        corpus,
+        inprocess[1],
+        inprocess[0],
+        runner.Options(max_pieces=1, progress_every=0.1),
+        on_progress=reports.append,
+    ).run()
     assert reports[-1].files_done == len(corpus) and reports[-1].value == result.total
     for before, after in zip(reports, reports[1:]):
         assert before.files_done <= after.files_done and before.value <= after.value
@@ -68,8 +74,9 @@ def test_file_gone_at_read_time_fails_the_job_naming_it(inprocess, corpus, tmp_p
     gone = inputs.InputFile(str(tmp_path / "deleted after listing.txt"), 10, 0)
     with pytest.raises(JobFailed) as e:
         run(inprocess, corpus[:5] + [gone] + corpus[5:], max_pieces=2)
-    assert str(e.value) == ("a map step failed: %s: no such file or directory (it was there when the inputs were listed)"
-                            % gone.path)
+    assert str(e.value) == (
+        "a map step failed: %s: no such file or directory (it was there when the inputs were listed)" % gone.path
+    )
     # The coordinator is usable for the next job after a failed one.
     assert run(inprocess, corpus).total == oracle_words(f.path for f in corpus)
 
@@ -77,9 +84,11 @@ def test_file_gone_at_read_time_fails_the_job_naming_it(inprocess, corpus, tmp_p
 def test_skip_pins_down_each_bad_file_in_a_batch(inprocess, corpus, tmp_path):
     changed = tmp_path / "changed.txt"
     changed.write_bytes(b"three short words")
-    bad = [inputs.InputFile(str(tmp_path / "gone.txt"), 10, 0),
-           inputs.InputFile(str(changed), 5, 0),  # listed at 5 bytes, 17 now
-           inputs.InputFile(str(tmp_path), 4096, 0)]  # a directory where a file was listed
+    bad = [
+        inputs.InputFile(str(tmp_path / "gone.txt"), 10, 0),
+        inputs.InputFile(str(changed), 5, 0),  # listed at 5 bytes, 17 now
+        inputs.InputFile(str(tmp_path), 4096, 0),
+    ]  # a directory where a file was listed
     files = corpus[:10] + bad[:2] + corpus[10:20] + bad[2:] + corpus[20:]
     result = run(inprocess, files, max_pieces=8, on_error="skip")
     assert result.total == oracle_words(f.path for f in corpus)
@@ -115,8 +124,14 @@ def test_torn_or_damaged_checkpoints_fall_back_to_a_good_one(inprocess, corpus, 
     data = next(directory.glob("ckpt-2.data-*"))
     data.write_bytes(data.read_bytes()[:5])
     warnings = []
-    result = runner.JobRun(WORDCOUNT, corpus, inprocess[1], inprocess[0], runner.Options(checkpoint_dir=str(directory)),
-                           log=warnings.append).run()
+    result = runner.JobRun(
+        WORDCOUNT,
+        corpus,
+        inprocess[1],
+        inprocess[0],
+        runner.Options(checkpoint_dir=str(directory)),
+        log=warnings.append,
+    ).run()
     assert result.resumed_from == str(directory / "ckpt-1") and result.files_resumed == len(corpus)
     assert result.total == oracle_words(f.path for f in corpus)
     assert any(w.startswith("checkpoint %s cannot be read" % (directory / "ckpt-2")) for w in warnings), warnings
@@ -142,8 +157,9 @@ def test_more_ps_than_files(inprocess, tmp_path):
 
 
 @pytest.mark.parametrize("damaged", [0, 1, 2])
-def test_a_start_over_after_every_checkpoint_failed_to_restore_keeps_nothing_of_them(inprocess, corpus, tmp_path,
-                                                                                    damaged):
+def test_a_start_over_after_every_checkpoint_failed_to_restore_keeps_nothing_of_them(
+    inprocess, corpus, tmp_path, damaged
+):
     directory = tmp_path / "ckpt"
     run(inprocess, corpus, checkpoint_dir=str(directory))
     # One shard each for the chief and the two ps tasks: the others stay readable.
@@ -151,8 +167,14 @@ def test_a_start_over_after_every_checkpoint_failed_to_restore_keeps_nothing_of_
     assert len(shards) == 1 + INPROCESS_PS
     shards[damaged].write_bytes(shards[damaged].read_bytes()[:5])
     warnings = []
-    result = runner.JobRun(WORDCOUNT, corpus, inprocess[1], inprocess[0], runner.Options(checkpoint_dir=str(directory)),
-                           log=warnings.append).run()
+    result = runner.JobRun(
+        WORDCOUNT,
+        corpus,
+        inprocess[1],
+        inprocess[0],
+        runner.Options(checkpoint_dir=str(directory)),
+        log=warnings.append,
+    ).run()
     assert any(w.startswith("checkpoint %s cannot be read" % (directory / "ckpt-1")) for w in warnings), warnings
     assert result.resumed_from is None and result.files_resumed == 0
     assert result.total == oracle_words(f.path for f in corpus)

@@ -26,7 +26,16 @@ def paths(found):
 @pytest.fixture
 def tree(tmp_path):
     root = str(tmp_path)
-    for name in ["a.txt", "b.log", "sub/c.txt", "sub/deeper/d.txt", ".hidden", "_SUCCESS", ".git/config", "with space é.txt"]:
+    for name in [
+        "a.txt",
+        "b.log",
+        "sub/c.txt",
+        "sub/deeper/d.txt",
+        ".hidden",
+        "_SUCCESS",
+        ".git/config",
+        "with space é.txt",
+    ]:
         touch(os.path.join(root, name), name.encode())
     return root
 
@@ -46,12 +55,18 @@ def test_hidden_file_named_explicitly_is_included(tree):
 
 def test_glob_and_several_specs_in_order(tree):
     found = inputs.expand([os.path.join(tree, "*.txt"), os.path.join(tree, "sub", "c.txt")])
-    assert paths(found) == [os.path.join(tree, "a.txt"), os.path.join(tree, "with space é.txt"), os.path.join(tree, "sub", "c.txt")]
+    assert paths(found) == [
+        os.path.join(tree, "a.txt"),
+        os.path.join(tree, "with space é.txt"),
+        os.path.join(tree, "sub", "c.txt"),
+    ]
 
 
 def test_glob_matching_a_directory_walks_it(tree):
     assert paths(inputs.expand([os.path.join(tree, "su?")])) == [
-        os.path.join(tree, "sub/c.txt"), os.path.join(tree, "sub/deeper/d.txt")]
+        os.path.join(tree, "sub/c.txt"),
+        os.path.join(tree, "sub/deeper/d.txt"),
+    ]
 
 
 def test_a_file_reached_twice_is_kept_once(tree):
@@ -113,8 +128,13 @@ def test_skip_records_every_bad_input_and_goes_on(tmp_path):
     os.mkfifo(os.path.join(root, "ok", "fifo"))
     os.mkdir(os.path.join(root, "empty"))
     listing = touch(os.path.join(root, "list.txt"), ("%s\n%s/missing.txt\n" % (good[0], root)).encode())
-    specs = [os.path.join(root, "ok"), "@" + listing, os.path.join(root, "empty"), os.path.join(root, "*.nope"),
-             "@" + os.path.join(root, "nolist")]
+    specs = [
+        os.path.join(root, "ok"),
+        "@" + listing,
+        os.path.join(root, "empty"),
+        os.path.join(root, "*.nope"),
+        "@" + os.path.join(root, "nolist"),
+    ]
     found = inputs.expand(specs, on_error="skip")
     assert sorted(f.path for f in found.files) == sorted(good)
     assert found.skipped == [
@@ -178,7 +198,10 @@ def test_unreadable_file_is_refused(tmp_path):
 def test_splits_pack_chosen_pieces_by_bytes_and_count(tmp_path):
     files = [inputs.InputFile(touch(str(tmp_path / ("f%d" % i)), b"x" * 10), 10, 0) for i in range(6)]
     pieces = [inputs.Piece(i, 0, 10) for i in range(6)]
-    steps = [[tuple(column.numpy().tolist()) for column in split] for split in inputs.splits(files, pieces, [0, 1, 2, 4, 5], 25, 4)]
+    steps = [
+        [tuple(column.numpy().tolist()) for column in split]
+        for split in inputs.splits(files, pieces, [0, 1, 2, 4, 5], 25, 4)
+    ]
     paths = [os.fsencode(f.path) for f in files]
     assert steps == [
         [(0, 1), (paths[0], paths[1]), (0, 0), (10, 10), (10, 10)],
@@ -203,11 +226,14 @@ def test_plan_cuts_at_record_starts_for_any_piece_size(tmp_path, records):
         assert not skipped
         assert [p.start for p in pieces][:1] == [0] and pieces[-1].end == len(data)
         assert all(a.end == b.start and a.size > 0 for a, b in zip(pieces, pieces[1:]))
-        parts = [data[p.start:p.end] for p in pieces]
+        parts = [data[p.start : p.end] for p in pieces]
         if records == "words":
             assert [w for part in parts for w in part.split()] == data.split(), (data, read_size)
         else:
-            assert [line for part in parts for line in part.split(b"\n")[:-1]] == data.split(b"\n")[:-1], (data, read_size)
+            assert [line for part in parts for line in part.split(b"\n")[:-1]] == data.split(b"\n")[:-1], (
+                data,
+                read_size,
+            )
             assert all(part.endswith(b"\n") for part in parts[:-1])
 
 
@@ -217,6 +243,7 @@ def test_plan_of_a_file_gone_before_planning(tmp_path):
     os.unlink(path)
     with pytest.raises(InputError, match="cannot be read to plan its pieces: no such file or directory"):
         inputs.plan(files, 10)
-    assert inputs.plan(files, 10, on_error="skip") == ([], [(path, "cannot be read to plan its pieces: no such file or directory")])
-
-
+    assert inputs.plan(files, 10, on_error="skip") == (
+        [],
+        [(path, "cannot be read to plan its pieces: no such file or directory")],
+    )

@@ -108,7 +108,9 @@ def test_escape_is_reversible_and_printable():
 
 def test_sorted_entries_spills_to_disk_and_merges():
     rng = random.Random(2)
-    entries = [(bytes(rng.randrange(97, 100) for _ in range(rng.randint(1, 4))), rng.randint(1, 5)) for _ in range(5000)]
+    entries = [
+        (bytes(rng.randrange(97, 100) for _ in range(rng.randint(1, 4))), rng.randint(1, 5)) for _ in range(5000)
+    ]
     expected = sorted(entries, key=lambda e: (-e[1], e[0]))
     assert list(output.sorted_entries(iter(entries), run_size=333)) == expected
     assert list(output.sorted_entries(iter(entries))) == expected
@@ -155,14 +157,20 @@ def test_wordfreq_checkpoint_resume_is_exact(inprocess, tmp_path):
     paths = write_zipf_corpus(str(tmp_path / "corpus"), 400, distinct=5_000, samples=20_000, seed=4)
     files, oracle = inputs.expand(paths).files, oracle_counter(paths)
     directory = str(tmp_path / "ckpt")
-    first = runner.JobRun(jobs.BUILT_IN["wordfreq"], files, inprocess[1], inprocess[0],
-                          runner.Options(checkpoint_dir=directory, max_pieces=1, progress_every=0.1))
+    first = runner.JobRun(
+        jobs.BUILT_IN["wordfreq"],
+        files,
+        inprocess[1],
+        inprocess[0],
+        runner.Options(checkpoint_dir=directory, max_pieces=1, progress_every=0.1),
+    )
     # Stopped as by SIGTERM once some files are done: a checkpoint is saved mid-job.
     first.on_progress = lambda p: p.files_done and first.request_stop(15)
     with pytest.raises(Interrupted, match="checkpoint saved"):
         first.run()
-    second = runner.JobRun(jobs.BUILT_IN["wordfreq"], files, inprocess[1], inprocess[0],
-                           runner.Options(checkpoint_dir=directory)).run()
+    second = runner.JobRun(
+        jobs.BUILT_IN["wordfreq"], files, inprocess[1], inprocess[0], runner.Options(checkpoint_dir=directory)
+    ).run()
     assert 0 < second.files_resumed < len(files)
     assert collections.Counter(dict(second.reducer.entries())) == oracle
 
@@ -181,11 +189,15 @@ def test_linecount_wc_and_grep_match_their_oracles(inprocess, texts):
 
 def test_a_user_defined_job(inprocess, texts):
     def byte_histogram(text):
-        return tf.math.bincount(tf.cast(tf.io.decode_raw(text, tf.uint8), tf.int32), minlength=256, maxlength=256,
-                                dtype=tf.int64)
+        return tf.math.bincount(
+            tf.cast(tf.io.decode_raw(text, tf.uint8), tf.int32), minlength=256, maxlength=256, dtype=tf.int64
+        )
 
-    job = jobs.Job("bytes", jobs.per_text(byte_histogram, shape=(256,)),
-                   jobs.VectorSum(names=tuple("%02x" % b for b in range(256))))
+    job = jobs.Job(
+        "bytes",
+        jobs.per_text(byte_histogram, shape=(256,)),
+        jobs.VectorSum(names=tuple("%02x" % b for b in range(256))),
+    )
     result = run(inprocess, job, texts)
     expected = np.zeros(256, np.int64)
     for f in texts:
@@ -218,8 +230,12 @@ def test_max_min_and_signed_sums_per_file_and_overall_with_files_cut_into_pieces
 
         return count_words(text) - 2 * count_lines(text)
 
-    shortest = run(inprocess, jobs.Job("shortest", jobs.per_text(shortest_word), jobs.Min("shortest word", "bytes"),
-                                       records="words"), texts, read_size=64)
+    shortest = run(
+        inprocess,
+        jobs.Job("shortest", jobs.per_text(shortest_word), jobs.Min("shortest word", "bytes"), records="words"),
+        texts,
+        read_size=64,
+    )
     oracle_shortest = {path: min([len(w) for w in d.split()] + [1 << 30]) for path, d in data.items()}
     assert shortest.total == min(oracle_shortest.values())
     assert dict(zip(data, shortest.file_values().tolist())) == oracle_shortest
@@ -230,14 +246,17 @@ def test_max_min_and_signed_sums_per_file_and_overall_with_files_cut_into_pieces
     assert dict(zip(data, signed.file_values().tolist())) == per_file
 
 
-@pytest.mark.parametrize("name, pattern, message", [
-    ("nope", None, "--job=nope: unknown job (built in: grep, linecount, longestline, wc, wordcount, wordfreq;"),
-    ("grep", None, "--job=grep needs --pattern"),
-    ("grep", "a(", "--pattern 'a(': not a valid RE2 regular expression"),
-    ("wordcount", "x", "--pattern is only for --job=grep"),
-    ("no_such_module_x:JOB", None, "cannot import no_such_module_x"),
-    ("json:dumps", None, "json.dumps is not a tf2_mapreduce Job"),
-])
+@pytest.mark.parametrize(
+    "name, pattern, message",
+    [
+        ("nope", None, "--job=nope: unknown job (built in: grep, linecount, longestline, wc, wordcount, wordfreq;"),
+        ("grep", None, "--job=grep needs --pattern"),
+        ("grep", "a(", "--pattern 'a(': not a valid RE2 regular expression"),
+        ("wordcount", "x", "--pattern is only for --job=grep"),
+        ("no_such_module_x:JOB", None, "cannot import no_such_module_x"),
+        ("json:dumps", None, "json.dumps is not a tf2_mapreduce Job"),
+    ],
+)
 def test_job_names_are_checked(name, pattern, message):
     with pytest.raises(UsageError, match=re.escape(message)):
         jobs.resolve(name, pattern)
@@ -266,11 +285,15 @@ def test_a_file_changed_under_a_range_read_is_named_with_its_bytes(inprocess, tm
     small = tmp_path / "small.txt"
     small.write_bytes(b"one two")
     files = inputs.expand([str(big), str(small)]).files
-    job = runner.JobRun(jobs.BUILT_IN["wordcount"], files, inprocess[1], inprocess[0],
-                        runner.Options(read_size=300, on_error="skip"))
+    job = runner.JobRun(
+        jobs.BUILT_IN["wordcount"], files, inprocess[1], inprocess[0], runner.Options(read_size=300, on_error="skip")
+    )
     big.write_bytes(b"alpha beta " * 3)  # planned already: its pieces now cover bytes it no longer has
     result = job.run()
     assert result.total == 2
-    assert result.skipped == [("%s (bytes %d-%d)" % (big, p.start, p.end), "changed size since it was listed")
-                              for p in job.pieces if p.file == 0]
+    assert result.skipped == [
+        ("%s (bytes %d-%d)" % (big, p.start, p.end), "changed size since it was listed")
+        for p in job.pieces
+        if p.file == 0
+    ]
     assert result.files_done == 1

@@ -42,7 +42,20 @@ class Hosts:
                 namespace = "%s-%s" % (self.prefix, name)
                 self._netns(namespace)
                 host_end, switch_end = "v%sh%d" % (tag, i), "v%ss%d" % (tag, i)
-                ip("link", "add", host_end, "netns", namespace, "type", "veth", "peer", "name", switch_end, "netns", self.switch)
+                ip(
+                    "link",
+                    "add",
+                    host_end,
+                    "netns",
+                    namespace,
+                    "type",
+                    "veth",
+                    "peer",
+                    "name",
+                    switch_end,
+                    "netns",
+                    self.switch,
+                )
                 ip("-n", self.switch, "link", "set", switch_end, "master", "br0", "up")
                 address = SUBNET % (os.getpid() % 250, i + 1)
                 ip("-n", namespace, "addr", "add", address + "/24", "dev", host_end)
@@ -91,7 +104,7 @@ def remove_stale_namespaces():
     the hang guard, say): their names carry the pid of a process that is gone."""
     listed = subprocess.run(["ip", "netns", "list"], capture_output=True, timeout=30).stdout.decode()
     for name in (line.split()[0] for line in listed.splitlines() if line.startswith("tfmr")):
-        pid = name[len("tfmr"):].split("-")[0]
+        pid = name[len("tfmr") :].split("-")[0]
         if pid.isdigit() and not os.path.exists("/proc/%s" % pid):
             subprocess.run(["ip", "netns", "delete", name], capture_output=True, timeout=30)
 
@@ -108,15 +121,20 @@ def hosts(processes):
 
 
 def start_cluster(hosts, processes, tmp_path):
-    jobs = {"chief": ["%s:%d" % (hosts.addresses["chief"], PORT)], "ps": ["%s:%d" % (hosts.addresses["ps0"], PORT)],
-            "worker": ["%s:%d" % (hosts.addresses["worker%d" % i], PORT) for i in range(2)]}
+    jobs = {
+        "chief": ["%s:%d" % (hosts.addresses["chief"], PORT)],
+        "ps": ["%s:%d" % (hosts.addresses["ps0"], PORT)],
+        "worker": ["%s:%d" % (hosts.addresses["worker%d" % i], PORT) for i in range(2)],
+    }
     cluster = cluster_lib.Cluster(jobs, "chief", 0)
     servers = {}
     for role, index, _ in cluster.tasks():
         name = "ps0" if role == "ps" else "worker%d" % index
         servers[name] = processes.start(
             hosts.command(name, [sys.executable, "-m", "tf2_mapreduce.server"]),
-            env=task_env(TF_CONFIG=cluster.tf_config(role, index)), log_path=str(tmp_path / ("%s.log" % name)))
+            env=task_env(TF_CONFIG=cluster.tf_config(role, index)),
+            log_path=str(tmp_path / ("%s.log" % name)),
+        )
     return cluster, servers
 
 
@@ -124,9 +142,12 @@ def test_tasks_on_separate_hosts_count_exactly(tmp_path, processes, hosts):
     paths = write_corpus(str(tmp_path / "corpus"), 40, seed=31)
     cluster, servers = start_cluster(hosts, processes, tmp_path)
     output = str(tmp_path / "result.json")
-    run = run_cli(["--input", str(tmp_path / "corpus"), "--output", output], timeout=180,
-                  env=task_env(TF_CONFIG=cluster.tf_config("chief", 0)),
-                  command=hosts.command("chief", [sys.executable, "-m", "tf2_mapreduce.coordinator"]))
+    run = run_cli(
+        ["--input", str(tmp_path / "corpus"), "--output", output],
+        timeout=180,
+        env=task_env(TF_CONFIG=cluster.tf_config("chief", 0)),
+        command=hosts.command("chief", [sys.executable, "-m", "tf2_mapreduce.coordinator"]),
+    )
     assert run.returncode == 0, run.stderr
     assert_matches_oracle(read_result(output), paths)
     assert {name: proc.wait(timeout=30) for name, proc in servers.items()} == {"ps0": 0, "worker0": 0, "worker1": 0}
@@ -137,10 +158,13 @@ def test_a_worker_whose_link_is_cut_mid_job_is_survived(tmp_path, processes, hos
     paths = write_corpus(str(tmp_path / "corpus"), num_files, seed=32, max_words=50)
     cluster, servers = start_cluster(hosts, processes, tmp_path)
     output = str(tmp_path / "result.json")
-    job = LiveCoordinator(["--input", str(tmp_path / "corpus"), "--files_per_step", "1", "--progress_every", "0.2",
-                           "--output", output],
-                          task_env(TF_CONFIG=cluster.tf_config("chief", 0)), processes, tmp_path / "coordinator.log",
-                          command=hosts.command("chief", [sys.executable, "-m", "tf2_mapreduce.coordinator"]))
+    job = LiveCoordinator(
+        ["--input", str(tmp_path / "corpus"), "--files_per_step", "1", "--progress_every", "0.2", "--output", output],
+        task_env(TF_CONFIG=cluster.tf_config("chief", 0)),
+        processes,
+        tmp_path / "coordinator.log",
+        command=hosts.command("chief", [sys.executable, "-m", "tf2_mapreduce.coordinator"]),
+    )
     job.wait_for_files(1)
     hosts.set_link("worker1", "down")
     assert job.proc.poll() is None  # cut mid-job

@@ -30,8 +30,21 @@ from tf2_mapreduce import output
 
 def test_walkthrough_cluster_counts_exactly_and_every_server_exits_zero(tmp_path, processes):
     corpus = str(tmp_path / "corpus")
-    subprocess.run([sys.executable, os.path.join(SCRIPTS, "make_corpus.py"), "--out_dir", corpus,
-                    "--num_files", "300", "--words_per_file", "500"], check=True, capture_output=True, timeout=120)
+    subprocess.run(
+        [
+            sys.executable,
+            os.path.join(SCRIPTS, "make_corpus.py"),
+            "--out_dir",
+            corpus,
+            "--num_files",
+            "300",
+            "--words_per_file",
+            "500",
+        ],
+        check=True,
+        capture_output=True,
+        timeout=120,
+    )
     paths = sorted(os.path.join(corpus, n) for n in os.listdir(corpus))
     cluster = ConfiguredCluster(tmp_path, processes, num_ps=1, num_workers=2)
     cluster.start_all()
@@ -52,9 +65,20 @@ def test_two_ps_three_workers_with_list_and_glob_inputs(tmp_path, processes):
     cluster.start_all()
     output = str(tmp_path / "result.json")
     # The list and the glob overlap on f0020-f0024: those are counted once.
-    run = run_cli(["--input", "@%s" % listing, "--input", str(tmp_path / "corpus" / "f002*.txt"),
-                   str(tmp_path / "corpus" / "f003*.txt"), "--files_per_step", "3", "--output", output],
-                  env=cluster.chief_env())
+    run = run_cli(
+        [
+            "--input",
+            "@%s" % listing,
+            "--input",
+            str(tmp_path / "corpus" / "f002*.txt"),
+            str(tmp_path / "corpus" / "f003*.txt"),
+            "--files_per_step",
+            "3",
+            "--output",
+            output,
+        ],
+        env=cluster.chief_env(),
+    )
     assert run.returncode == 0, run.stderr
     assert_matches_oracle(read_result(output), paths[:40])
     assert "5 path(s) were given more than once" in run.stderr
@@ -70,8 +94,9 @@ def test_keep_serving_lets_a_second_job_use_the_same_servers(tmp_path, processes
     assert "wordcount: %d words in 1 files" % oracle_words(paths[:1]) in first.stdout
     # Had the servers exited, this job could not connect to them.
     output = str(tmp_path / "result.json")
-    second = run_cli(["--input", str(tmp_path / "corpus"), "--output", output, "--connect_timeout", "20"],
-                     env=cluster.chief_env())
+    second = run_cli(
+        ["--input", str(tmp_path / "corpus"), "--output", output, "--connect_timeout", "20"], env=cluster.chief_env()
+    )
     assert second.returncode == 0, second.stderr
     assert_matches_oracle(read_result(output), paths)
     assert cluster.exit_codes() == {task: 0 for task in cluster.tasks}
@@ -112,7 +137,12 @@ def test_a_ps_that_never_answers_is_named_and_fails_fast(tmp_path, processes):
     [
         (["--input", "/nonexistent/x.txt"], True, 2, "error: /nonexistent/x.txt: no such file or directory"),
         (["--input", "/nonexistent/*.txt"], True, 2, "error: /nonexistent/*.txt: no path matched"),
-        (["--num_workers", "3"], True, 2, "error: --num_workers is for the local cluster; TF_CONFIG already defines the cluster"),
+        (
+            ["--num_workers", "3"],
+            True,
+            2,
+            "error: --num_workers is for the local cluster; TF_CONFIG already defines the cluster",
+        ),
         (["--job", "nope"], True, 2, "error: --job=nope: unknown job"),
         (["--keep_serving"], False, 2, "error: --keep_serving needs a configured cluster"),
     ],
@@ -126,20 +156,30 @@ def test_bad_usage_fails_before_any_work(tmp_path, processes, args, tf_config, c
     assert len([line for line in run.stderr.splitlines() if line.startswith("tf2_mapreduce: error:")]) == 1
 
 
-@pytest.mark.parametrize("tf_config, message", [
-    ('{"cluster": {', "malformed TF_CONFIG: not valid JSON"),
-    ('{"cluster": {"chief": ["localhost:1"], "ps": ["localhost:2"], "worker": ["localhost:3"]}, '
-     '"task": {"type": "ps", "index": 0}}', "malformed TF_CONFIG: task type 'ps' cannot run here (expected chief)"),
-])
+@pytest.mark.parametrize(
+    "tf_config, message",
+    [
+        ('{"cluster": {', "malformed TF_CONFIG: not valid JSON"),
+        (
+            '{"cluster": {"chief": ["localhost:1"], "ps": ["localhost:2"], "worker": ["localhost:3"]}, '
+            '"task": {"type": "ps", "index": 0}}',
+            "malformed TF_CONFIG: task type 'ps' cannot run here (expected chief)",
+        ),
+    ],
+)
 def test_malformed_tf_config_for_the_coordinator(tf_config, message):
     run = run_cli([], env=task_env(TF_CONFIG=tf_config), timeout=120)
     assert run.returncode == 2 and "error: " + message in run.stderr
 
 
 def test_server_without_or_with_bad_tf_config(tmp_path):
-    for tf_config, message in [(None, "TF_CONFIG is not set"),
-                               ('{"cluster": {"chief": ["h:1"], "ps": ["h:2"], "worker": ["h:3"]}, "task": {"type": "chief"}}',
-                                "task type 'chief' cannot run here (expected ps or worker)")]:
+    for tf_config, message in [
+        (None, "TF_CONFIG is not set"),
+        (
+            '{"cluster": {"chief": ["h:1"], "ps": ["h:2"], "worker": ["h:3"]}, "task": {"type": "chief"}}',
+            "task type 'chief' cannot run here (expected ps or worker)",
+        ),
+    ]:
         env = task_env() if tf_config is None else task_env(TF_CONFIG=tf_config)
         out = subprocess.run([sys.executable, "-m", "tf2_mapreduce.server"], env=env, capture_output=True, timeout=120)
         assert out.returncode == 2 and message in out.stderr.decode()
@@ -204,8 +244,21 @@ def test_local_cluster_sizes_and_output(tmp_path):
     paths = write_corpus(str(tmp_path / "corpus"), 50, seed=9)
     output = str(tmp_path / "out" / "result.json")
     os.mkdir(os.path.dirname(output))
-    run = run_cli(["--num_ps", "2", "--num_workers", "3", "--input", str(tmp_path / "corpus"), "--output", output,
-                   "--progress_every", "0.2"], env=task_env())
+    run = run_cli(
+        [
+            "--num_ps",
+            "2",
+            "--num_workers",
+            "3",
+            "--input",
+            str(tmp_path / "corpus"),
+            "--output",
+            output,
+            "--progress_every",
+            "0.2",
+        ],
+        env=task_env(),
+    )
     assert run.returncode == 0, run.stderr
     assert_matches_oracle(read_result(output), paths)
     assert len(local_ports(run.stderr)) == 5
@@ -264,8 +317,19 @@ def test_logdir_has_tensorboard_summaries_of_the_progress(tmp_path):
 
     paths = write_corpus(str(tmp_path / "corpus"), 200, seed=17, max_words=50)
     logdir = tmp_path / "logs"
-    run = run_cli(["--input", str(tmp_path / "corpus"), "--files_per_step", "1", "--progress_every", "0.1",
-                   "--logdir", str(logdir)], env=task_env())
+    run = run_cli(
+        [
+            "--input",
+            str(tmp_path / "corpus"),
+            "--files_per_step",
+            "1",
+            "--progress_every",
+            "0.1",
+            "--logdir",
+            str(logdir),
+        ],
+        env=task_env(),
+    )
     assert run.returncode == 0, run.stderr
     series = collections.defaultdict(list)  # tag -> [(step, value)]
     plugins = collections.defaultdict(set)  # tag -> what TensorBoard is told it is
@@ -275,8 +339,16 @@ def test_logdir_has_tensorboard_summaries_of_the_progress(tmp_path):
                 series[value.tag].append((event.step, float(tf.make_ndarray(value.tensor))))
                 plugins[value.tag].add(value.metadata.plugin_data.plugin_name)
     assert all("scalars" in names for names in plugins.values())
-    assert {"progress/files_done", "progress/bytes_done", "throughput/bytes_per_second", "throughput/words_per_second",
-            "totals/words", "workers/map_steps/worker_0", "workers/map_steps/worker_1", "retries/rounds_rerun"} <= set(series)
+    assert {
+        "progress/files_done",
+        "progress/bytes_done",
+        "throughput/bytes_per_second",
+        "throughput/words_per_second",
+        "totals/words",
+        "workers/map_steps/worker_0",
+        "workers/map_steps/worker_1",
+        "retries/rounds_rerun",
+    } <= set(series)
     last = {tag: max(points)[1] for tag, points in series.items()}
     assert last["progress/files_done"] == 200
     assert last["progress/bytes_done"] == sum(os.path.getsize(p) for p in paths)

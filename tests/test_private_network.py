@@ -26,9 +26,23 @@ WHY_NOT = _why_no_private_network()
 def start_job(tmp_path, processes, *extra):
     write_corpus(str(tmp_path / "corpus"), NUM_FILES, seed=41, max_words=50)
     output = str(tmp_path / "result.json")
-    job = LiveCoordinator(["--input", str(tmp_path / "corpus"), "--files_per_step", "1", "--progress_every", "0.2",
-                           "--output", output, "--local_cluster=processes", *extra], task_env(), processes,
-                          tmp_path / "coordinator.log")
+    job = LiveCoordinator(
+        [
+            "--input",
+            str(tmp_path / "corpus"),
+            "--files_per_step",
+            "1",
+            "--progress_every",
+            "0.2",
+            "--output",
+            output,
+            "--local_cluster=processes",
+            *extra,
+        ],
+        task_env(),
+        processes,
+        tmp_path / "coordinator.log",
+    )
     listed = job.wait_for(r"started a local cluster: (.*)").group(1)
     addresses = re.findall(r"(?:ps|worker) (\S+?)(?:,|$)", listed)
     assert len(addresses) == 3, listed
@@ -43,11 +57,17 @@ def network_namespace(pid):
 @pytest.mark.skipif(WHY_NOT is not None, reason="no private network namespaces here: %s" % WHY_NOT)
 def test_local_cluster_ports_do_not_answer_from_outside(tmp_path, processes):
     job, addresses, output = start_job(tmp_path, processes)
-    assert {address: cluster_lib.probe(address) for address in addresses} == {a: "connection refused" for a in addresses}
+    assert {address: cluster_lib.probe(address) for address in addresses} == {
+        a: "connection refused" for a in addresses
+    }
     # Asked while the servers were up: they were listening, in the coordinator's namespace.
     servers = servers_of(job.proc.pid)
     assert len(servers) == 3
-    assert {network_namespace(pid) for pid in servers} == {network_namespace(job.proc.pid)} != {network_namespace(os.getpid())}
+    assert (
+        {network_namespace(pid) for pid in servers}
+        == {network_namespace(job.proc.pid)}
+        != {network_namespace(os.getpid())}
+    )
     code, _, stderr = job.finish()
     assert code == 0, stderr
     assert "warning" not in stderr
@@ -59,8 +79,12 @@ def test_without_a_private_network_the_ports_answer_and_a_warning_says_so(tmp_pa
     assert {address: cluster_lib.probe(address) for address in addresses} == {a: None for a in addresses}
     code, _, stderr = job.finish()
     assert code == 0, stderr
-    warning = re.search(r"warning: while the job runs, anyone who reaches this machine can run code on the local "
-                        r"cluster's ports ([\d,]+) \(--noprivate_network\)$", stderr, re.MULTILINE)
+    warning = re.search(
+        r"warning: while the job runs, anyone who reaches this machine can run code on the local "
+        r"cluster's ports ([\d,]+) \(--noprivate_network\)$",
+        stderr,
+        re.MULTILINE,
+    )
     assert warning and {a.rsplit(":", 1)[1] for a in addresses} < set(warning.group(1).split(",")), stderr
 
 

@@ -37,12 +37,14 @@ def test_captured_start_up_lines_are_noise_and_real_errors_are_not():
 
 
 def test_an_import_shows_only_what_is_not_start_up_noise():
-    script = ("import os, sys\n"
-              "from tf2_mapreduce.quiet import import_tensorflow\n"
-              "os.write(2, b'before\\n')\n"
-              "tf = import_tensorflow(verbose=%s)\n"
-              "os.write(2, b'after\\n')\n"
-              "print(tf.constant(3).numpy())\n")
+    script = (
+        "import os, sys\n"
+        "from tf2_mapreduce.quiet import import_tensorflow\n"
+        "os.write(2, b'before\\n')\n"
+        "tf = import_tensorflow(verbose=%s)\n"
+        "os.write(2, b'after\\n')\n"
+        "print(tf.constant(3).numpy())\n"
+    )
     quiet = subprocess.run([sys.executable, "-c", script % False], capture_output=True, timeout=120)
     assert quiet.returncode == 0 and quiet.stdout == b"3\n"
     assert quiet.stderr.decode().splitlines() == ["before", "after"]

@@ -25,8 +25,18 @@ def corpus(tmp_path_factory):
 
 
 def wordfreq_args(corpus, vocab, *extra):
-    return ["--job=wordfreq", "--input", corpus[0], "--files_per_step", "1", "--progress_every", "0.2",
-            "--output", str(vocab), *extra]
+    return [
+        "--job=wordfreq",
+        "--input",
+        corpus[0],
+        "--files_per_step",
+        "1",
+        "--progress_every",
+        "0.2",
+        "--output",
+        str(vocab),
+        *extra,
+    ]
 
 
 def run_to_the_end(args, cluster, processes, log):
@@ -50,8 +60,7 @@ def test_a_second_job_on_kept_servers_counts_from_empty_tables(tmp_path, process
 
 
 @pytest.mark.parametrize("victim", ["ps", "coordinator"])
-def test_a_rerun_after_a_death_before_the_first_checkpoint_starts_from_empty_state(tmp_path, processes, corpus,
-                                                                                  victim):
+def test_a_rerun_after_a_death_before_the_first_checkpoint_starts_from_empty_state(tmp_path, processes, corpus, victim):
     cluster = ConfiguredCluster(tmp_path, processes, num_ps=2, num_workers=2)
     cluster.start_all()
     vocab = tmp_path / "vocab.tsv"
@@ -120,8 +129,10 @@ def test_a_worker_that_comes_back_after_the_end_is_told_and_exits_0(tmp_path, pr
     job.wait_for_files(20)
     cluster.servers["worker", 1].kill()
     # The job ends without it; it comes back while the coordinator is telling the servers.
-    job.wait_for(r"could not tell worker 1 at \S+ that the job is over yet \(connection refused\); "
-                 r"trying for up to 30s \(--shutdown_timeout\)")
+    job.wait_for(
+        r"could not tell worker 1 at \S+ that the job is over yet \(connection refused\); "
+        r"trying for up to 30s \(--shutdown_timeout\)"
+    )
     cluster.start("worker", 1)
     wait_serving(cluster, "worker", 1)
     code, _, stderr = job.finish()

@@ -24,9 +24,21 @@ def hang_guard():
 
 
 def test_a_round_of_every_fault_gives_exact_results_and_leaves_nothing(tmp_path):
-    soak = subprocess.run([sys.executable, os.path.join(SCRIPTS, "soak.py"), "--rounds", str(ROUNDS), "--seed",
-                           str(SEED), "--work_dir", str(tmp_path)], capture_output=True, timeout=TIMEOUT,
-                          preexec_fn=die_with_the_tests)
+    soak = subprocess.run(
+        [
+            sys.executable,
+            os.path.join(SCRIPTS, "soak.py"),
+            "--rounds",
+            str(ROUNDS),
+            "--seed",
+            str(SEED),
+            "--work_dir",
+            str(tmp_path),
+        ],
+        capture_output=True,
+        timeout=TIMEOUT,
+        preexec_fn=die_with_the_tests,
+    )
     report = soak.stdout.decode(errors="replace") + soak.stderr.decode(errors="replace")[-3000:]
     assert soak.returncode == 0, report
     assert "%d of %d round(s) passed" % (ROUNDS, ROUNDS) in report, report

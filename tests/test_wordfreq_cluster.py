@@ -45,8 +45,24 @@ def test_wordfreq_on_a_real_cluster_with_two_ps_and_a_killed_worker(tmp_path, pr
     cluster = ConfiguredCluster(tmp_path, processes, num_ps=2, num_workers=2)
     cluster.start_all()
     vocab = str(tmp_path / "vocab.tsv")
-    job = LiveCoordinator(["--job=wordfreq", "--input", directory, "--files_per_step", "1", "--progress_every", "0.2",
-                           "--top_k", "10", "--output", vocab], cluster.chief_env(), processes, tmp_path / "c.log")
+    job = LiveCoordinator(
+        [
+            "--job=wordfreq",
+            "--input",
+            directory,
+            "--files_per_step",
+            "1",
+            "--progress_every",
+            "0.2",
+            "--top_k",
+            "10",
+            "--output",
+            vocab,
+        ],
+        cluster.chief_env(),
+        processes,
+        tmp_path / "c.log",
+    )
     assert job.wait_for_files(30) < len(paths)
     cluster.servers["worker", 1].kill()
     code, stdout, stderr = job.finish()
@@ -61,8 +77,23 @@ def test_wordfreq_on_a_real_cluster_with_two_ps_and_a_killed_worker(tmp_path, pr
 def test_wordfreq_on_a_local_cluster_stopped_and_resumed(tmp_path, processes, corpus):
     directory, paths, oracle = corpus
     result = str(tmp_path / "vocab.json")
-    args = ["--job=wordfreq", "--num_ps", "2", "--input", directory, "--files_per_step", "1", "--progress_every", "0.2",
-            "--checkpoint_dir", str(tmp_path / "ckpt"), "--min_count", "2", "--output", result]
+    args = [
+        "--job=wordfreq",
+        "--num_ps",
+        "2",
+        "--input",
+        directory,
+        "--files_per_step",
+        "1",
+        "--progress_every",
+        "0.2",
+        "--checkpoint_dir",
+        str(tmp_path / "ckpt"),
+        "--min_count",
+        "2",
+        "--output",
+        result,
+    ]
     job = LiveCoordinator(args, task_env(), processes, tmp_path / "first.log")
     job.wait_for_files(30)
     job.proc.send_signal(signal.SIGTERM)

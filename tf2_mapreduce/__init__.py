@@ -11,21 +11,50 @@ import importlib
 
 __all__ = [
     "__version__",
-    "Cluster", "JobHandle", "Result", "FileValue",
-    "Job", "per_text", "Reducer", "Sum", "VectorSum", "Min", "Max", "KeySum",
-    "Error", "UsageError", "InputError", "ClusterError", "JobFailed", "Interrupted", "Cancelled",
+    "Cluster",
+    "JobHandle",
+    "Result",
+    "FileValue",
+    "Job",
+    "per_text",
+    "Reducer",
+    "Sum",
+    "VectorSum",
+    "Min",
+    "Max",
+    "KeySum",
+    "Error",
+    "UsageError",
+    "InputError",
+    "ClusterError",
+    "JobFailed",
+    "Interrupted",
+    "Cancelled",
     "jobs",
 ]
 
 __version__ = "0.1.0"
 
 _HOME = {
-    "Cluster": "client", "JobHandle": "client", "Result": "client", "FileValue": "client",
-    "Job": "jobs.base", "per_text": "jobs.base",
-    "Reducer": "reducers", "Sum": "reducers", "VectorSum": "reducers", "Min": "reducers", "Max": "reducers",
+    "Cluster": "client",
+    "JobHandle": "client",
+    "Result": "client",
+    "FileValue": "client",
+    "Job": "jobs.base",
+    "per_text": "jobs.base",
+    "Reducer": "reducers",
+    "Sum": "reducers",
+    "VectorSum": "reducers",
+    "Min": "reducers",
+    "Max": "reducers",
     "KeySum": "reducers",
-    "Error": "errors", "UsageError": "errors", "InputError": "errors", "ClusterError": "errors",
-    "JobFailed": "errors", "Interrupted": "errors", "Cancelled": "errors",
+    "Error": "errors",
+    "UsageError": "errors",
+    "InputError": "errors",
+    "ClusterError": "errors",
+    "JobFailed": "errors",
+    "Interrupted": "errors",
+    "Cancelled": "errors",
 }
 
 

@@ -65,8 +65,10 @@ class Result:
         if self._run is None or not self._raw.job.reducer.keyed:
             raise TypeError("job %s has no per-key table" % self.job)
         if self._run.released:
-            raise ClusterError("the table of job %s was freed on the ps tasks (its cluster was left, or the "
-                               "result released): read it while the cluster is open" % self.job)
+            raise ClusterError(
+                "the table of job %s was freed on the ps tasks (its cluster was left, or the "
+                "result released): read it while the cluster is open" % self.job
+            )
         return self._raw.reducer
 
     def top(self, k: int, min_count: int = 1) -> list:
@@ -92,8 +94,7 @@ class Result:
 
         output.check_path(path, self._raw.job)
         with self._run.reading_result():
-            output.write(path, self._raw, self._found, min_count,
-                         {"total": self.seconds, "map": self.map_seconds})
+            output.write(path, self._raw, self._found, min_count, {"total": self.seconds, "map": self.map_seconds})
 
     def release(self) -> None:
         """Frees the job's state on the ps tasks (done for every result when the cluster
@@ -164,8 +165,16 @@ class Cluster:
     as many jobs on it as you like, one after another.
     """
 
-    def __init__(self, cluster, local=None, in_process=False, keep_serving=False,
-                 connect_timeout=CONNECT_TIMEOUT, shutdown_timeout=SHUTDOWN_TIMEOUT, log=None):
+    def __init__(
+        self,
+        cluster,
+        local=None,
+        in_process=False,
+        keep_serving=False,
+        connect_timeout=CONNECT_TIMEOUT,
+        shutdown_timeout=SHUTDOWN_TIMEOUT,
+        log=None,
+    ):
         self.cluster = cluster  # cluster.Cluster: addresses per role
         self._local = local  # cluster.LocalCluster of child processes, or None
         self._in_process = in_process
@@ -209,8 +218,10 @@ class Cluster:
 
     def __enter__(self) -> "Cluster":
         if _connected:
-            raise ClusterError("this process is already connected to a cluster (TensorFlow allows one per "
-                               "process): run the next jobs on it")
+            raise ClusterError(
+                "this process is already connected to a cluster (TensorFlow allows one per "
+                "process): run the next jobs on it"
+            )
         from tf2_mapreduce import control, runner
 
         try:
@@ -220,10 +231,12 @@ class Cluster:
             if self._in_process:
                 self._servers = cluster_lib.start_in_process(self.cluster)
             else:
-                cluster_lib.wait_for_tasks(self.cluster, self.connect_timeout,
-                                           check=self._local.check_alive if self._local else None)
+                cluster_lib.wait_for_tasks(
+                    self.cluster, self.connect_timeout, check=self._local.check_alive if self._local else None
+                )
             resolver = tf.distribute.cluster_resolver.SimpleClusterResolver(
-                tf.train.ClusterSpec(self.cluster.jobs), task_type="chief", task_id=0, rpc_layer="grpc")
+                tf.train.ClusterSpec(self.cluster.jobs), task_type="chief", task_id=0, rpc_layer="grpc"
+            )
             self._coordinator = runner.connect(resolver, task_devices(self.cluster))
             _connected.append(self)
             self._coordinator_id = control.new_coordinator_id()
@@ -248,15 +261,24 @@ class Cluster:
                     self.log("could not free the state of a job on the ps tasks: %s" % e)
         # A cluster failure leaves the servers for the rerun that resumes the job.
         if not self._in_process and not isinstance(error, ClusterError) and (self._local or not self.keep_serving):
-            failed = control.request_exit(self.cluster, self._coordinator_id,
-                                          within=0 if self._local else self.shutdown_timeout)
+            failed = control.request_exit(
+                self.cluster, self._coordinator_id, within=0 if self._local else self.shutdown_timeout
+            )
             for (role, index), why in sorted(failed.items()):
                 self.log("could not tell %s %d that the job is over: %s" % (role, index, why))
         if self._local:
             self._local.close()
 
-    def submit(self, job, inputs: Sequence[str], *, on_error: str = "fail", checkpoint_dir: str | None = None,
-               on_progress=None, **options) -> JobHandle:
+    def submit(
+        self,
+        job,
+        inputs: Sequence[str],
+        *,
+        on_error: str = "fail",
+        checkpoint_dir: str | None = None,
+        on_progress=None,
+        **options,
+    ) -> JobHandle:
         """Starts `job` (a `jobs.Job`) over `inputs` (files, directories, globs, @lists; any
         tf.io.gfile path) and returns at once; inputs are listed first (blocking).
         `options` are `runner.Options` fields (`checkpoint_every`, `read_size`...).
@@ -270,8 +292,9 @@ class Cluster:
             raise Error("job %s is still running on this cluster: wait for it first" % self._running)
         found = inputs_lib.expand(list(inputs), on_error=on_error)
         run_options = runner.Options(on_error=on_error, checkpoint_dir=checkpoint_dir, **options)
-        run = runner.JobRun(job, found.files, self._coordinator, self.cluster, run_options,
-                            heartbeats=self._heartbeats, log=self.log)
+        run = runner.JobRun(
+            job, found.files, self._coordinator, self.cluster, run_options, heartbeats=self._heartbeats, log=self.log
+        )
         self._runs.append(run)
         self._running = job.name
         handle = JobHandle(self, job, run, found)
@@ -288,17 +311,31 @@ class Cluster:
         with run.reading_result():
             if not reducer.keyed:
                 values = raw.file_values()
-                per_file = [FileValue(f.path, f.size, reducer.to_python(v))
-                            for f, v, done in zip(raw.files, values, raw.file_done) if done]
+                per_file = [
+                    FileValue(f.path, f.size, reducer.to_python(v))
+                    for f, v, done in zip(raw.files, values, raw.file_done)
+                    if done
+                ]
         map_seconds = raw.finished - raw.first_schedule if raw.first_schedule else 0.0
         return Result(
-            job=raw.job.name, total=raw.total, distinct=raw.stats.distinct, files_done=raw.files_done,
-            bytes_done=raw.total_bytes, per_file=per_file, skipped=list(found.skipped) + list(raw.skipped),
-            resumed_from=raw.resumed_from, files_resumed=raw.files_resumed, seconds=raw.seconds,
-            map_seconds=map_seconds, steps_per_worker=raw.steps_per_worker, _run=run, _raw=raw, _found=found)
+            job=raw.job.name,
+            total=raw.total,
+            distinct=raw.stats.distinct,
+            files_done=raw.files_done,
+            bytes_done=raw.total_bytes,
+            per_file=per_file,
+            skipped=list(found.skipped) + list(raw.skipped),
+            resumed_from=raw.resumed_from,
+            files_resumed=raw.files_resumed,
+            seconds=raw.seconds,
+            map_seconds=map_seconds,
+            steps_per_worker=raw.steps_per_worker,
+            _run=run,
+            _raw=raw,
+            _found=found,
+        )
 
 
 def task_devices(cluster) -> list:
     """The CPU device of every ps and worker of `cluster`, as TensorFlow names it."""
     return ["/job:%s/replica:0/task:%d/device:CPU:0" % (role, index) for role, index, _ in cluster.tasks()]
-

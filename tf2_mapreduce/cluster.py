@@ -62,19 +62,14 @@ class Cluster:
 
     def tf_config(self, task_type, task_index):
         """The TF_CONFIG JSON string that makes a process task `task_type:task_index`."""
-        return json.dumps(
-            {"cluster": self.jobs, "task": {"type": task_type, "index": task_index}}
-        )
+        return json.dumps({"cluster": self.jobs, "task": {"type": task_type, "index": task_index}})
 
     def describe(self):
-        return ", ".join(
-            "%d %s" % (len(self.jobs[r]), r if len(self.jobs[r]) == 1 else r + "s")
-            for r in ROLES
-        )
+        return ", ".join("%d %s" % (len(self.jobs[r]), r if len(self.jobs[r]) == 1 else r + "s") for r in ROLES)
 
 
 def split_address(address):
-    """"host:port" or "[v6]:port" -> (host, port); raises ValueError."""
+    """ "host:port" or "[v6]:port" -> (host, port); raises ValueError."""
     host, sep, port = address.rpartition(":")
     if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
         raise ValueError("expected host:port")
@@ -161,7 +156,9 @@ def _free_ports(count):
 def local_cluster(num_ps, num_workers):
     """A `Cluster` of free localhost ports: one chief, `num_ps` ps, `num_workers` workers."""
     if num_ps < 1 or num_workers < 1:
-        raise UsageError("a cluster needs at least 1 ps and 1 worker (got --num_ps=%d --num_workers=%d)" % (num_ps, num_workers))
+        raise UsageError(
+            "a cluster needs at least 1 ps and 1 worker (got --num_ps=%d --num_workers=%d)" % (num_ps, num_workers)
+        )
     addresses = ["localhost:%d" % p for p in _free_ports(1 + num_ps + num_workers)]
     jobs = {"chief": addresses[:1], "ps": addresses[1 : 1 + num_ps], "worker": addresses[1 + num_ps :]}
     return Cluster(jobs, "chief", 0)
@@ -187,8 +184,14 @@ def start_in_process(cluster):
 
     spec = tf.train.ClusterSpec(cluster.jobs)
     return [
-        tf.distribute.Server(spec, job_name=role, task_index=index, protocol="grpc",
-                             config=server_config(cluster.num_workers), start=True)
+        tf.distribute.Server(
+            spec,
+            job_name=role,
+            task_index=index,
+            protocol="grpc",
+            config=server_config(cluster.num_workers),
+            start=True,
+        )
         for role, index, _ in cluster.tasks()
     ]
 

@@ -47,8 +47,9 @@ def _task_device(role, index):
 def _queue(device):
     with tf.device(device + "/device:CPU:0"):
         # Unbounded, so that a coordinator never blocks on a server that is busy.
-        return tf.raw_ops.FIFOQueueV2(component_types=[tf.int64, tf.int64], shapes=[[], []], capacity=-1,
-                                      shared_name=CONTROL_QUEUE)
+        return tf.raw_ops.FIFOQueueV2(
+            component_types=[tf.int64, tf.int64], shapes=[[], []], capacity=-1, shared_name=CONTROL_QUEUE
+        )
 
 
 def _session(target, graph, device, timeout=None):
@@ -78,7 +79,9 @@ class _Channel:
         with self.graph.as_default():
             self.kind = tf.compat.v1.placeholder(tf.int64, [])
             self.coordinator = tf.compat.v1.placeholder(tf.int64, [])
-            self.enqueue = tf.raw_ops.QueueEnqueueV2(handle=_queue(self.device), components=[self.kind, self.coordinator])
+            self.enqueue = tf.raw_ops.QueueEnqueueV2(
+                handle=_queue(self.device), components=[self.kind, self.coordinator]
+            )
         self.session = None
 
     def send(self, message, timeout=SEND_TIMEOUT):
@@ -185,8 +188,12 @@ class Heartbeats:
         self._answered = {}  # (role, index) -> monotonic time of the last answer
         self._errors = {}  # (role, index) -> the last failure, while failing
         self._threads = [
-            threading.Thread(target=self._beat, args=(role, index, address), daemon=True,
-                             name="tf2_mapreduce-heartbeat-%s%d" % (role, index))
+            threading.Thread(
+                target=self._beat,
+                args=(role, index, address),
+                daemon=True,
+                name="tf2_mapreduce-heartbeat-%s%d" % (role, index),
+            )
             for role, index, address in cluster.tasks()
         ]
 

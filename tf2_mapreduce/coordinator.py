@@ -34,37 +34,45 @@ flags.DEFINE_multi_string(
     "are inputs too. Default: the sample corpus shipped with the package.",
 )
 flags.DEFINE_string(
-    "job", "wordcount",
+    "job",
+    "wordcount",
     "The job to run. Built in: wordcount (total words), wordfreq (count of every distinct word), "
     "linecount, wc (lines, words, bytes), longestline (bytes in the longest line), grep (lines matching --pattern). Or your own: "
     "package.module:ATTRIBUTE naming a tf2_mapreduce.jobs.Job.",
 )
 flags.DEFINE_string("pattern", None, "For --job=grep: an RE2 regular expression that whole lines must match.")
-flags.DEFINE_integer("top_k", 20, "For per-key jobs (wordfreq): how many of the most frequent keys to print.",
-                     lower_bound=0)
-flags.DEFINE_integer("min_count", 1, "For per-key jobs: leave keys counted fewer times out of --output.",
-                     lower_bound=1)
+flags.DEFINE_integer(
+    "top_k", 20, "For per-key jobs (wordfreq): how many of the most frequent keys to print.", lower_bound=0
+)
+flags.DEFINE_integer("min_count", 1, "For per-key jobs: leave keys counted fewer times out of --output.", lower_bound=1)
 flags.DEFINE_integer("num_ps", 1, "ps tasks of the local cluster (when no cluster is configured).", lower_bound=1)
-flags.DEFINE_integer("num_workers", 2, "Worker tasks of the local cluster (when no cluster is configured).", lower_bound=1)
+flags.DEFINE_integer(
+    "num_workers", 2, "Worker tasks of the local cluster (when no cluster is configured).", lower_bound=1
+)
 flags.DEFINE_enum(
-    "local_cluster", "inprocess", ["inprocess", "processes"],
+    "local_cluster",
+    "inprocess",
+    ["inprocess", "processes"],
     "Without a configured cluster: run the local ps and workers as servers inside this process "
     "(one TensorFlow import instead of one per task: seconds faster to start), or as child "
     "processes, each task apart as on a real cluster (a killed worker is then survived).",
 )
 flags.DEFINE_bool(
-    "private_network", True,
+    "private_network",
+    True,
     "Run the local cluster in a private network namespace of its own (Linux: needs root or "
     "unprivileged user namespaces), since TF's servers accept work from anyone who reaches "
     "their ports. Not possible when inputs or outputs are on a network filesystem (gs://...).",
 )
 flags.DEFINE_string(
-    "output", None,
+    "output",
+    None,
     "Write the result to this path (any tf.io.gfile path): JSON for sums; for per-key jobs the "
     "whole table, sorted, as TSV (word<TAB>count), or JSON if the name ends in .json.",
 )
 flags.DEFINE_string(
-    "logdir", None,
+    "logdir",
+    None,
     "Write TensorBoard summaries of the job's progress here (any tf.io.gfile path), at every "
     "progress report: bytes/s, words/s (or the job's unit), files done, map steps per worker, "
     "re-run rounds. Watch with: tensorboard --logdir DIR.",
@@ -74,29 +82,41 @@ flags.DEFINE_float(
     "connect_timeout", 60.0, "Seconds to wait for every ps and worker to answer before giving up.", lower_bound=0.1
 )
 flags.DEFINE_integer(
-    "split_size", 64 << 20,
+    "split_size",
+    64 << 20,
     "Bytes per scheduled map step at most: a larger file is cut into several splits (read by all "
-    "workers at once), small files are packed together.", lower_bound=1)
+    "workers at once), small files are packed together.",
+    lower_bound=1,
+)
 flags.DEFINE_integer(
-    "read_size", 8 << 20,
+    "read_size",
+    8 << 20,
     "Files are cut into pieces of about this many bytes, at word (or line) starts, and a worker "
-    "reads and maps a piece at a time: this bounds a worker's memory.", lower_bound=1)
-flags.DEFINE_integer("files_per_step", 0, "Pieces (files, or parts of large ones) per map step at most; 0: automatic.",
-                     lower_bound=0)
+    "reads and maps a piece at a time: this bounds a worker's memory.",
+    lower_bound=1,
+)
+flags.DEFINE_integer(
+    "files_per_step", 0, "Pieces (files, or parts of large ones) per map step at most; 0: automatic.", lower_bound=0
+)
 flags.DEFINE_enum(
-    "on_error", "fail", ["fail", "skip"],
+    "on_error",
+    "fail",
+    ["fail", "skip"],
     "An input that cannot be read: 'fail' stops the job with an error naming it; 'skip' leaves it "
     "out and lists it, with its reason, in the summary and in --output.",
 )
 flags.DEFINE_string(
-    "checkpoint_dir", None,
+    "checkpoint_dir",
+    None,
     "Save the job's state here (any tf.io.gfile path) and resume from it: rerunning the same "
     "command after a failure redoes only the files not yet done.",
 )
-flags.DEFINE_float("checkpoint_every", 30.0, "Seconds between checkpoints (also saved when stopped and at the end).",
-                   lower_bound=0.1)
 flags.DEFINE_float(
-    "worker_timeout", 300.0,
+    "checkpoint_every", 30.0, "Seconds between checkpoints (also saved when stopped and at the end).", lower_bound=0.1
+)
+flags.DEFINE_float(
+    "worker_timeout",
+    300.0,
     "Stop with an error (and a checkpoint) when no map step has finished for this many seconds "
     "while a worker is down; TF itself would wait forever for it to come back.",
     lower_bound=1.0,
@@ -105,7 +125,8 @@ flags.DEFINE_bool(
     "keep_serving", False, "Leave the cluster's servers running when the job ends (configured clusters only)."
 )
 flags.DEFINE_float(
-    "shutdown_timeout", 30.0,
+    "shutdown_timeout",
+    30.0,
     "When the job ends: seconds to keep trying to tell a ps or worker that did not answer (restarting, "
     "its link down) that the job is over, so that it exits with status 0 rather than after its "
     "--idle_timeout. Only a server that does not answer delays the coordinator's exit.",
@@ -142,8 +163,16 @@ def _progress_line(job, p):
     percent = 100.0 * p.files_done / p.files_total
     skipped = ", %d skipped" % p.files_skipped if p.files_skipped else ""
     return "[%6.1fs] %d/%d files (%.0f%%)%s, %s of %s, %s so far, %s/s, ETA %s, steps by worker: %s" % (
-        p.seconds, p.files_done, p.files_total, percent, skipped, _human_bytes(p.bytes_done),
-        _human_bytes(p.bytes_total), _amount(job, p.value, p.distinct), _human_bytes(rate), eta,
+        p.seconds,
+        p.files_done,
+        p.files_total,
+        percent,
+        skipped,
+        _human_bytes(p.bytes_done),
+        _human_bytes(p.bytes_total),
+        _amount(job, p.value, p.distinct),
+        _human_bytes(rate),
+        eta,
         _steps_summary(p.steps_per_worker),
     )
 
@@ -153,9 +182,16 @@ def _print_result(result, found):
     from tf2_mapreduce import output
 
     job = result.job
-    print("%s: %s in %d files (%d bytes), %.2f s" % (
-        job.name, _amount(job, result.total, result.stats.distinct), result.files_done, result.total_bytes,
-        result.seconds))
+    print(
+        "%s: %s in %d files (%d bytes), %.2f s"
+        % (
+            job.name,
+            _amount(job, result.total, result.stats.distinct),
+            result.files_done,
+            result.total_bytes,
+            result.seconds,
+        )
+    )
     if job.reducer.keyed and FLAGS.top_k:
         top = result.reducer.top(FLAGS.top_k, FLAGS.min_count)
         print("top %d %s (count, %s; non-printable bytes as \\xHH):" % (len(top), job.reducer.unit, job.reducer.unit))
@@ -206,24 +242,35 @@ def _run(specs, cluster, local, stop_requests, started, in_process):
         _say("no --input given: using the sample corpus in %s" % specs[0])
     found = inputs.expand(specs, on_error=FLAGS.on_error)
     if found.hidden:
-        _say("note: skipped %d hidden name(s) such as %s (names starting with '.' or '_'; "
-             "name them explicitly to include them)" % (len(found.hidden), found.hidden[0]))
+        _say(
+            "note: skipped %d hidden name(s) such as %s (names starting with '.' or '_'; "
+            "name them explicitly to include them)" % (len(found.hidden), found.hidden[0])
+        )
     if found.duplicates:
-        _say("note: %d path(s) were given more than once and are counted once, such as %s"
-             % (len(found.duplicates), found.duplicates[0]))
+        _say(
+            "note: %d path(s) were given more than once and are counted once, such as %s"
+            % (len(found.duplicates), found.duplicates[0])
+        )
     for path, reason in found.skipped:
         _say("skipping %s: %s" % (path, reason))
-    _say("%s over %d files (%s) on %s%s" % (
-        job.name, len(found.files), _human_bytes(found.total_bytes), cluster.describe(), " (local)" if local else ""))
+    _say(
+        "%s over %d files (%s) on %s%s"
+        % (job.name, len(found.files), _human_bytes(found.total_bytes), cluster.describe(), " (local)" if local else "")
+    )
     if not in_process:
         cluster_lib.wait_for_tasks(cluster, FLAGS.connect_timeout, check=local.check_alive if local else None)
     devices = ["/job:%s/replica:0/task:%d/device:CPU:0" % (role, index) for role, index, _ in cluster.tasks()]
-    coordinator = _connect_within(FLAGS.connect_timeout, _resolver(cluster), devices,
-                                  on_timeout=local.close if local else lambda: None)
+    coordinator = _connect_within(
+        FLAGS.connect_timeout, _resolver(cluster), devices, on_timeout=local.close if local else lambda: None
+    )
     options = runner.Options(
-        split_size=FLAGS.split_size, read_size=FLAGS.read_size, max_pieces=FLAGS.files_per_step,
-        on_error=FLAGS.on_error, checkpoint_dir=FLAGS.checkpoint_dir,
-        checkpoint_every=FLAGS.checkpoint_every, worker_timeout=FLAGS.worker_timeout,
+        split_size=FLAGS.split_size,
+        read_size=FLAGS.read_size,
+        max_pieces=FLAGS.files_per_step,
+        on_error=FLAGS.on_error,
+        checkpoint_dir=FLAGS.checkpoint_dir,
+        checkpoint_every=FLAGS.checkpoint_every,
+        worker_timeout=FLAGS.worker_timeout,
         progress_every=FLAGS.progress_every,
     )
     job_over = not in_process  # servers in this process end with it, and need no message
@@ -243,8 +290,9 @@ def _run(specs, cluster, local, stop_requests, started, in_process):
                 for reporter in reporters:
                     reporter(progress)
 
-            run = runner.JobRun(job, found.files, coordinator, cluster, options, heartbeats=heartbeats,
-                                on_progress=report, log=_say)
+            run = runner.JobRun(
+                job, found.files, coordinator, cluster, options, heartbeats=heartbeats, on_progress=report, log=_say
+            )
             stop_requests.append(run.request_stop)
             result = run.run()
             # Before the servers are told to exit: per-key results are read from the ps tasks.
@@ -254,7 +302,9 @@ def _run(specs, cluster, local, stop_requests, started, in_process):
                     timings = {"total": time.monotonic() - started}
                     if result.first_schedule:
                         # Imports and cluster start-up; then map steps until the result was read.
-                        timings.update(startup=result.first_schedule - started, map=result.finished - result.first_schedule)
+                        timings.update(
+                            startup=result.first_schedule - started, map=result.finished - result.first_schedule
+                        )
                     output.write(FLAGS.output, result, found, FLAGS.min_count, timings)
             if FLAGS.output:
                 _say("wrote %s" % FLAGS.output)
@@ -268,16 +318,22 @@ def _run(specs, cluster, local, stop_requests, started, in_process):
         raise
     finally:
         if local or (job_over and not FLAGS.keep_serving):
+
             def retrying(role, index, address, why):
-                _say("could not tell %s %d at %s that the job is over yet (%s); trying for up to %gs "
-                     "(--shutdown_timeout)" % (role, index, address, why, FLAGS.shutdown_timeout))
+                _say(
+                    "could not tell %s %d at %s that the job is over yet (%s); trying for up to %gs "
+                    "(--shutdown_timeout)" % (role, index, address, why, FLAGS.shutdown_timeout)
+                )
 
             # Local children cannot come back once gone: one attempt each.
-            failed = control.request_exit(cluster, coordinator_id, within=0 if local else FLAGS.shutdown_timeout,
-                                          on_retry=retrying)
+            failed = control.request_exit(
+                cluster, coordinator_id, within=0 if local else FLAGS.shutdown_timeout, on_retry=retrying
+            )
             for (role, index), why in sorted(failed.items()):
-                _say("warning: could not tell %s %d that the job is over: %s; it exits after its --idle_timeout"
-                     % (role, index, why))
+                _say(
+                    "warning: could not tell %s %d that the job is over: %s; it exits after its --idle_timeout"
+                    % (role, index, why)
+                )
         if local:
             _await_local_exit(local)
     return 0
@@ -315,11 +371,14 @@ def main(argv):
         if cluster:
             for name in ("num_ps", "num_workers", "local_cluster"):
                 if FLAGS[name].present:
-                    raise UsageError("--%s is for the local cluster; %s already defines the cluster"
-                                     % (name, sources.describe()))
+                    raise UsageError(
+                        "--%s is for the local cluster; %s already defines the cluster" % (name, sources.describe())
+                    )
         else:
             if FLAGS.keep_serving:
-                raise UsageError("--keep_serving needs a configured cluster (TF_CONFIG...); a local cluster ends with its job")
+                raise UsageError(
+                    "--keep_serving needs a configured cluster (TF_CONFIG...); a local cluster ends with its job"
+                )
             exposed = _isolate(specs)
             if FLAGS.local_cluster == "processes":
                 local = cluster_lib.LocalCluster(FLAGS.num_ps, FLAGS.num_workers).start()
@@ -329,11 +388,16 @@ def main(argv):
                 quiet.import_tensorflow(verbose=FLAGS["verbosity"].present)
                 # Held until the process ends: the servers serve as long as they exist.
                 in_process_servers = cluster_lib.start_in_process(cluster)
-            _say("started a local cluster%s: %s" % (" in this process" if not local else "",
-                                                    ", ".join("%s %s" % (r, a) for r, _, a in cluster.tasks())))
+            _say(
+                "started a local cluster%s: %s"
+                % (" in this process" if not local else "", ", ".join("%s %s" % (r, a) for r, _, a in cluster.tasks()))
+            )
             if exposed:
-                _say("warning: while the job runs, anyone who reaches this machine can run code on the local "
-                     "cluster's ports %s (%s)" % (",".join(a.rsplit(":", 1)[1] for _, _, a in cluster.tasks(cluster_lib.ROLES)), exposed))
+                _say(
+                    "warning: while the job runs, anyone who reaches this machine can run code on the local "
+                    "cluster's ports %s (%s)"
+                    % (",".join(a.rsplit(":", 1)[1] for _, _, a in cluster.tasks(cluster_lib.ROLES)), exposed)
+                )
         code = _run(specs, cluster, local, stop_requests, start, in_process=bool(in_process_servers))
     except Interrupted as e:
         _say(str(e))
@@ -384,9 +448,15 @@ def _await_local_exit(local):
     """Gives servers that were told the job is over a moment to exit by themselves."""
     for (role, index), code in sorted(local.wait(timeout=10.0).items()):
         if code != 0:
-            _say("warning: local %s %d %s: %s" % (
-                role, index, "did not exit" if code is None else "exited with status %d" % code,
-                local.log_tail(role, index)))
+            _say(
+                "warning: local %s %d %s: %s"
+                % (
+                    role,
+                    index,
+                    "did not exit" if code is None else "exited with status %d" % code,
+                    local.log_tail(role, index),
+                )
+            )
 
 
 if __name__ == "__main__":

@@ -103,8 +103,12 @@ def connectivity_errors():
     another could not: they say nothing about the data, and a retry may succeed."""
     import tensorflow as tf  # here: the CLIs import this module before TensorFlow
 
-    return (tf.errors.UnavailableError, tf.errors.CancelledError, tf.errors.AbortedError,
-            tf.errors.DeadlineExceededError)
+    return (
+        tf.errors.UnavailableError,
+        tf.errors.CancelledError,
+        tf.errors.AbortedError,
+        tf.errors.DeadlineExceededError,
+    )
 
 
 def op_error_cause(error):

@@ -90,7 +90,9 @@ def _stat_file(path):
     try:
         st = os.stat(local)
     except FileNotFoundError:
-        raise InputError(path, "broken symbolic link" if os.path.islink(local) else "no such file or directory") from None
+        raise InputError(
+            path, "broken symbolic link" if os.path.islink(local) else "no such file or directory"
+        ) from None
     except OSError as e:
         raise InputError(path, _reason(e)) from None
     if stat.S_ISDIR(st.st_mode):

@@ -65,8 +65,9 @@ def enter_private_network():
             _, flags = struct.unpack(IFREQ, fcntl.ioctl(s, SIOCGIFFLAGS, struct.pack(IFREQ, b"lo", 0)))
             fcntl.ioctl(s, SIOCSIFFLAGS, struct.pack(IFREQ, b"lo", flags | IFF_UP))
     except OSError as e:
-        raise ClusterError("cannot set up the local cluster's private network (%s); "
-                           "run with --noprivate_network" % (e.strerror or e)) from None
+        raise ClusterError(
+            "cannot set up the local cluster's private network (%s); run with --noprivate_network" % (e.strerror or e)
+        ) from None
     return None
 
 

@@ -157,7 +157,9 @@ def _per_piece_document(result, found, timings):
     document.update(reducer.total_fields(result.total))
     per_file = [reducer.fields(reducer.to_python(v)) for v in result.file_values()]
     document["per_file"] = [
-        dict(path=f.path, size=f.size, **fields) for f, fields, done in zip(result.files, per_file, result.file_done) if done
+        dict(path=f.path, size=f.size, **fields)
+        for f, fields, done in zip(result.files, per_file, result.file_done)
+        if done
     ]
     return document
 
@@ -181,8 +183,9 @@ def write(path, result, found, min_count=1, timings=None):
             return
         unit = result.job.reducer.unit
         document = _header(result, found, timings)
-        document.update({"total_" + unit: result.total, "distinct_" + unit: result.stats.distinct,
-                         "min_count": min_count})
+        document.update(
+            {"total_" + unit: result.total, "distinct_" + unit: result.stats.distinct, "min_count": min_count}
+        )
         f.write(json.dumps(document, indent=1)[:-2])  # without the closing "\n}", to append the table
         f.write(',\n "%s": [' % unit)
         for n, (key, count) in enumerate(entries):

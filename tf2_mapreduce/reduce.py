@@ -97,8 +97,13 @@ class PerPieceState:
         for shard, device in enumerate(self.ps_devices):
             shard_sizes = sizes[shard::num_ps]
             with tf.device(device):
-                self.slots.append(tf.Variable(tf.zeros([len(shard_sizes), 1 + (self.width or 1)], tf.int64),
-                                              trainable=False, name="slots_%d" % shard))
+                self.slots.append(
+                    tf.Variable(
+                        tf.zeros([len(shard_sizes), 1 + (self.width or 1)], tf.int64),
+                        trainable=False,
+                        name="slots_%d" % shard,
+                    )
+                )
                 self.sizes.append(tf.Variable(shard_sizes, trainable=False, name="sizes_%d" % shard))
         self._stats = tf.function(self._stats_fn, autograph=False)
 
@@ -134,8 +139,9 @@ class PerPieceState:
                 bytes_ += tf.reduce_sum(tf.where(done, sizes, 0))
                 values = self._value(rows)
                 mask = done[:, None] if self.width else done
-                folded.append(self.reducer.fold_tf(
-                    tf.where(mask, values, tf.constant(self.reducer.identity, tf.int64)), axis=0))
+                folded.append(
+                    self.reducer.fold_tf(tf.where(mask, values, tf.constant(self.reducer.identity, tf.int64)), axis=0)
+                )
         return pieces, bytes_, self.reducer.fold_tf(tf.stack(folded), axis=0)
 
     def stats(self):
@@ -212,8 +218,10 @@ class _KeyShard:
                 done = tf.reduce_sum(tf.cast(tf.gather(self.done, ids), tf.int32))
                 # A step's pieces are committed together, so a step finds all of them
                 # done (it is a re-run) or none; anything else would be a bug.
-                whole = tf.debugging.Assert(tf.logical_or(done == 0, done == tf.size(ids)),
-                                            ["tf2_mapreduce: a step's pieces were committed in part", self.device])
+                whole = tf.debugging.Assert(
+                    tf.logical_or(done == 0, done == tf.size(ids)),
+                    ["tf2_mapreduce: a step's pieces were committed in part", self.device],
+                )
 
                 def apply():
                     self.table.insert(keys, self.table.lookup(keys) + counts)
@@ -230,10 +238,12 @@ class _KeyShard:
         def copy():
             with tf.device(self.device):
                 keys, counts = self.table.export()
-                imported = tf.raw_ops.LookupTableImportV2(table_handle=self.saved_table.resource_handle,
-                                                          keys=keys, values=counts)
-                with tf.control_dependencies([imported, self.saved_done.assign(self.done),
-                                              self.saved_total.assign(self.total)]):
+                imported = tf.raw_ops.LookupTableImportV2(
+                    table_handle=self.saved_table.resource_handle, keys=keys, values=counts
+                )
+                with tf.control_dependencies(
+                    [imported, self.saved_done.assign(self.done), self.saved_total.assign(self.total)]
+                ):
                     return tf.constant(True)
 
         return self.lock.execute(copy)
@@ -264,8 +274,10 @@ class _KeyShard:
         """Every resource of this shard on its ps (the critical section's mutex is
         left: it is tiny, and a step still in flight may be holding it)."""
         tables = [self.table.resource_handle, self.saved_table.resource_handle]
-        return tables + [v.handle for v in (self.done, self.total, self.saved_done, self.saved_total,
-                                             self.view_keys, self.view_counts)]
+        return tables + [
+            v.handle
+            for v in (self.done, self.total, self.saved_done, self.saved_total, self.view_keys, self.view_counts)
+        ]
 
 
 class KeyedSum:
@@ -286,18 +298,21 @@ class KeyedSum:
         self.shards = [_KeyShard(shard, device, self.num_pieces, run_id) for shard, device in enumerate(ps_devices)]
         self._stats = tf.function(self._stats_fn, autograph=False)
         self._snapshot = tf.function(lambda: tf.stack([shard.snapshot() for shard in self.shards]), autograph=False)
-        self._make_views = tf.function(lambda min_count: [shard.make_view(min_count) for shard in self.shards],
-                                       autograph=False)
+        self._make_views = tf.function(
+            lambda min_count: [shard.make_view(min_count) for shard in self.shards], autograph=False
+        )
         self._chunks = [tf.function(shard.view_chunk, autograph=False) for shard in self.shards]
         self._top = tf.function(lambda k: [shard.top_counts(k) for shard in self.shards], autograph=False)
-        self._sizes = tf.function(lambda: [tf.stack([shard.table.size(), shard.saved_table.size()])
-                                           for shard in self.shards], autograph=False)
+        self._sizes = tf.function(
+            lambda: [tf.stack([shard.table.size(), shard.saved_table.size()]) for shard in self.shards], autograph=False
+        )
 
     def checkpoint_state(self):
         save, restore = {}, {}
         for n, shard in enumerate(self.shards):
-            save.update({"table_%d" % n: shard.saved_table, "done_%d" % n: shard.saved_done,
-                         "total_%d" % n: shard.saved_total})
+            save.update(
+                {"table_%d" % n: shard.saved_table, "done_%d" % n: shard.saved_done, "total_%d" % n: shard.saved_total}
+            )
             restore.update({"table_%d" % n: shard.table, "done_%d" % n: shard.done, "total_%d" % n: shard.total})
         return CheckpointState(save=save, restore=restore, prepare=self._snapshot)
 
@@ -340,8 +355,11 @@ class KeyedSum:
         for shard in self.shards:
             with tf.device(shard.device):
                 # Importing replaces a table's contents: with nothing, it empties it.
-                tf.raw_ops.LookupTableImportV2(table_handle=shard.table.resource_handle,
-                                               keys=tf.constant([], tf.string), values=tf.constant([], tf.int64))
+                tf.raw_ops.LookupTableImportV2(
+                    table_handle=shard.table.resource_handle,
+                    keys=tf.constant([], tf.string),
+                    values=tf.constant([], tf.int64),
+                )
                 shard.done.assign(tf.zeros_like(shard.done))
                 shard.total.assign(0)
 

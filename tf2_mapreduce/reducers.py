@@ -212,8 +212,10 @@ class KeySum(Reducer):
     keyed = True
 
     def piece_spec(self):
-        return (tf.RaggedTensorSpec([None], tf.string, ragged_rank=0),
-                tf.RaggedTensorSpec([None], tf.int64, ragged_rank=0))
+        return (
+            tf.RaggedTensorSpec([None], tf.string, ragged_rank=0),
+            tf.RaggedTensorSpec([None], tf.int64, ragged_rank=0),
+        )
 
     def combine(self, output):
         # Combined on the worker, so that only distinct keys travel to the ps.

@@ -136,8 +136,9 @@ def connect(cluster_resolver, task_devices):
         strategy = tf.distribute.experimental.ParameterServerStrategy(cluster_resolver)
     except tf.errors.OpError as e:
         # TF's only word for a chief port that is taken is "Could not start gRPC server".
-        raise ClusterError("the coordinator cannot serve as chief on %s: %s (is the port in use?)"
-                           % (chief, op_error_cause(e))) from None
+        raise ClusterError(
+            "the coordinator cannot serve as chief on %s: %s (is the port in use?)" % (chief, op_error_cause(e))
+        ) from None
     coordinator = tf.distribute.coordinator.ClusterCoordinator(strategy)
     for device in task_devices:
         try:
@@ -166,10 +167,16 @@ def _read_range(path, start, end, size):
     # Raw ops, no tf.data rewrites, an explicit iterator: the Python dataset API cost
     # about 20 ms of set-up per piece (measured), more than reading 8 MB.
     records = tf.raw_ops.FixedLengthRecordDatasetV2(
-        filenames=path, header_bytes=start, record_bytes=end - start, footer_bytes=size - end,
-        buffer_size=tf.constant(RANGE_BUFFER, tf.int64), compression_type="")
-    records = tf.raw_ops.OptionsDataset(input_dataset=records, serialized_options=_NO_REWRITES,
-                                        output_types=[tf.string], output_shapes=[[]])
+        filenames=path,
+        header_bytes=start,
+        record_bytes=end - start,
+        footer_bytes=size - end,
+        buffer_size=tf.constant(RANGE_BUFFER, tf.int64),
+        compression_type="",
+    )
+    records = tf.raw_ops.OptionsDataset(
+        input_dataset=records, serialized_options=_NO_REWRITES, output_types=[tf.string], output_shapes=[[]]
+    )
     iterator = tf.raw_ops.AnonymousIteratorV3(output_types=[tf.string], output_shapes=[[]])
     with tf.control_dependencies([tf.raw_ops.MakeIterator(dataset=records, iterator=iterator)]):
         return tf.raw_ops.IteratorGetNext(iterator=iterator, output_types=[tf.string], output_shapes=[[]])[0]
@@ -194,25 +201,41 @@ def _map_step(job, reducer, worker_steps, whole_files):
     # half a second of tracing per run (measured), and it has no control flow to convert.
     map_fn = tf.autograph.to_graph(job.map_fn) if job.autograph else job.map_fn
 
-    @tf.function(input_signature=[tf.TensorSpec([None], tf.int64), tf.TensorSpec([None], tf.string)]
-                 + [tf.TensorSpec([None], tf.int64)] * 3, autograph=False)
+    @tf.function(
+        input_signature=[tf.TensorSpec([None], tf.int64), tf.TensorSpec([None], tf.string)]
+        + [tf.TensorSpec([None], tf.int64)] * 3,
+        autograph=False,
+    )
     def map_step(ids, paths, starts, ends, sizes):
         if whole_files:
+
             def one(path):
                 text = _read_whole(path)
                 return _map_piece(job, map_fn, text), tf.cast(tf.strings.length(text), tf.int64)
 
-            outputs, lengths = tf.map_fn(one, paths, fn_output_signature=(signature, tf.TensorSpec([], tf.int64)),
-                                         parallel_iterations=PIECES_IN_FLIGHT)
+            outputs, lengths = tf.map_fn(
+                one,
+                paths,
+                fn_output_signature=(signature, tf.TensorSpec([], tf.int64)),
+                parallel_iterations=PIECES_IN_FLIGHT,
+            )
             # A file that changed since it was listed is not the file the job was
             # asked to count (and would not match its checkpoint): refuse it.
             changed = tf.not_equal(lengths, sizes)
             first = tf.argmax(tf.cast(changed, tf.int32))
-            checks = [tf.debugging.Assert(tf.logical_not(tf.reduce_any(changed)),
-                                          [CHANGED, ids[first], paths[first], sizes[first], lengths[first]])]
+            checks = [
+                tf.debugging.Assert(
+                    tf.logical_not(tf.reduce_any(changed)),
+                    [CHANGED, ids[first], paths[first], sizes[first], lengths[first]],
+                )
+            ]
         else:
-            outputs = tf.map_fn(lambda piece: _map_piece(job, map_fn, _read_range(*piece)), (paths, starts, ends, sizes),
-                                fn_output_signature=signature, parallel_iterations=PIECES_IN_FLIGHT)
+            outputs = tf.map_fn(
+                lambda piece: _map_piece(job, map_fn, _read_range(*piece)),
+                (paths, starts, ends, sizes),
+                fn_output_signature=signature,
+                parallel_iterations=PIECES_IN_FLIGHT,
+            )
             checks = []
         with tf.control_dependencies(checks):
             reducer.commit(ids, job.reducer.batch(outputs))
@@ -254,7 +277,9 @@ class JobRun:
     `checkpoint_every` seconds, when it is stopped, and at the end.
     """
 
-    def __init__(self, job, files, coordinator, cluster, options=Options(), heartbeats=None, on_progress=None, log=None):
+    def __init__(
+        self, job, files, coordinator, cluster, options=Options(), heartbeats=None, on_progress=None, log=None
+    ):
         self.job = job
         self.files = files
         self.coordinator = coordinator
@@ -271,7 +296,9 @@ class JobRun:
         self.checkpoint = None
         if options.checkpoint_dir:
             manifest = checkpoint_lib.manifest(job, cluster.num_ps, files, self.pieces, options.read_size)
-            self.checkpoint = checkpoint_lib.JobCheckpoint(options.checkpoint_dir, manifest, self.reducer.checkpoint_state())
+            self.checkpoint = checkpoint_lib.JobCheckpoint(
+                options.checkpoint_dir, manifest, self.reducer.checkpoint_state()
+            )
         self.worker_steps = reduce.WorkerSteps(cluster.num_workers, ps_devices[0])
         self.steps = {whole: _map_step(job, self.reducer, self.worker_steps, whole) for whole in (True, False)}
         self.skipped = list(planning_skipped)  # (path, reason) of whole files left out when planned
@@ -336,7 +363,9 @@ class JobRun:
             done = self._read_ps(self.reducer.done)
             files_resumed = int(_files_done(self.pieces, done, len(self.files)).sum())
             if resumed_from:
-                self.log("resuming from %s: %d of %d files already done" % (resumed_from, files_resumed, len(self.files)))
+                self.log(
+                    "resuming from %s: %d of %d files already done" % (resumed_from, files_resumed, len(self.files))
+                )
             while True:
                 pending = [i for i in np.flatnonzero(~done) if i not in self.skipped_pieces]
                 if not pending:
@@ -346,8 +375,10 @@ class JobRun:
                 if error is None:
                     lost = [i for i in pending if not done[i]]
                     if lost:  # join() returned, so every step ran: a piece without a value would be lost silently
-                        raise JobFailed("%d piece(s) were never committed, first of %s"
-                                        % (len(lost), self.files[self.pieces[lost[0]].file].path))
+                        raise JobFailed(
+                            "%d piece(s) were never committed, first of %s"
+                            % (len(lost), self.files[self.pieces[lost[0]].file].path)
+                        )
                     break
                 self._after_failed_round(error, failures)
                 self._rounds_rerun += 1
@@ -359,8 +390,21 @@ class JobRun:
             raise self._cluster_failure(e) from e
         skipped = self.skipped + [(self._describe(i), why) for i, why in sorted(self.skipped_pieces.items())]
         finished = time.monotonic()
-        return Result(self.job, self.files, self.pieces, done, skipped, resumed_from, files_resumed,
-                      finished - self._start, self._first_schedule, finished, steps, stats, self.reducer)
+        return Result(
+            self.job,
+            self.files,
+            self.pieces,
+            done,
+            skipped,
+            resumed_from,
+            files_resumed,
+            finished - self._start,
+            self._first_schedule,
+            finished,
+            steps,
+            stats,
+            self.reducer,
+        )
 
     def _restore(self):
         """Restores the newest readable checkpoint; returns its path, or None if there
@@ -370,8 +414,10 @@ class JobRun:
             # A restore that failed on one ps's files may have restored another's
             # (measured): a run that starts over must not keep any of it.
             self.reducer.reset()
-            self._check_empty("a checkpoint that could not be restored left it, and emptying it failed "
-                              "(a bug in tf2_mapreduce: please report it)")
+            self._check_empty(
+                "a checkpoint that could not be restored left it, and emptying it failed "
+                "(a bug in tf2_mapreduce: please report it)"
+            )
         return path
 
     def _check_empty(self, why):
@@ -398,8 +444,12 @@ class JobRun:
         """
         alone = [i for i in pending if i in self._alone]
         packed = [i for i in pending if i not in self._alone]
-        split_size = inputs_lib.split_bytes(sum(self.pieces[i].size for i in packed), self.cluster.num_workers,
-                                            self.options.split_size, STEPS_PER_WORKER)
+        split_size = inputs_lib.split_bytes(
+            sum(self.pieces[i].size for i in packed),
+            self.cluster.num_workers,
+            self.options.split_size,
+            STEPS_PER_WORKER,
+        )
         max_pieces = self.options.max_pieces or MAX_PIECES_PER_STEP
         datasets = []  # (whole files?, tf.data pipeline of splits)
         for ids, size, most in ((packed, split_size, max_pieces), (alone, 1, 1)):
@@ -471,8 +521,11 @@ class JobRun:
 
     def _down_workers(self):
         """[(index, address)] of the workers that missed heartbeats for `WORKER_DOWN_AFTER` s."""
-        return [(index, address) for _, index, address in self.cluster.tasks(roles=("worker",))
-                if self.heartbeats.silent_for("worker", index) > WORKER_DOWN_AFTER]
+        return [
+            (index, address)
+            for _, index, address in self.cluster.tasks(roles=("worker",))
+            if self.heartbeats.silent_for("worker", index) > WORKER_DOWN_AFTER
+        ]
 
     def _check_stall(self, pieces_done):
         """Raises `ClusterError` if no map step finished for `worker_timeout` s while
@@ -492,20 +545,32 @@ class JobRun:
         down = self._down_workers()
         if not down:
             return
-        detail = ", ".join("worker %d at %s (%s)" % (index, address, self.heartbeats.failing("worker", index) or "no answer")
-                           for index, address in down)
+        detail = ", ".join(
+            "worker %d at %s (%s)" % (index, address, self.heartbeats.failing("worker", index) or "no answer")
+            for index, address in down
+        )
         everyone = len(down) == self.cluster.num_workers
         if everyone:
             which = "every worker is down"
         else:
-            which = "%d of %d workers %s down" % (len(down), self.cluster.num_workers, "is" if len(down) == 1 else "are")
+            which = "%d of %d workers %s down" % (
+                len(down),
+                self.cluster.num_workers,
+                "is" if len(down) == 1 else "are",
+            )
         raise ClusterError(
-            "no map step finished for %gs (--worker_timeout) and %s: %s. %s%s" % (
-                self.options.worker_timeout, which, detail,
-                "Start the workers again, then run the same command" if everyone else
-                "TF resumes only once every failed worker is back: restart them (a running job then continues), "
+            "no map step finished for %gs (--worker_timeout) and %s: %s. %s%s"
+            % (
+                self.options.worker_timeout,
+                which,
+                detail,
+                "Start the workers again, then run the same command"
+                if everyone
+                else "TF resumes only once every failed worker is back: restart them (a running job then continues), "
                 "or run the same command once they are up",
-                self._save_for_resume()))
+                self._save_for_resume(),
+            )
+        )
 
     def _after_failed_round(self, error, failures):
         """Raises for a failure that ends the job; waits out workers that cannot reach
@@ -526,7 +591,9 @@ class JobRun:
             path, why = _file_failure(step_error, self.files, self.pieces)
             where = self._describe(int(ids[0]))
             if self.options.on_error == "fail":
-                raise JobFailed("a map step failed: %s: %s" % (where if path is None or where.startswith(path) else path, why))
+                raise JobFailed(
+                    "a map step failed: %s: %s" % (where if path is None or where.startswith(path) else path, why)
+                )
             self.skipped_pieces[int(ids[0])] = why
 
     def _transient(self, error):
@@ -574,19 +641,30 @@ class JobRun:
         """The `ClusterError` (a ps failed) or `JobFailed` that `error` means, with how to resume."""
         failed = self._failed_ps(error)
         if not failed:
-            return JobFailed("%s: %s" % (type(error).__name__, op_error_cause(error)) if isinstance(error, tf.errors.OpError) else str(error))
-        names = ", ".join("ps %d at %s (%s)" % (i, self.cluster.jobs["ps"][i], why) for i, why in sorted(failed.items()))
+            return JobFailed(
+                "%s: %s" % (type(error).__name__, op_error_cause(error))
+                if isinstance(error, tf.errors.OpError)
+                else str(error)
+            )
+        names = ", ".join(
+            "ps %d at %s (%s)" % (i, self.cluster.jobs["ps"][i], why) for i, why in sorted(failed.items())
+        )
         if self._saved:
-            how = ("Restart it, then run the same command: the job resumes from %s (%d of %d files done)"
-                   % (self._saved[0], self._saved[1], len(self.files)))
+            how = "Restart it, then run the same command: the job resumes from %s (%d of %d files done)" % (
+                self._saved[0],
+                self._saved[1],
+                len(self.files),
+            )
         elif self.checkpoint:
             how = "Restart it, then run the same command: no checkpoint was saved yet, so the job starts over"
         else:
             how = "Restart it, then run the same command to start over (with --checkpoint_dir, a rerun resumes instead)"
-        return ClusterError("%s failed %s, with its part of the results. %s" % (names, when, how),
-                            failed_tasks={("ps", i): why for i, why in failed.items()},
-                            checkpoint=self._saved[0] if self._saved else None,
-                            files_done=self._saved[1] if self._saved else 0)
+        return ClusterError(
+            "%s failed %s, with its part of the results. %s" % (names, when, how),
+            failed_tasks={("ps", i): why for i, why in failed.items()},
+            checkpoint=self._saved[0] if self._saved else None,
+            files_done=self._saved[1] if self._saved else 0,
+        )
 
     def _read_ps(self, read):
         """Returns `read()`, a blocking read of this run's state on the ps tasks.
@@ -624,13 +702,26 @@ class JobRun:
             self._save()
         except tf.errors.OpError as e:
             return "; saving a checkpoint failed (%s)" % op_error_cause(e)
-        return "; checkpoint saved (%d of %d files done): the same command resumes from it" % (self._saved[1], len(self.files))
+        return "; checkpoint saved (%d of %d files done): the same command resumes from it" % (
+            self._saved[1],
+            len(self.files),
+        )
 
     def _report(self):
         """Calls `on_progress` with the state on the ps now; returns the `reduce.Stats`."""
         stats = self._read_ps(self.reducer.stats)
-        self.on_progress(Progress(self._files_done_now(), len(self.files), stats.bytes_done, self._total_bytes,
-                                  stats.value, stats.distinct, time.monotonic() - self._start,
-                                  len(self.skipped) + len(self.skipped_pieces), self.worker_steps.read(),
-                                  self._rounds_rerun))
+        self.on_progress(
+            Progress(
+                self._files_done_now(),
+                len(self.files),
+                stats.bytes_done,
+                self._total_bytes,
+                stats.value,
+                stats.distinct,
+                time.monotonic() - self._start,
+                len(self.skipped) + len(self.skipped_pieces),
+                self.worker_steps.read(),
+                self._rounds_rerun,
+            )
+        )
         return stats

@@ -66,7 +66,10 @@ def serve(cluster, keep_serving=False, idle_timeout=0, log=print):
     while True:
         message = queue.next(timeout=idle_timeout)
         if message is None:
-            log("tf2_mapreduce server: %s %d: no coordinator for %gs (--idle_timeout), exiting" % (role, index, idle_timeout))
+            log(
+                "tf2_mapreduce server: %s %d: no coordinator for %gs (--idle_timeout), exiting"
+                % (role, index, idle_timeout)
+            )
             return IDLE_EXIT
         if message.kind != control.JOB_OVER:
             newest = max(newest, message.coordinator)
@@ -108,13 +111,19 @@ def main(argv):
             os.environ.setdefault(name, value)
         cluster = sources.resolve(expect_roles=("ps", "worker"))
         if cluster is None:
-            raise UsageError("TF_CONFIG is not set: it must name this task (a ps or worker) and the cluster "
-                             "(or see --cluster_resolver)")
+            raise UsageError(
+                "TF_CONFIG is not set: it must name this task (a ps or worker) and the cluster "
+                "(or see --cluster_resolver)"
+            )
         if FLAGS.idle_timeout and FLAGS.idle_timeout < 5:
             raise UsageError("--idle_timeout=%g: use 0 (never) or at least 5 seconds" % FLAGS.idle_timeout)
         quiet.import_tensorflow(verbose=FLAGS["verbosity"].present)
-        code = serve(cluster, keep_serving=FLAGS.keep_serving, idle_timeout=FLAGS.idle_timeout,
-                     log=lambda line: print(line, flush=True))
+        code = serve(
+            cluster,
+            keep_serving=FLAGS.keep_serving,
+            idle_timeout=FLAGS.idle_timeout,
+            log=lambda line: print(line, flush=True),
+        )
     except Error as e:
         print("tf2_mapreduce server: error: %s" % e, file=sys.stderr, flush=True)
         sys.exit(e.exit_code)

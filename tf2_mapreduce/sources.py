@@ -21,7 +21,9 @@ K8S_ROLE_LABEL = "tf2-mapreduce/role"
 
 FLAGS = flags.FLAGS
 flags.DEFINE_enum(
-    "cluster_resolver", "tf_config", SOURCES,
+    "cluster_resolver",
+    "tf_config",
+    SOURCES,
     "Where the cluster is described. tf_config: the TF_CONFIG variable (as Kubernetes "
     "operators and Vertex AI set it; without it the coordinator runs a local cluster). "
     "slurm: the Slurm job step (rank 0 is the chief, the next --ps_tasks ranks are ps, the "
@@ -29,25 +31,40 @@ flags.DEFINE_enum(
     "%s=--k8s_job and %s=chief|ps|worker (needs the kubernetes package). tpu: the hosts "
     "of Cloud TPU VM slice --tpu (each host a worker, the first --ps_tasks hosts a ps too, "
     "host 0 the chief). flags: --chief_host, --ps_hosts, --worker_hosts. "
-    "Giving --*_hosts implies flags." % (K8S_JOB_LABEL, K8S_ROLE_LABEL))
+    "Giving --*_hosts implies flags." % (K8S_JOB_LABEL, K8S_ROLE_LABEL),
+)
 flags.DEFINE_string("chief_host", None, "The coordinator's host:port (--cluster_resolver=flags).")
 flags.DEFINE_list("ps_hosts", None, "host:port of every ps task, in order (--cluster_resolver=flags).")
 flags.DEFINE_list("worker_hosts", None, "host:port of every worker task, in order (--cluster_resolver=flags).")
-flags.DEFINE_enum("task_type", None, ["chief", "ps", "worker"],
-                  "This task's role, for the sources that do not say (flags, kubernetes, tpu).")
+flags.DEFINE_enum(
+    "task_type",
+    None,
+    ["chief", "ps", "worker"],
+    "This task's role, for the sources that do not say (flags, kubernetes, tpu).",
+)
 flags.DEFINE_integer("task_index", 0, "This task's index within its role (with --task_type).", lower_bound=0)
-flags.DEFINE_integer("ps_tasks", 1, "With --cluster_resolver=slurm or tpu: how many of the tasks are ps.",
-                     lower_bound=1)
 flags.DEFINE_integer(
-    "port", 8470,
+    "ps_tasks", 1, "With --cluster_resolver=slurm or tpu: how many of the tasks are ps.", lower_bound=1
+)
+flags.DEFINE_integer(
+    "port",
+    8470,
     "With slurm: the first port of each node (a node's tasks take consecutive ports). With "
     "kubernetes: the port every pod serves on. With tpu: the chief's port; a host's ps "
-    "serves on the next port, its worker on the one after.", lower_bound=1, upper_bound=65533)
-flags.DEFINE_string("k8s_job", None, "With --cluster_resolver=kubernetes: the value of the pods' %s label."
-                    % K8S_JOB_LABEL)
+    "serves on the next port, its worker on the one after.",
+    lower_bound=1,
+    upper_bound=65533,
+)
+flags.DEFINE_string(
+    "k8s_job", None, "With --cluster_resolver=kubernetes: the value of the pods' %s label." % K8S_JOB_LABEL
+)
 flags.DEFINE_string("tpu", None, "With --cluster_resolver=tpu: the Cloud TPU's name ('local' for this TPU VM).")
-flags.DEFINE_string("tpu_zone", None, "With --cluster_resolver=tpu: the TPU's zone (default: from the metadata server).")
-flags.DEFINE_string("tpu_project", None, "With --cluster_resolver=tpu: the TPU's project (default: from the metadata server).")
+flags.DEFINE_string(
+    "tpu_zone", None, "With --cluster_resolver=tpu: the TPU's zone (default: from the metadata server)."
+)
+flags.DEFINE_string(
+    "tpu_project", None, "With --cluster_resolver=tpu: the TPU's project (default: from the metadata server)."
+)
 
 HOST_FLAGS = ("chief_host", "ps_hosts", "worker_hosts")
 
@@ -60,7 +77,9 @@ def resolve(expect_roles):
     source = FLAGS.cluster_resolver
     given = [name for name in HOST_FLAGS if FLAGS[name].present]
     if given and FLAGS["cluster_resolver"].present and source != "flags":
-        raise UsageError("--%s describes the cluster; it cannot be combined with --cluster_resolver=%s" % (given[0], source))
+        raise UsageError(
+            "--%s describes the cluster; it cannot be combined with --cluster_resolver=%s" % (given[0], source)
+        )
     if given:
         source = "flags"
     if source == "tf_config":
@@ -98,7 +117,9 @@ def _from_flags(expect_roles):
     source = "--cluster_resolver=flags"
     missing = [name for name in HOST_FLAGS if not FLAGS[name].value]
     if missing:
-        raise UsageError("%s: --%s is missing (give --chief_host, --ps_hosts and --worker_hosts)" % (source, missing[0]))
+        raise UsageError(
+            "%s: --%s is missing (give --chief_host, --ps_hosts and --worker_hosts)" % (source, missing[0])
+        )
     jobs = {"chief": [FLAGS.chief_host], "ps": list(FLAGS.ps_hosts), "worker": list(FLAGS.worker_hosts)}
     return cluster_lib.validated(jobs, *_task(expect_roles, source), expect_roles, source)
 
@@ -110,17 +131,22 @@ def _from_slurm(expect_roles):
     try:
         tasks = int(os.environ["SLURM_STEP_NUM_TASKS"])
         if tasks < 1 + FLAGS.ps_tasks + 1:
-            raise UsageError("%s: the step has %d task(s); it needs a chief, --ps_tasks=%d ps and at least 1 worker"
-                             % (source, tasks, FLAGS.ps_tasks))
+            raise UsageError(
+                "%s: the step has %d task(s); it needs a chief, --ps_tasks=%d ps and at least 1 worker"
+                % (source, tasks, FLAGS.ps_tasks)
+            )
         jobs = {"chief": 1, "ps": FLAGS.ps_tasks, "worker": tasks - 1 - FLAGS.ps_tasks}
         # TF's resolver hands out GPUs: on CPU-only nodes it runs nvidia-smi, then steps
         # through 0 GPUs per task and fails. One pretend GPU per task, never exported.
         most = max(int(n.split("(")[0]) for n in os.environ["SLURM_STEP_TASKS_PER_NODE"].split(","))
         resolver = tf.distribute.cluster_resolver.SlurmClusterResolver(
-            jobs=jobs, port_base=FLAGS.port, gpus_per_node=most, gpus_per_task=1, auto_set_gpu=False)
+            jobs=jobs, port_base=FLAGS.port, gpus_per_node=most, gpus_per_task=1, auto_set_gpu=False
+        )
         spec = resolver.cluster_spec().as_dict()
     except KeyError as e:
-        raise UsageError("%s: %s is not set (run it inside a Slurm job step, with srun)" % (source, e.args[0])) from None
+        raise UsageError(
+            "%s: %s is not set (run it inside a Slurm job step, with srun)" % (source, e.args[0])
+        ) from None
     except (RuntimeError, ValueError) as e:
         raise UsageError("%s: %s" % (source, e)) from None
     return cluster_lib.validated(spec, resolver.task_type, resolver.task_id, expect_roles, source)
@@ -132,11 +158,13 @@ def _from_kubernetes(expect_roles):
     source = "--cluster_resolver=kubernetes"
     if not FLAGS.k8s_job:
         raise UsageError("%s: give --k8s_job, the value of the pods' %s label" % (source, K8S_JOB_LABEL))
-    mapping = {role: ["%s=%s,%s=%s" % (K8S_JOB_LABEL, FLAGS.k8s_job, K8S_ROLE_LABEL, role)]
-               for role in cluster_lib.ROLES}
+    mapping = {
+        role: ["%s=%s,%s=%s" % (K8S_JOB_LABEL, FLAGS.k8s_job, K8S_ROLE_LABEL, role)] for role in cluster_lib.ROLES
+    }
     try:
         resolver = tf.distribute.cluster_resolver.KubernetesClusterResolver(
-            job_to_label_mapping=mapping, tf_server_port=FLAGS.port, override_client=_PodIPs(kubernetes_api()))
+            job_to_label_mapping=mapping, tf_server_port=FLAGS.port, override_client=_PodIPs(kubernetes_api())
+        )
         spec = resolver.cluster_spec().as_dict()
     except ImportError:
         raise UsageError("%s needs the Kubernetes client: pip install kubernetes" % source) from None
@@ -184,11 +212,13 @@ def _from_tpu(expect_roles):
     except Exception as e:  # no cloud-tpu-client, no credentials, no such TPU...
         raise UsageError("%s: cannot list the hosts of TPU %s: %s" % (source, FLAGS.tpu, first_line(e))) from None
     if len(hosts) < FLAGS.ps_tasks:
-        raise UsageError("%s: TPU %s has %d host(s), fewer than --ps_tasks=%d" % (source, FLAGS.tpu, len(hosts), FLAGS.ps_tasks))
+        raise UsageError(
+            "%s: TPU %s has %d host(s), fewer than --ps_tasks=%d" % (source, FLAGS.tpu, len(hosts), FLAGS.ps_tasks)
+        )
     port = FLAGS.port
     jobs = {
         "chief": ["%s:%d" % (hosts[0], port)],
-        "ps": ["%s:%d" % (host, port + 1) for host in hosts[:FLAGS.ps_tasks]],
+        "ps": ["%s:%d" % (host, port + 1) for host in hosts[: FLAGS.ps_tasks]],
         "worker": ["%s:%d" % (host, port + 2) for host in hosts],
     }
     return cluster_lib.validated(jobs, *_task(expect_roles, source), expect_roles, source)

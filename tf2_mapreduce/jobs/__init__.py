@@ -28,8 +28,9 @@ def resolve(name, pattern=None):
         return BUILT_IN[name]
     module_name, sep, attribute = name.partition(":")
     if not sep:
-        raise UsageError("--job=%s: unknown job (built in: %s; or module:ATTRIBUTE for your own)"
-                         % (name, ", ".join(BUILT_IN_NAMES)))
+        raise UsageError(
+            "--job=%s: unknown job (built in: %s; or module:ATTRIBUTE for your own)" % (name, ", ".join(BUILT_IN_NAMES))
+        )
     try:
         module = importlib.import_module(module_name)
     except ImportError as e:

@@ -74,7 +74,9 @@ def grep(pattern):
     try:
         tf.strings.regex_full_match(tf.constant([""]), pattern)
     except tf.errors.InvalidArgumentError as e:
-        raise UsageError("--pattern %r: not a valid RE2 regular expression: %s" % (pattern, op_error_cause(e))) from None
+        raise UsageError(
+            "--pattern %r: not a valid RE2 regular expression: %s" % (pattern, op_error_cause(e))
+        ) from None
 
     def matching_lines(text):
         return tf.reduce_sum(tf.cast(tf.strings.regex_full_match(_lines(text), pattern), tf.int64))

@@ -18,8 +18,9 @@ def count_true(flags):
     flags = tf.cast(flags, tf.uint8)
     whole = tf.size(flags) - tf.size(flags) % 8
     words = tf.bitcast(tf.reshape(flags[:whole], [-1, 8]), tf.uint64)
-    return (tf.reduce_sum(tf.cast(tf.raw_ops.PopulationCount(x=words), tf.int64))
-            + tf.reduce_sum(tf.cast(flags[whole:], tf.int64)))
+    return tf.reduce_sum(tf.cast(tf.raw_ops.PopulationCount(x=words), tf.int64)) + tf.reduce_sum(
+        tf.cast(flags[whole:], tf.int64)
+    )
 
 
 def count_words(text):
