@@ -187,7 +187,7 @@ def peer_map_step(paths):
     """Our map step on one process, no cluster: read pieces, count, add."""
     import tensorflow as tf
 
-    from tf2_mapreduce import inputs, jobs, runner
+    from tf2_mapreduce import inputs, jobs, mapstep
 
     files = inputs.expand(paths).files
     pieces, _ = inputs.plan(files, 8 << 20, "words")
@@ -206,7 +206,7 @@ def peer_map_step(paths):
     for whole in (True, False):
         chosen = [i for i, p in enumerate(pieces) if (p.size == files[p.file].size) == whole]
         if chosen:
-            step = runner._map_step(job, Sum(), NoSteps(), whole)
+            step = mapstep.build(job, Sum(), NoSteps(), whole)
             for split in inputs.splits(files, pieces, chosen, 64 << 20, 256):
                 step(*split)
     return {"words": int(total.numpy()), "map_seconds": time.monotonic() - started}

@@ -7,11 +7,12 @@ Tasks get consecutive ports from --base_port on --host (chief first, then ps, th
 workers), or explicit addresses with --chief_host / --ps_hosts / --worker_hosts.
 """
 
-import json
 import os
 import re
 
 from absl import app, flags
+
+from tf2_mapreduce import cluster as cluster_lib
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("out_dir", ".", "Directory to write config_<role>_<index>.sh files into.")
@@ -50,7 +51,7 @@ def build_cluster():
 
 
 def config_script(cluster, role, index):
-    tf_config = json.dumps({"cluster": cluster, "task": {"type": role, "index": index}}, indent=2)
+    tf_config = cluster_lib.Cluster(cluster, role, index).tf_config(role, index, indent=2)
     command = "python -m tf2_mapreduce.%s" % ("coordinator --input ..." if role == "chief" else "server")
     return (
         "# TF_CONFIG for %s %d; source this file, then run: %s\n"

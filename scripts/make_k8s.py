@@ -17,6 +17,8 @@ import sys
 
 from absl import app, flags
 
+from tf2_mapreduce import cluster as cluster_lib
+
 FLAGS = flags.FLAGS
 flags.DEFINE_string("name", "wordcount", "Name of the job; prefixes every object, and labels them.")
 flags.DEFINE_string("image", None, "Container image with Python, TensorFlow and tf2_mapreduce installed.")
@@ -31,8 +33,10 @@ flags.DEFINE_string("memory", "4Gi", "Memory request and limit of each pod (Tens
 flags.DEFINE_integer("backoff_limit", 6, "Restarts of a task's pod before Kubernetes gives up on it.", lower_bound=0)
 flags.mark_flag_as_required("image")
 
-JOB_LABEL = "tf2-mapreduce/job"  # the labels --cluster_resolver=kubernetes selects on
-ROLE_LABEL = "tf2-mapreduce/role"
+JOB_LABEL, ROLE_LABEL = (
+    cluster_lib.K8S_JOB_LABEL,
+    cluster_lib.K8S_ROLE_LABEL,
+)  # what --cluster_resolver=kubernetes selects on
 TASK_LABEL = "tf2-mapreduce/task"
 NAME = re.compile(r"^[a-z]([-a-z0-9]{0,40}[a-z0-9])?$")  # leaves room for "-worker-NNN" in a DNS label
 

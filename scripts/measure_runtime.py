@@ -2,18 +2,17 @@
 (docs/runtime.md, R1-R5): prints what was seen, PASS or FAIL per fact; exit status 1 if any differs."""
 
 import argparse
-import ctypes
 import json
 import os
-import signal
 import socket
 import subprocess
 import sys
 import time
 
+from tf2_mapreduce import orphans
+
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PS = "/job:ps/replica:0/task:0/device:CPU:0"
-PR_SET_PDEATHSIG = 1
 SERVER_START_TIMEOUT = 60  # seconds for both servers to accept connections
 COORDINATOR_TIMEOUT = 120  # seconds for one coordinator process, import of TensorFlow included
 
@@ -26,17 +25,6 @@ FACTS = [
     ("R4", "kept_table", 1, "a table of a fixed shared name outlives the process that made it"),
     ("R5", "released_table", 0, "the same, freed by DestroyResourceOp: the name is then a new, empty table"),
 ]
-
-
-def _die_with_parent(parent):
-    """preexec_fn: the kernel kills the child when this script dies, even by SIGKILL."""
-
-    def set_it():
-        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-        if os.getppid() != parent:  # the script died before prctl took effect
-            os._exit(1)
-
-    return set_it
 
 
 def _free_port():
@@ -125,7 +113,7 @@ def _run_coordinator(jobs, run, env):
             cwd=REPO,
             capture_output=True,
             timeout=COORDINATOR_TIMEOUT,
-            preexec_fn=_die_with_parent(os.getpid()),
+            preexec_fn=orphans.dying_with(os.getpid()),
         )
     except subprocess.TimeoutExpired:  # subprocess.run has killed and reaped it
         raise RuntimeError("coordinator %d took over %ds" % (run, COORDINATOR_TIMEOUT)) from None
@@ -157,7 +145,7 @@ def measure():
                     stdin=subprocess.DEVNULL,
                     stdout=subprocess.DEVNULL,
                     stderr=subprocess.DEVNULL,
-                    preexec_fn=_die_with_parent(os.getpid()),
+                    preexec_fn=orphans.dying_with(os.getpid()),
                 )
             )
         deadline = time.monotonic() + SERVER_START_TIMEOUT

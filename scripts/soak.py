@@ -16,7 +16,6 @@ Exit status 0 when every round passed.
 
 import argparse
 import collections
-import ctypes
 import json
 import os
 import random
@@ -30,7 +29,7 @@ import time
 import portpicker
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # before TensorFlow is imported, here and in the children
-from tf2_mapreduce import output  # noqa: E402  (its unescape reads a per-key table back)
+from tf2_mapreduce import orphans, output  # noqa: E402  (its unescape reads a per-key table back)
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 JOBS = ("wordcount", "wc", "wordfreq")
@@ -51,11 +50,6 @@ SHUTDOWN_TIMEOUT = 20  # the coordinator's --shutdown_timeout: a restarted worke
 CONNECT_TIMEOUT = 20  # the coordinator's --connect_timeout: how long it waits for a worker killed before the job
 PORT = 2222  # in network namespaces every host has its own addresses, so one port serves all
 MARK = "TF2MR_SOAK"  # in every child's environment: how leftovers of a round are found
-PR_SET_PDEATHSIG = 1
-
-
-def _die_with_the_soak():
-    ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
 
 
 class Failed(Exception):
@@ -283,7 +277,7 @@ class Round:
                 stdin=subprocess.DEVNULL,
                 stdout=out,
                 stderr=subprocess.STDOUT,
-                preexec_fn=_die_with_the_soak,
+                preexec_fn=orphans.dying_with(os.getpid()),
             )
         self.children.append(proc)
         return proc

@@ -1,7 +1,6 @@
 """Shared test helpers: the independent oracle, corpora, real processes reaped on exit."""
 
 import collections
-import ctypes
 import faulthandler
 import json
 import os
@@ -18,19 +17,17 @@ from dataclasses import dataclass
 import portpicker
 import pytest
 
+from tf2_mapreduce import orphans
+
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCRIPTS = os.path.join(REPO, "scripts")
 
 # A test that hangs (TF's join() can block forever) is killed with a traceback
 # after this many seconds instead of eating CI's time.
 TEST_TIMEOUT = 240
-PR_SET_PDEATHSIG = 1
-
-
-def die_with_the_tests():
-    """Run in each child before exec: the kernel kills it when the test process dies,
-    even when the hang guard ends it with os._exit and nothing is reaped."""
-    ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+# Run in each child before exec: the kernel kills it when the test process dies,
+# even when the hang guard ends it with os._exit and nothing is reaped.
+die_with_the_tests = orphans.dying_with(os.getpid())
 
 
 @pytest.fixture(autouse=True)
@@ -99,7 +96,7 @@ def inprocess():
     resolver = tf.distribute.cluster_resolver.SimpleClusterResolver(
         tf.train.ClusterSpec(jobs), task_type="chief", task_id=0, rpc_layer="grpc"
     )
-    devices = ["/job:%s/replica:0/task:%d/device:CPU:0" % (role, i) for role, i, _ in cluster.tasks()]
+    devices = cluster.devices()
     yield cluster, runner.connect(resolver, devices)
     del servers
 

@@ -10,7 +10,7 @@ import pytest
 from conftest import SCRIPTS
 
 from tf2_mapreduce import cluster as cluster_lib
-from tf2_mapreduce import sources
+from tf2_mapreduce import cluster_sources
 
 
 def make_k8s(*args):
@@ -68,12 +68,12 @@ def test_manifest_has_a_service_and_a_job_per_task_agreeing_on_one_cluster():
         )
         (container,) = pod["spec"]["containers"]
         env = {e["name"]: e["value"] for e in container["env"]}
-        role = pod["metadata"]["labels"][sources.K8S_ROLE_LABEL]
+        role = pod["metadata"]["labels"][cluster_sources.K8S_ROLE_LABEL]
         parsed = cluster_lib.from_tf_config(env["TF_CONFIG"], expect_roles=(role,))
         # This task's address is its own Service's name and port.
         assert parsed.address == "%s:%d" % (name, service["spec"]["ports"][0]["port"])
         assert container["ports"][0]["containerPort"] == 2222
-        assert pod["metadata"]["labels"][sources.K8S_JOB_LABEL] == "wc"
+        assert pod["metadata"]["labels"][cluster_sources.K8S_JOB_LABEL] == "wc"
         assert pod["spec"]["restartPolicy"] == "OnFailure"
         clusters.append(parsed.jobs)
         if role == "chief":

@@ -7,6 +7,7 @@ import pytest
 import tensorflow as tf
 from conftest import INPROCESS_PS, oracle_words, write_corpus
 
+from tf2_mapreduce import cluster as cluster_lib
 from tf2_mapreduce import inputs, runner
 from tf2_mapreduce.errors import JobFailed, UsageError
 from tf2_mapreduce.jobs import BUILT_IN
@@ -14,7 +15,7 @@ from tf2_mapreduce.reduce import PerPieceState, Stats
 from tf2_mapreduce.reducers import Sum
 
 WORDCOUNT = BUILT_IN["wordcount"]
-PS_DEVICES = ["/job:ps/replica:0/task:%d/device:CPU:0" % i for i in range(INPROCESS_PS)]
+PS_DEVICES = [cluster_lib.device("ps", i) for i in range(INPROCESS_PS)]
 
 
 def run(inprocess, files, **options):
@@ -147,7 +148,7 @@ def test_checkpoint_of_other_inputs_is_refused(inprocess, corpus, tmp_path):
     with pytest.raises(UsageError, match="input %s was modified" % corpus[9].path):
         run(inprocess, modified, checkpoint_dir=directory)
     # Its state is per piece: other cuts of the same files are another job.
-    with pytest.raises(UsageError, match="it was made with --read_size=%d" % runner.Options().read_size):
+    with pytest.raises(UsageError, match="it was made with read_size=%d" % runner.Options().read_size):
         run(inprocess, corpus[:10], checkpoint_dir=directory, read_size=64)
 
 

@@ -145,7 +145,7 @@ def test_a_worker_that_comes_back_after_the_end_is_told_and_exits_0(tmp_path, pr
 
 def test_an_earlier_coordinators_late_end_of_job_message_is_ignored(tmp_path, processes):
     from tf2_mapreduce import cluster as cluster_lib
-    from tf2_mapreduce import control
+    from tf2_mapreduce import server_channel
 
     cluster = ConfiguredCluster(tmp_path, processes, num_ps=1, num_workers=1)
     cluster.start_all()
@@ -153,16 +153,16 @@ def test_an_earlier_coordinators_late_end_of_job_message_is_ignored(tmp_path, pr
         wait_serving(cluster, role, index)
     jobs = {role: [cluster.addresses[role, 0]] for role in ("chief", "ps", "worker")}
     tasks = cluster_lib.Cluster(jobs, "chief", 0)
-    earlier, current = control.new_coordinator_id(), control.new_coordinator_id()
-    with control.Heartbeats(tasks, current) as heartbeats:
+    earlier, current = server_channel.new_coordinator_id(), server_channel.new_coordinator_id()
+    with server_channel.Heartbeats(tasks, current) as heartbeats:
         deadline = time.monotonic() + SERVER_EXIT_TIMEOUT
         while not all(heartbeats.last_answer(role, index) for role, index in cluster.tasks):
             assert time.monotonic() < deadline, "the servers never answered a heartbeat"
             time.sleep(0.1)  # heartbeats go out every second
-    assert control.request_exit(tasks, earlier) == {}
+    assert server_channel.request_exit(tasks, earlier) == {}
     for role, index in cluster.tasks:
         while "ignoring the end of an earlier coordinator's job" not in cluster.log(role, index):
             assert cluster.servers[role, index].poll() is None, cluster.log(role, index)
             time.sleep(0.1)  # polls the server's log for the line it writes
-    assert control.request_exit(tasks, current) == {}
+    assert server_channel.request_exit(tasks, current) == {}
     assert cluster.exit_codes() == {task: 0 for task in cluster.tasks}

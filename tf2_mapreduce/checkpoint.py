@@ -42,7 +42,7 @@ def _difference(old, new):
     if old.get("format") != FORMAT:
         return "it was written by another version of tf2_mapreduce"
     if old["job"] != new["job"]:
-        return "it is a checkpoint of --job=%s" % old["job"]
+        return "it is a checkpoint of {setting:job}=%s" % old["job"]
     if old["config"] != new["config"]:
         return "it was made with other job parameters (%s)" % json.dumps(old["config"], sort_keys=True)
     if old["num_ps"] != new["num_ps"]:
@@ -61,7 +61,7 @@ def _difference(old, new):
     if [f[0] for f in old["files"]] != [f[0] for f in new["files"]]:
         return "the inputs are listed in another order"
     if old["read_size"] != new["read_size"]:
-        return "it was made with --read_size=%d" % old["read_size"]
+        return "it was made with {setting:read_size}=%d" % old["read_size"]
     return "the inputs were cut into pieces differently"
 
 
@@ -93,8 +93,8 @@ class JobCheckpoint:
 
     def _refuse(self, why):
         return UsageError(
-            "--checkpoint_dir %s holds another job's checkpoint: %s. Resume with the same inputs and "
-            "cluster, or start over with a new --checkpoint_dir (or delete this one)" % (self.directory, why)
+            "{setting:checkpoint_dir} %s holds another job's checkpoint: %s. Resume with the same inputs and "
+            "cluster, or start over with a new {setting:checkpoint_dir} (or delete this one)" % (self.directory, why)
         )
 
     def _check_manifest(self):

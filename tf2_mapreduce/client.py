@@ -15,12 +15,13 @@ from dataclasses import dataclass, field
 
 from tf2_mapreduce import cluster as cluster_lib
 from tf2_mapreduce import quiet
-from tf2_mapreduce.errors import ClusterError, Error
+from tf2_mapreduce.errors import ClusterError, Error, first_line
 
 __all__ = ["Cluster", "JobHandle", "Result", "FileValue"]
 
 CONNECT_TIMEOUT = 60.0  # seconds for every ps and worker to accept connections
 SHUTDOWN_TIMEOUT = 30.0  # seconds to keep telling a task that does not answer that the job is over
+LOCAL_EXIT_TIMEOUT = 10.0  # seconds local servers get to exit by themselves once told
 
 _connected = []  # the one cluster this process is connected to (TensorFlow allows one)
 
@@ -87,14 +88,16 @@ class Result:
         """The whole table as {key bytes: count}, in local memory: for tables that fit."""
         return dict(self.entries(min_count))
 
-    def write(self, path: str, min_count: int = 1) -> None:
+    def write(self, path: str, min_count: int = 1, timings: dict | None = None) -> None:
         """Writes the result as the CLI's --output does: JSON for per-piece jobs; for a
-        per-key job the sorted table as TSV, or JSON if `path` ends in .json. Atomic."""
+        per-key job the sorted table as TSV, or JSON if `path` ends in .json. Atomic.
+        `timings` (name -> seconds) replace the run's own in the JSON."""
         from tf2_mapreduce import output
 
         output.check_path(path, self._raw.job)
+        timings = timings or {"total": self.seconds, "map": self.map_seconds}
         with self._run.reading_result():
-            output.write(path, self._raw, self._found, min_count, {"total": self.seconds, "map": self.map_seconds})
+            output.write(path, self._raw, self._found, min_count, timings)
 
     def release(self) -> None:
         """Frees the job's state on the ps tasks (done for every result when the cluster
@@ -106,12 +109,14 @@ class JobHandle:
     """A job running in the background (`Cluster.submit`): non-blocking to query,
     `wait` blocks. One job runs on a cluster at a time."""
 
-    def __init__(self, cluster, job, run, found):
+    def __init__(self, cluster, job, run, found, on_progress=None):
         self._cluster = cluster
         self._job = job
         self._run = run
         self._found = found
         self._progress = None
+        self._on_progress = on_progress
+        run.on_progress = self._report
         self._outcome = {}
         self._finished = threading.Event()
         self._thread = threading.Thread(target=self._main, name="tf2_mapreduce-job", daemon=True)
@@ -129,6 +134,8 @@ class JobHandle:
 
     def _report(self, progress):
         self._progress = progress
+        if self._on_progress:
+            self._on_progress(progress)
 
     def progress(self):
         """The latest progress report (`runner.Progress`: files and bytes done, the value so
@@ -139,10 +146,11 @@ class JobHandle:
         """Whether the job has ended, with a result or an error. Non-blocking."""
         return self._finished.is_set()
 
-    def cancel(self) -> None:
+    def cancel(self, signum: int | None = None) -> None:
         """Asks the job to stop: it saves a checkpoint (with a checkpoint directory) and
-        `wait` then raises `Cancelled`, saying how to resume. Non-blocking."""
-        self._run.request_stop(None)
+        `wait` then raises `Cancelled` (or `Interrupted`, for the signal `signum` that
+        asked for it), saying how to resume. Non-blocking; safe in a signal handler."""
+        self._run.request_stop(signum)
 
     def wait(self, timeout: float | None = None) -> Result:
         """Blocks until the job ends, at most `timeout` s; returns its `Result` or raises its
@@ -153,6 +161,30 @@ class JobHandle:
         if "error" in self._outcome:
             raise self._outcome["error"]
         return self._outcome["result"]
+
+
+def _within(seconds, connect):
+    """`connect()`, or a `ClusterError` after `seconds`: TensorFlow can stall for minutes
+    creating the strategy when a task dies mid-connect (docs/runtime.md), and offers no
+    way to cancel, so the attempt is left behind in its thread."""
+    outcome = {}
+
+    def attempt():
+        try:
+            outcome["value"] = connect()
+        except BaseException as e:  # handed to the caller
+            outcome["error"] = e
+
+    thread = threading.Thread(target=attempt, name="tf2_mapreduce-connect", daemon=True)
+    thread.start()
+    thread.join(seconds)
+    if thread.is_alive():
+        raise ClusterError(
+            "connecting to the cluster took over %gs; check that every task of the cluster is up" % seconds
+        )
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["value"]
 
 
 class Cluster:
@@ -174,6 +206,9 @@ class Cluster:
         connect_timeout=CONNECT_TIMEOUT,
         shutdown_timeout=SHUTDOWN_TIMEOUT,
         log=None,
+        on_shutdown_retry=None,
+        on_shutdown_failure=None,
+        verbose=False,
     ):
         self.cluster = cluster  # cluster.Cluster: addresses per role
         self._local = local  # cluster.LocalCluster of child processes, or None
@@ -183,6 +218,18 @@ class Cluster:
         self.connect_timeout = connect_timeout
         self.shutdown_timeout = shutdown_timeout
         self.log = log or (lambda line: None)
+        self.verbose = verbose  # show TensorFlow's native start-up lines
+        self.on_shutdown_retry = on_shutdown_retry or (
+            lambda role, index, address, why: self.log(
+                "could not tell %s %d at %s that the job is over yet (%s); trying for up to %gs"
+                % (role, index, address, why, self.shutdown_timeout)
+            )
+        )
+        self.on_shutdown_failure = on_shutdown_failure or (
+            lambda role, index, why: self.log(
+                "warning: could not tell %s %d that the job is over: %s" % (role, index, why)
+            )
+        )
         self._coordinator = None
         self._heartbeats = None
         self._coordinator_id = None
@@ -216,63 +263,113 @@ class Cluster:
         jobs = {role: list(addresses) for role, addresses in resolver.cluster_spec().as_dict().items()}
         return cls(cluster_lib.validated(jobs, "chief", 0, ("chief",), type(resolver).__name__), **options)
 
-    def __enter__(self) -> "Cluster":
+    @property
+    def local_processes(self) -> bool:
+        """Whether this cluster's servers are child processes of this one."""
+        return self._local is not None
+
+    def start(self) -> "Cluster":
+        """Starts this cluster's local servers, if it has any (other clusters' servers are
+        started by whoever runs them); idempotent. Child processes boot meanwhile: returns
+        at once for them, after TensorFlow's import for servers in this process."""
+        if self._local and not self._local.processes:
+            self._local.start()
+        if self._in_process and not self._servers:
+            quiet.import_tensorflow(self.verbose)
+            self._servers = cluster_lib.start_in_process(self.cluster)
+        return self
+
+    def connect(self) -> "Cluster":
+        """Connects this process to the cluster as its chief; blocking: waits for every
+        ps and worker to accept connections, then connects, each for at most
+        `connect_timeout` s. Raises `ClusterError` naming what did not answer."""
+        if self._coordinator is not None:
+            return self
         if _connected:
             raise ClusterError(
                 "this process is already connected to a cluster (TensorFlow allows one per "
                 "process): run the next jobs on it"
             )
-        from tf2_mapreduce import control, runner
+        from tf2_mapreduce import runner, server_channel
 
-        try:
-            if self._local:
-                self._local.start()
-            tf = quiet.import_tensorflow()
-            if self._in_process:
-                self._servers = cluster_lib.start_in_process(self.cluster)
-            else:
-                cluster_lib.wait_for_tasks(
-                    self.cluster, self.connect_timeout, check=self._local.check_alive if self._local else None
-                )
-            resolver = tf.distribute.cluster_resolver.SimpleClusterResolver(
-                tf.train.ClusterSpec(self.cluster.jobs), task_type="chief", task_id=0, rpc_layer="grpc"
+        self.start()
+        tf = quiet.import_tensorflow(self.verbose)
+        if not self._in_process:
+            check = self._local.check_alive if self._local else None
+            cluster_lib.wait_for_tasks(self.cluster, self.connect_timeout, check=check)
+        resolver = tf.distribute.cluster_resolver.SimpleClusterResolver(
+            tf.train.ClusterSpec(self.cluster.jobs), task_type="chief", task_id=0, rpc_layer="grpc"
+        )
+        self._coordinator = _within(self.connect_timeout, lambda: runner.connect(resolver, self.cluster.devices()))
+        _connected.append(self)
+        self._coordinator_id = server_channel.new_coordinator_id()
+        if not self._in_process:
+            self._heartbeats = server_channel.Heartbeats(self.cluster, self._coordinator_id).__enter__()
+        return self
+
+    def close(self, error: BaseException | None = None) -> None:
+        """Frees every job's state on the ps tasks (best effort) and, unless `keep_serving`
+        or `error` is a `ClusterError` (the servers then wait for the rerun), tells the
+        servers that the job is over: a task that does not answer is tried again for
+        `shutdown_timeout` s. Local servers are then reaped. Blocking."""
+        from tf2_mapreduce import server_channel
+
+        if self._heartbeats:
+            self._heartbeats.__exit__(None, None, None)
+            self._heartbeats = None
+        # Servers that outlive this process (or live in it) would hold every job's state.
+        keep = self.keep_serving or self._in_process
+        for run in self._runs if keep and not isinstance(error, ClusterError) else []:
+            if not run.released:
+                try:
+                    run.release()
+                except Exception as e:  # noqa: BLE001 - best effort; the servers may be gone
+                    self.log("warning: could not free a job's state on the ps tasks: %s" % first_line(e))
+        told = self._coordinator_id is not None and not self._in_process
+        if told and not isinstance(error, ClusterError) and (self._local or not self.keep_serving):
+            # Local children cannot come back once gone: one attempt each.
+            failed = server_channel.request_exit(
+                self.cluster,
+                self._coordinator_id,
+                within=0 if self._local else self.shutdown_timeout,
+                on_retry=self.on_shutdown_retry,
             )
-            self._coordinator = runner.connect(resolver, task_devices(self.cluster))
-            _connected.append(self)
-            self._coordinator_id = control.new_coordinator_id()
-            if not self._in_process:
-                self._heartbeats = control.Heartbeats(self.cluster, self._coordinator_id).__enter__()
+            for (role, index), why in sorted(failed.items()):
+                self.on_shutdown_failure(role, index, why)
+            if self._local:
+                self._await_local_exit()
+        if self._local:
+            self._local.close()
+
+    def _await_local_exit(self):
+        """Gives local servers that were told the job is over a moment to exit by themselves."""
+        for (role, index), code in sorted(self._local.wait(timeout=LOCAL_EXIT_TIMEOUT).items()):
+            if code != 0:
+                self.log(
+                    "warning: local %s %d %s: %s"
+                    % (
+                        role,
+                        index,
+                        "did not exit" if code is None else "exited with status %d" % code,
+                        self._local.log_tail(role, index),
+                    )
+                )
+
+    def __enter__(self) -> "Cluster":
+        try:
+            return self.start().connect()
         except BaseException:
             if self._local:
                 self._local.close()
             raise
-        return self
 
     def __exit__(self, kind, error, traceback) -> None:
-        from tf2_mapreduce import control
-
-        if self._heartbeats:
-            self._heartbeats.__exit__(None, None, None)
-        for run in self._runs:
-            if not run.released:
-                try:
-                    run.release()
-                except Exception as e:  # noqa: BLE001 - freeing is best effort; the servers may be gone
-                    self.log("could not free the state of a job on the ps tasks: %s" % e)
-        # A cluster failure leaves the servers for the rerun that resumes the job.
-        if not self._in_process and not isinstance(error, ClusterError) and (self._local or not self.keep_serving):
-            failed = control.request_exit(
-                self.cluster, self._coordinator_id, within=0 if self._local else self.shutdown_timeout
-            )
-            for (role, index), why in sorted(failed.items()):
-                self.log("could not tell %s %d that the job is over: %s" % (role, index, why))
-        if self._local:
-            self._local.close()
+        self.close(error)
 
     def submit(
         self,
         job,
-        inputs: Sequence[str],
+        inputs,
         *,
         on_error: str = "fail",
         checkpoint_dir: str | None = None,
@@ -280,7 +377,8 @@ class Cluster:
         **options,
     ) -> JobHandle:
         """Starts `job` (a `jobs.Job`) over `inputs` (files, directories, globs, @lists; any
-        tf.io.gfile path) and returns at once; inputs are listed first (blocking).
+        tf.io.gfile path; or an `inputs.Inputs` already listed) and returns at once;
+        inputs are listed first (blocking).
         `options` are `runner.Options` fields (`checkpoint_every`, `read_size`...).
         Exactly-once: see `Result`. Raises `InputError` for inputs that cannot be used."""
         from tf2_mapreduce import inputs as inputs_lib
@@ -290,16 +388,14 @@ class Cluster:
             raise ClusterError("the cluster is not open: use it as a context manager (with Cluster...)")
         if self._running is not None:
             raise Error("job %s is still running on this cluster: wait for it first" % self._running)
-        found = inputs_lib.expand(list(inputs), on_error=on_error)
+        found = inputs if isinstance(inputs, inputs_lib.Inputs) else inputs_lib.expand(list(inputs), on_error=on_error)
         run_options = runner.Options(on_error=on_error, checkpoint_dir=checkpoint_dir, **options)
         run = runner.JobRun(
             job, found.files, self._coordinator, self.cluster, run_options, heartbeats=self._heartbeats, log=self.log
         )
         self._runs.append(run)
         self._running = job.name
-        handle = JobHandle(self, job, run, found)
-        run.on_progress = (lambda p: (handle._report(p), on_progress(p))) if on_progress else handle._report
-        return handle
+        return JobHandle(self, job, run, found, on_progress)
 
     def run(self, job, inputs: Sequence[str], **options) -> Result:
         """Runs `job` over `inputs` to its end; blocking. See `submit` for the arguments."""
@@ -334,8 +430,3 @@ class Cluster:
             _raw=raw,
             _found=found,
         )
-
-
-def task_devices(cluster) -> list:
-    """The CPU device of every ps and worker of `cluster`, as TensorFlow names it."""
-    return ["/job:%s/replica:0/task:%d/device:CPU:0" % (role, index) for role, index, _ in cluster.tasks()]

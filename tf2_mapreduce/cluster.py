@@ -29,6 +29,10 @@ __all__ = [
 
 ROLES = ("chief", "ps", "worker")
 
+# The pod labels `--cluster_resolver=kubernetes` selects on, and scripts/make_k8s.py sets.
+K8S_JOB_LABEL = "tf2-mapreduce/job"
+K8S_ROLE_LABEL = "tf2-mapreduce/role"
+
 # Set on every task before TensorFlow is imported; TF's fault-tolerance guide
 # asks for it so that a dead task fails RPCs instead of stalling them.
 TASK_ENV = {"GRPC_FAIL_FAST": "use_caller"}
@@ -60,12 +64,26 @@ class Cluster:
             for index, address in enumerate(self.jobs[role]):
                 yield role, index, address
 
-    def tf_config(self, task_type, task_index):
+    def devices(self, roles=("ps", "worker")):
+        """The CPU device of every task of `roles`, as TensorFlow names it."""
+        return [device(role, index) for role, index, _ in self.tasks(roles)]
+
+    def tf_config(self, task_type, task_index, indent=None):
         """The TF_CONFIG JSON string that makes a process task `task_type:task_index`."""
-        return json.dumps({"cluster": self.jobs, "task": {"type": task_type, "index": task_index}})
+        return json.dumps({"cluster": self.jobs, "task": {"type": task_type, "index": task_index}}, indent=indent)
 
     def describe(self):
         return ", ".join("%d %s" % (len(self.jobs[r]), r if len(self.jobs[r]) == 1 else r + "s") for r in ROLES)
+
+
+def task_name(role, index):
+    """TensorFlow's name for task `role`:`index` of a cluster."""
+    return "/job:%s/replica:0/task:%d" % (role, index)
+
+
+def device(role, index):
+    """TensorFlow's name for the CPU of task `role`:`index` of a cluster."""
+    return task_name(role, index) + "/device:CPU:0"
 
 
 def split_address(address):
@@ -157,7 +175,8 @@ def local_cluster(num_ps, num_workers):
     """A `Cluster` of free localhost ports: one chief, `num_ps` ps, `num_workers` workers."""
     if num_ps < 1 or num_workers < 1:
         raise UsageError(
-            "a cluster needs at least 1 ps and 1 worker (got --num_ps=%d --num_workers=%d)" % (num_ps, num_workers)
+            "a cluster needs at least 1 ps and 1 worker (got {setting:num_ps}=%d {setting:num_workers}=%d)"
+            % (num_ps, num_workers)
         )
     addresses = ["localhost:%d" % p for p in _free_ports(1 + num_ps + num_workers)]
     jobs = {"chief": addresses[:1], "ps": addresses[1 : 1 + num_ps], "worker": addresses[1 + num_ps :]}

@@ -14,6 +14,7 @@ __all__ = [
     "JobFailed",
     "Interrupted",
     "Cancelled",
+    "setting",
     "EXIT_OK",
     "op_error_cause",
     "first_line",
@@ -23,10 +24,28 @@ __all__ = [
 EXIT_OK = 0
 
 
+# How a message names one of the job's settings: the CLI shows it as its flag
+# (--read_size), Python as the keyword argument (read_size).
+_SETTING = re.compile(r"\{setting:(\w+)\}")
+
+
+def setting(name):
+    """A setting, as a message names it (see `Error.cli_message`)."""
+    return "{setting:%s}" % name
+
+
 class Error(Exception):
-    """Base class; `exit_code` is the process status the CLIs exit with."""
+    """Base class; `exit_code` is the process status the CLIs exit with. A message
+    names the settings involved with `setting()`: `str()` shows them as Python's
+    keyword arguments, `cli_message()` as the CLI's flags."""
 
     exit_code = 1
+
+    def __str__(self):
+        return _SETTING.sub(r"\1", super().__str__())
+
+    def cli_message(self):
+        return _SETTING.sub(r"--\1", super().__str__())
 
 
 class JobFailed(Error):
@@ -48,7 +67,7 @@ class InputError(Error):
 
     def __init__(self, path, reason):
         super().__init__("%s: %s" % (path, reason))
-        self.path = path
+        self.path = _SETTING.sub(r"\1", path)
         self.reason = reason
 
 

@@ -244,7 +244,7 @@ def expand(specs, on_error="fail"):
     is an `InputError`.
     """
     if not specs:
-        raise InputError("--input", "no input given")
+        raise InputError("{setting:input}", "no input given")
     expander = _Expander(on_error)
     for spec in specs:
         expander.add_spec(spec)

@@ -105,12 +105,12 @@ def sorted_entries(entries, run_size=RUN_SIZE):
 def check_path(path, job):
     """Fails before the job, not after it, if the result could not be written as asked."""
     if tf.io.gfile.isdir(path):
-        raise UsageError("--output %s: is a directory" % path)
+        raise UsageError("{setting:output} %s: is a directory" % path)
     parent = os.path.dirname(path)
     if parent and not tf.io.gfile.isdir(parent):
-        raise UsageError("--output %s: directory %s does not exist" % (path, parent))
+        raise UsageError("{setting:output} %s: directory %s does not exist" % (path, parent))
     if not job.reducer.keyed and not path.endswith(".json"):
-        raise UsageError("--output %s: --job=%s writes JSON; name the file *.json" % (path, job.name))
+        raise UsageError("{setting:output} %s: {setting:job}=%s writes JSON; name the file *.json" % (path, job.name))
 
 
 class _AtomicFile:

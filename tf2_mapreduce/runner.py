@@ -1,10 +1,9 @@
 """Runs a job on a connected cluster: schedules its map steps with ClusterCoordinator,
 watches the tasks, checkpoints, reports progress, and returns the exact result read
-back from the ps tasks. No flags or printing here; `coordinator.py` is the CLI.
+back from the ps tasks. No flags or printing here; `cli.py` is the CLI.
 """
 
 import contextlib
-import re
 import threading
 import time
 import uuid
@@ -15,8 +14,8 @@ import tensorflow as tf
 
 from tf2_mapreduce import checkpoint as checkpoint_lib
 from tf2_mapreduce import cluster as cluster_lib
+from tf2_mapreduce import failures, mapstep, reduce
 from tf2_mapreduce import inputs as inputs_lib
-from tf2_mapreduce import reduce
 from tf2_mapreduce.errors import Cancelled, ClusterError, Interrupted, JobFailed, connectivity_errors, op_error_cause
 
 __all__ = ["Options", "Progress", "Result", "JobRun", "connect"]
@@ -25,26 +24,10 @@ __all__ = ["Options", "Progress", "Result", "JobRun", "connect"]
 # worker buys no balance, fewer leaves a worker idle at the end.
 STEPS_PER_WORKER = 8
 MAX_PIECES_PER_STEP = 256
-PIECES_IN_FLIGHT = 2  # pieces a worker reads and maps at once: its memory is about this x read_size
-RANGE_BUFFER = 256 << 10  # bytes TF reads at a time for a byte range
 TICK = 1.0  # seconds between the run loop's checks of workers, stop requests, checkpoints
 WORKER_DOWN_AFTER = 3.0  # seconds without a heartbeat answer before a worker counts as down
 JOIN_GRACE = 5.0  # seconds join() gets to return once every piece is committed
 
-# Errors that a map step raises because of one input file, not because of the cluster.
-FILE_ERRORS = (
-    tf.errors.NotFoundError,
-    tf.errors.PermissionDeniedError,
-    tf.errors.FailedPreconditionError,
-    tf.errors.InvalidArgumentError,
-    tf.errors.DataLossError,
-    tf.errors.OutOfRangeError,
-)
-CHANGED = "tf2_mapreduce: changed since listing"
-CHANGED_LINE = re.compile(r"\[%s\] \[(\d+)\] .*\[(\d+)\] \[(\d+)\]$" % re.escape(CHANGED))
-RANGE_CHANGED_LINE = re.compile(r'input file "(.*)" has body length')  # a range read of a resized file
-READ_ERROR_LINE = re.compile(r"^(.*); ([^;]*)$")  # TF's "<path>; <strerror>"
-PS_TARGET = re.compile(r"remote target /job:ps/replica:\d+/task:(\d+)")
 CONNECTIVITY_ERRORS = connectivity_errors()
 TRANSIENT_BUDGET = 120.0  # seconds of failed rounds tolerated while every ps is fine
 READ_RETRY = 0.2  # seconds between attempts to read state on a ps that answers
@@ -149,122 +132,6 @@ def connect(cluster_resolver, task_devices):
     return coordinator
 
 
-def _read_whole(path):
-    return tf.io.read_file(path)
-
-
-def _no_dataset_rewrites():
-    options = tf.data.Options()
-    options.experimental_optimization.apply_default_optimizations = False
-    options.autotune.enabled = False
-    return options._to_proto().SerializeToString()  # the raw OptionsDataset op takes the proto
-
-
-def _read_range(path, start, end, size):
-    """Bytes [start, end) of the file at `path`, which must be `size` bytes long."""
-    # One record that is the whole range, with the rest of the file as header and
-    # footer: TF reads only the range, and refuses a file whose size is not `size`.
-    # Raw ops, no tf.data rewrites, an explicit iterator: the Python dataset API cost
-    # about 20 ms of set-up per piece (measured), more than reading 8 MB.
-    records = tf.raw_ops.FixedLengthRecordDatasetV2(
-        filenames=path,
-        header_bytes=start,
-        record_bytes=end - start,
-        footer_bytes=size - end,
-        buffer_size=tf.constant(RANGE_BUFFER, tf.int64),
-        compression_type="",
-    )
-    records = tf.raw_ops.OptionsDataset(
-        input_dataset=records, serialized_options=_NO_REWRITES, output_types=[tf.string], output_shapes=[[]]
-    )
-    iterator = tf.raw_ops.AnonymousIteratorV3(output_types=[tf.string], output_shapes=[[]])
-    with tf.control_dependencies([tf.raw_ops.MakeIterator(dataset=records, iterator=iterator)]):
-        return tf.raw_ops.IteratorGetNext(iterator=iterator, output_types=[tf.string], output_shapes=[[]])[0]
-
-
-_NO_REWRITES = _no_dataset_rewrites()
-
-
-def _map_piece(job, map_fn, text):
-    """The job's map step over one piece, in the form its reducer commits."""
-    return job.reducer.combine(map_fn(text[None]))
-
-
-def _map_step(job, reducer, worker_steps, whole_files):
-    """The scheduled step: reads its pieces a few at a time, maps them, commits.
-
-    Two variants, for splits of whole files and splits of byte ranges: a per-piece
-    tf.cond (or tf.debugging.Assert) halved the throughput on small files (measured).
-    """
-    signature = job.reducer.piece_spec()
-    # AutoGraph only where the job wants it: converting the runner's own code costs
-    # half a second of tracing per run (measured), and it has no control flow to convert.
-    map_fn = tf.autograph.to_graph(job.map_fn) if job.autograph else job.map_fn
-
-    @tf.function(
-        input_signature=[tf.TensorSpec([None], tf.int64), tf.TensorSpec([None], tf.string)]
-        + [tf.TensorSpec([None], tf.int64)] * 3,
-        autograph=False,
-    )
-    def map_step(ids, paths, starts, ends, sizes):
-        if whole_files:
-
-            def one(path):
-                text = _read_whole(path)
-                return _map_piece(job, map_fn, text), tf.cast(tf.strings.length(text), tf.int64)
-
-            outputs, lengths = tf.map_fn(
-                one,
-                paths,
-                fn_output_signature=(signature, tf.TensorSpec([], tf.int64)),
-                parallel_iterations=PIECES_IN_FLIGHT,
-            )
-            # A file that changed since it was listed is not the file the job was
-            # asked to count (and would not match its checkpoint): refuse it.
-            changed = tf.not_equal(lengths, sizes)
-            first = tf.argmax(tf.cast(changed, tf.int32))
-            checks = [
-                tf.debugging.Assert(
-                    tf.logical_not(tf.reduce_any(changed)),
-                    [CHANGED, ids[first], paths[first], sizes[first], lengths[first]],
-                )
-            ]
-        else:
-            outputs = tf.map_fn(
-                lambda piece: _map_piece(job, map_fn, _read_range(*piece)),
-                (paths, starts, ends, sizes),
-                fn_output_signature=signature,
-                parallel_iterations=PIECES_IN_FLIGHT,
-            )
-            checks = []
-        with tf.control_dependencies(checks):
-            reducer.commit(ids, job.reducer.batch(outputs))
-        worker_steps.count_this_step()
-
-    return map_step
-
-
-def _file_failure(error, files, pieces):
-    """(path, reason) of the input a map step failed on; path is None if TF's
-    message does not say."""
-    line = op_error_cause(error)
-    changed = CHANGED_LINE.search(line)
-    if changed:
-        piece, listed, now = (int(x) for x in changed.groups())
-        return files[pieces[piece].file].path, "changed since it was listed (%d bytes then, %d now)" % (listed, now)
-    resized = RANGE_CHANGED_LINE.search(line)
-    if resized:
-        return resized.group(1), "changed size since it was listed"
-    read_error = READ_ERROR_LINE.match(line)
-    if not read_error:
-        return None, line
-    path, why = read_error.groups()
-    why = why[:1].lower() + why[1:]
-    if isinstance(error, tf.errors.NotFoundError):
-        why += " (it was there when the inputs were listed)"
-    return path, why
-
-
 class JobRun:
     """One run of `job` over `files` on a connected cluster; call `run()` once.
 
@@ -285,12 +152,12 @@ class JobRun:
         self.coordinator = coordinator
         self.cluster = cluster
         self.options = options
-        self.heartbeats = heartbeats  # control.Heartbeats, or None: no worker watchdog
+        self.heartbeats = heartbeats  # server_channel.Heartbeats, or None: no worker watchdog
         self.on_progress = on_progress or (lambda progress: None)
         self.log = log or (lambda line: None)
         self.pieces, planning_skipped = inputs_lib.plan(files, options.read_size, job.records, options.on_error)
         self._total_bytes = sum(p.size for p in self.pieces)
-        ps_devices = ["/job:ps/replica:0/task:%d/device:CPU:0" % i for i in range(cluster.num_ps)]
+        ps_devices = cluster.devices(roles=("ps",))
         self.run_id = uuid.uuid4().hex  # names this run's state on the ps tasks, its alone
         self.reducer = reduce.for_job(job, [p.size for p in self.pieces], ps_devices, self.run_id)
         self.checkpoint = None
@@ -300,7 +167,7 @@ class JobRun:
                 options.checkpoint_dir, manifest, self.reducer.checkpoint_state()
             )
         self.worker_steps = reduce.WorkerSteps(cluster.num_workers, ps_devices[0])
-        self.steps = {whole: _map_step(job, self.reducer, self.worker_steps, whole) for whole in (True, False)}
+        self.steps = {whole: mapstep.build(job, self.reducer, self.worker_steps, whole) for whole in (True, False)}
         self.skipped = list(planning_skipped)  # (path, reason) of whole files left out when planned
         self.skipped_pieces = {}  # piece id -> reason
         self._alone = set()  # pieces to run one per step, to find which of them fails
@@ -370,7 +237,7 @@ class JobRun:
                 pending = [i for i in np.flatnonzero(~done) if i not in self.skipped_pieces]
                 if not pending:
                     break
-                error, failures = self._round(pending)
+                error, step_failures = self._round(pending)
                 done = self._read_ps(self.reducer.done)
                 if error is None:
                     lost = [i for i in pending if not done[i]]
@@ -380,7 +247,7 @@ class JobRun:
                             % (len(lost), self.files[self.pieces[lost[0]].file].path)
                         )
                     break
-                self._after_failed_round(error, failures)
+                self._after_failed_round(error, step_failures)
                 self._rounds_rerun += 1
             stats = self._report()
             if self.checkpoint:
@@ -477,15 +344,15 @@ class JobRun:
         self._watch(outcome)
         if outcome.get("complete") or "error" not in outcome:
             return None, []
-        failures = []
+        step_failures = []
         for ids, remote_value in scheduled:
             try:  # join() waited for every step in flight, so this does not block
                 remote_value.fetch()
             except tf.errors.CancelledError:
                 pass
             except Exception as e:
-                failures.append((ids, e))
-        return outcome["error"], failures
+                step_failures.append((ids, e))
+        return outcome["error"], step_failures
 
     def _watch(self, outcome):
         """The run loop while a round runs: progress, checkpoints, watchdog, stop.
@@ -559,7 +426,7 @@ class JobRun:
                 "is" if len(down) == 1 else "are",
             )
         raise ClusterError(
-            "no map step finished for %gs (--worker_timeout) and %s: %s. %s%s"
+            "no map step finished for %gs ({setting:worker_timeout}) and %s: %s. %s%s"
             % (
                 self.options.worker_timeout,
                 which,
@@ -572,23 +439,27 @@ class JobRun:
             )
         )
 
-    def _after_failed_round(self, error, failures):
+    def _after_failed_round(self, error, step_failures):
         """Raises for a failure that ends the job; waits out workers that cannot reach
         a ps that is fine; re-runs a failed step's pieces one per step, to pin the
         error on one piece; then fails with it or, with on_error="skip", records it."""
-        if not isinstance(error, FILE_ERRORS) or self._failed_ps(error):
+        if not isinstance(error, failures.FILE_ERRORS) or self._failed_ps(error):
             if self._transient(error):
                 return
             raise self._cluster_failure(error)
-        if not failures:
+        if not step_failures:
             raise JobFailed("a map step failed: %s" % op_error_cause(error))
-        for ids, step_error in failures:
-            if not isinstance(step_error, FILE_ERRORS):
+        for ids, step_error in step_failures:
+            if not isinstance(step_error, failures.FILE_ERRORS):
                 raise self._cluster_failure(step_error)
             if len(ids) > 1:
                 self._alone.update(int(i) for i in ids)
                 continue
-            path, why = _file_failure(step_error, self.files, self.pieces)
+            failure = failures.file_failure(
+                op_error_cause(step_error), not_found=isinstance(step_error, tf.errors.NotFoundError)
+            )
+            why = failure.why
+            path = failure.path if failure.piece is None else self.files[self.pieces[failure.piece].file].path
             where = self._describe(int(ids[0]))
             if self.options.on_error == "fail":
                 raise JobFailed(
@@ -632,8 +503,8 @@ class JobRun:
     def _failed_ps(self, error):
         """{ps index: reason} for the ps tasks that are down or that `error` names as lost."""
         failed = self._ps_down()
-        if not failed and not isinstance(error, FILE_ERRORS):
-            for index in PS_TARGET.findall(error.message if isinstance(error, tf.errors.OpError) else str(error)):
+        if not failed and not isinstance(error, failures.FILE_ERRORS):
+            for index in failures.ps_tasks_named(error.message if isinstance(error, tf.errors.OpError) else str(error)):
                 failed[int(index)] = op_error_cause(error)
         return failed
 
@@ -658,7 +529,7 @@ class JobRun:
         elif self.checkpoint:
             how = "Restart it, then run the same command: no checkpoint was saved yet, so the job starts over"
         else:
-            how = "Restart it, then run the same command to start over (with --checkpoint_dir, a rerun resumes instead)"
+            how = "Restart it, then run the same command to start over (with {setting:checkpoint_dir}, a rerun resumes instead)"
         return ClusterError(
             "%s failed %s, with its part of the results. %s" % (names, when, how),
             failed_tasks={("ps", i): why for i, why in failed.items()},
@@ -697,7 +568,7 @@ class JobRun:
     def _save_for_resume(self):
         """Saves a checkpoint if the run has a directory; returns a hint on resuming."""
         if not self.checkpoint:
-            return " (without --checkpoint_dir, a rerun starts over)"
+            return " (without {setting:checkpoint_dir}, a rerun starts over)"
         try:
             self._save()
         except tf.errors.OpError as e:

@@ -1,35 +1,21 @@
 """A ps or worker task: `python -m tf2_mapreduce.server`, its role taken from TF_CONFIG
-(or another source, see `sources`).
+(or another source, see `cluster_sources`).
 
 Runs a TensorFlow gRPC server set up for ParameterServerStrategy and, unlike a bare
 `tf.distribute.Server`, exits with status 0 once a coordinator says the job is over.
 """
 
-import ctypes
 import os
-import signal
 import sys
 import time
 
 from absl import app, flags
 
 from tf2_mapreduce import cluster as cluster_lib
-from tf2_mapreduce import quiet, sources
+from tf2_mapreduce import cluster_sources, orphans, quiet
 from tf2_mapreduce.errors import ClusterError, Error, UsageError, op_error_cause
 
 __all__ = ["serve"]
-
-PR_SET_PDEATHSIG = 1
-
-
-def _exit_with_parent(parent_pid):
-    """Has the kernel kill this process when `parent_pid` dies (Linux), even by SIGKILL."""
-    libc = ctypes.CDLL(None, use_errno=True)
-    if libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0:
-        raise OSError(ctypes.get_errno(), "prctl(PR_SET_PDEATHSIG) failed")
-    if os.getppid() != parent_pid:  # the parent died before prctl took effect
-        os._exit(1)
-
 
 IDLE_EXIT = 4
 EXIT_GRACE = 0.5  # seconds
@@ -45,7 +31,7 @@ def serve(cluster, keep_serving=False, idle_timeout=0, log=print):
     """
     import tensorflow as tf
 
-    from tf2_mapreduce import control
+    from tf2_mapreduce import server_channel
 
     role, index = cluster.task_type, cluster.task_index
     try:
@@ -61,7 +47,7 @@ def serve(cluster, keep_serving=False, idle_timeout=0, log=print):
         cause = op_error_cause(e) if isinstance(e, tf.errors.OpError) else str(e)
         raise ClusterError("%s %d cannot serve on %s: %s" % (role, index, cluster.address, cause)) from None
     log("tf2_mapreduce server: %s %d serving on %s (cluster: %s)" % (role, index, cluster.address, cluster.describe()))
-    queue = control.ControlQueue(server, role, index)
+    queue = server_channel.ControlQueue(server, role, index)
     newest = 0  # the id of the newest coordinator heard from
     while True:
         message = queue.next(timeout=idle_timeout)
@@ -71,7 +57,7 @@ def serve(cluster, keep_serving=False, idle_timeout=0, log=print):
                 % (role, index, idle_timeout)
             )
             return IDLE_EXIT
-        if message.kind != control.JOB_OVER:
+        if message.kind != server_channel.JOB_OVER:
             newest = max(newest, message.coordinator)
             continue
         if message.coordinator < newest:
@@ -89,6 +75,7 @@ def serve(cluster, keep_serving=False, idle_timeout=0, log=print):
 
 
 FLAGS = flags.FLAGS
+cluster_sources.define_flags(FLAGS)
 flags.DEFINE_bool("keep_serving", False, "Keep serving after a job ends, for the next coordinator.")
 flags.DEFINE_float(
     "idle_timeout",
@@ -106,10 +93,10 @@ def main(argv):
         raise app.UsageError("unexpected arguments: %s" % " ".join(argv[1:]))
     try:
         if FLAGS.parent_pid:
-            _exit_with_parent(FLAGS.parent_pid)
+            orphans.die_with_parent(FLAGS.parent_pid)
         for name, value in cluster_lib.TASK_ENV.items():  # before TensorFlow is imported
             os.environ.setdefault(name, value)
-        cluster = sources.resolve(expect_roles=("ps", "worker"))
+        cluster = cluster_sources.resolve(FLAGS, expect_roles=("ps", "worker"))
         if cluster is None:
             raise UsageError(
                 "TF_CONFIG is not set: it must name this task (a ps or worker) and the cluster "
@@ -125,7 +112,7 @@ def main(argv):
             log=lambda line: print(line, flush=True),
         )
     except Error as e:
-        print("tf2_mapreduce server: error: %s" % e, file=sys.stderr, flush=True)
+        print("tf2_mapreduce server: error: %s" % e.cli_message(), file=sys.stderr, flush=True)
         sys.exit(e.exit_code)
     # TF's gRPC server has no working stop(); leave without waiting for its threads.
     sys.stdout.flush()

@@ -20,22 +20,25 @@ def resolve(name, pattern=None):
     """
     if name == "grep":
         if pattern is None:
-            raise UsageError("--job=grep needs --pattern (an RE2 regular expression matched against whole lines)")
+            raise UsageError(
+                "{setting:job}=grep needs {setting:pattern} (an RE2 regular expression matched against whole lines)"
+            )
         return lines.grep(pattern)
     if pattern is not None:
-        raise UsageError("--pattern is only for --job=grep")
+        raise UsageError("{setting:pattern} is only for {setting:job}=grep")
     if name in BUILT_IN:
         return BUILT_IN[name]
     module_name, sep, attribute = name.partition(":")
     if not sep:
         raise UsageError(
-            "--job=%s: unknown job (built in: %s; or module:ATTRIBUTE for your own)" % (name, ", ".join(BUILT_IN_NAMES))
+            "{setting:job}=%s: unknown job (built in: %s; or module:ATTRIBUTE for your own)"
+            % (name, ", ".join(BUILT_IN_NAMES))
         )
     try:
         module = importlib.import_module(module_name)
     except ImportError as e:
-        raise UsageError("--job=%s: cannot import %s: %s" % (name, module_name, e)) from None
+        raise UsageError("{setting:job}=%s: cannot import %s: %s" % (name, module_name, e)) from None
     job = getattr(module, attribute, None)
     if not isinstance(job, Job):
-        raise UsageError("--job=%s: %s.%s is not a tf2_mapreduce Job" % (name, module_name, attribute))
+        raise UsageError("{setting:job}=%s: %s.%s is not a tf2_mapreduce Job" % (name, module_name, attribute))
     return job

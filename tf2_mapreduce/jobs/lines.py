@@ -75,7 +75,7 @@ def grep(pattern):
         tf.strings.regex_full_match(tf.constant([""]), pattern)
     except tf.errors.InvalidArgumentError as e:
         raise UsageError(
-            "--pattern %r: not a valid RE2 regular expression: %s" % (pattern, op_error_cause(e))
+            "{setting:pattern} %r: not a valid RE2 regular expression: %s" % (pattern, op_error_cause(e))
         ) from None
 
     def matching_lines(text):
@@ -85,7 +85,7 @@ def grep(pattern):
         name="grep",
         map_fn=per_text(matching_lines),
         reducer=Sum(unit="matching lines"),
-        description="lines matching --pattern in full (RE2)",
+        description="lines matching the pattern in full (RE2)",
         config={"pattern": pattern},
         autograph=False,
     )

@@ -14,10 +14,11 @@ from absl.testing import flagsaver
 from conftest import assert_matches_oracle, read_result, run_cli, task_env, write_corpus
 
 from tf2_mapreduce import cluster as cluster_lib
-from tf2_mapreduce import sources
+from tf2_mapreduce import cluster_sources
 from tf2_mapreduce.errors import UsageError
 
 FLAGS = flags.FLAGS
+cluster_sources.define_flags(FLAGS)
 
 
 def test_vertex_ai_tf_config_is_accepted_as_is():
@@ -116,7 +117,7 @@ class FakeKubernetes:
 
 
 def labels(job, role):
-    return {sources.K8S_JOB_LABEL: job, sources.K8S_ROLE_LABEL: role}
+    return {cluster_sources.K8S_JOB_LABEL: job, cluster_sources.K8S_ROLE_LABEL: role}
 
 
 def test_kubernetes_source_uses_labelled_pods_own_ips(saved_flags, monkeypatch):
@@ -129,9 +130,9 @@ def test_kubernetes_source_uses_labelled_pods_own_ips(saved_flags, monkeypatch):
             (labels("other", "worker"), pod("other-worker-0", "10.4.0.99")),
         ]
     )
-    monkeypatch.setattr(sources, "kubernetes_api", lambda: api)
+    monkeypatch.setattr(cluster_sources, "kubernetes_api", lambda: api)
     parsed("--cluster_resolver=kubernetes", "--k8s_job=wc", "--port=2222", "--task_type=worker", "--task_index=1")
-    c = sources.resolve(expect_roles=("ps", "worker"))
+    c = cluster_sources.resolve(FLAGS, expect_roles=("ps", "worker"))
     # Pods sorted by name give the indices; each is reached on its own IP, not its node's.
     assert c.jobs == {
         "chief": ["10.4.0.9:2222"],
@@ -149,12 +150,12 @@ def test_kubernetes_source_refuses_a_pod_not_running_yet(saved_flags, monkeypatc
             for i, role in enumerate(("chief", "ps", "worker"))
         ]
     )
-    monkeypatch.setattr(sources, "kubernetes_api", lambda: api)
+    monkeypatch.setattr(cluster_sources, "kubernetes_api", lambda: api)
     parsed("--cluster_resolver=kubernetes", "--k8s_job=wc")
     with pytest.raises(
         UsageError, match=r'^--cluster_resolver=kubernetes: cannot list the pods: Pod "wc-ps-0" is not running'
     ):
-        sources.resolve(expect_roles=("chief",))
+        cluster_sources.resolve(FLAGS, expect_roles=("chief",))
 
 
 def test_tpu_source_puts_a_worker_on_every_host(saved_flags, monkeypatch):
@@ -168,7 +169,7 @@ def test_tpu_source_puts_a_worker_on_every_host(saved_flags, monkeypatch):
             )
         )
 
-    monkeypatch.setattr(sources, "tpu_resolver", fake_resolver)
+    monkeypatch.setattr(cluster_sources, "tpu_resolver", fake_resolver)
     parsed(
         "--cluster_resolver=tpu",
         "--tpu=my-slice",
@@ -178,7 +179,7 @@ def test_tpu_source_puts_a_worker_on_every_host(saved_flags, monkeypatch):
         "--task_type=ps",
         "--task_index=1",
     )
-    c = sources.resolve(expect_roles=("ps", "worker"))
+    c = cluster_sources.resolve(FLAGS, expect_roles=("ps", "worker"))
     assert seen == [("my-slice", "us-central2-b", None)]
     assert c.jobs == {
         "chief": ["10.130.0.2:5000"],

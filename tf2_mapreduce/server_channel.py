@@ -40,10 +40,6 @@ def new_coordinator_id():
     return time.time_ns()
 
 
-def _task_device(role, index):
-    return "/job:%s/replica:0/task:%d" % (role, index)
-
-
 def _queue(device):
     with tf.device(device + "/device:CPU:0"):
         # Unbounded, so that a coordinator never blocks on a server that is busy.
@@ -74,7 +70,7 @@ class _Channel:
     def __init__(self, role, index, address):
         self.address = address
         self.target = "grpc://" + address
-        self.device = _task_device(role, index)
+        self.device = cluster_lib.task_name(role, index)
         self.graph = tf.Graph()
         with self.graph.as_default():
             self.kind = tf.compat.v1.placeholder(tf.int64, [])
@@ -237,7 +233,7 @@ class ControlQueue:
     """The server side: this task's queue, read in a session of the server's own."""
 
     def __init__(self, server, role, index):
-        device = _task_device(role, index)
+        device = cluster_lib.task_name(role, index)
         self._graph = tf.Graph()
         with self._graph.as_default():
             self._dequeue = tf.raw_ops.QueueDequeueV2(handle=_queue(device), component_types=[tf.int64, tf.int64])
