@@ -13,10 +13,9 @@ import numpy as np
 import tensorflow as tf
 
 from tf2_mapreduce import checkpoint as checkpoint_lib
-from tf2_mapreduce import cluster as cluster_lib
-from tf2_mapreduce import failures, mapstep, reduce
+from tf2_mapreduce import failures, mapstep, ps_health, reduce, stall
 from tf2_mapreduce import inputs as inputs_lib
-from tf2_mapreduce.errors import Cancelled, ClusterError, Interrupted, JobFailed, connectivity_errors, op_error_cause
+from tf2_mapreduce.errors import Cancelled, ClusterError, Interrupted, JobFailed, op_error_cause
 
 __all__ = ["Options", "Progress", "Result", "JobRun", "connect"]
 
@@ -25,12 +24,7 @@ __all__ = ["Options", "Progress", "Result", "JobRun", "connect"]
 STEPS_PER_WORKER = 8
 MAX_PIECES_PER_STEP = 256
 TICK = 1.0  # seconds between the run loop's checks of workers, stop requests, checkpoints
-WORKER_DOWN_AFTER = 3.0  # seconds without a heartbeat answer before a worker counts as down
 JOIN_GRACE = 5.0  # seconds join() gets to return once every piece is committed
-
-CONNECTIVITY_ERRORS = connectivity_errors()
-TRANSIENT_BUDGET = 120.0  # seconds of failed rounds tolerated while every ps is fine
-READ_RETRY = 0.2  # seconds between attempts to read state on a ps that answers
 
 
 @dataclass(frozen=True)
@@ -176,7 +170,8 @@ class JobRun:
         self._stop_signal = None
         self._start = None
         self._first_schedule = None
-        self._progress = (-1, time.monotonic())  # (pieces done, when that count was first seen)
+        self.ps = ps_health.PsHealth(cluster, interrupted=lambda: self._stop_requested(" while a ps could not be read"))
+        self.watch = stall.StallWatch(cluster, heartbeats, options.worker_timeout)
         self._transient_since = None
         self._rounds_rerun = 0
         self.released = False
@@ -205,6 +200,10 @@ class JobRun:
         self._stop_signal = signum if signum is not None else 0
         self._wake.set()
 
+    def _stop_requested(self, why):
+        """The error a requested stop raises now, or None if none was requested."""
+        return self._stopped(why) if self._stop_signal is not None else None
+
     def _stopped(self, why=""):
         """The error a stop requested by `request_stop` raises, `why` saying where it was."""
         hint = self._save_for_resume() if not why else ""
@@ -226,8 +225,8 @@ class JobRun:
             # A run starts from empty state, and a resumed one holds exactly its
             # checkpoint's, whatever earlier runs left on the servers.
             self._check_empty("a ps must start every run empty (a bug in tf2_mapreduce: please report it)")
-            resumed_from = self._read_ps(self._restore) if self.checkpoint else None
-            done = self._read_ps(self.reducer.done)
+            resumed_from = self.ps.read(self._restore) if self.checkpoint else None
+            done = self.ps.read(self.reducer.done)
             files_resumed = int(_files_done(self.pieces, done, len(self.files)).sum())
             if resumed_from:
                 self.log(
@@ -238,7 +237,7 @@ class JobRun:
                 if not pending:
                     break
                 error, step_failures = self._round(pending)
-                done = self._read_ps(self.reducer.done)
+                done = self.ps.read(self.reducer.done)
                 if error is None:
                     lost = [i for i in pending if not done[i]]
                     if lost:  # join() returned, so every step ran: a piece without a value would be lost silently
@@ -252,7 +251,7 @@ class JobRun:
             stats = self._report()
             if self.checkpoint:
                 self._save()
-            steps = self._read_ps(self.worker_steps.read)
+            steps = self.ps.read(self.worker_steps.read)
         except tf.errors.OpError as e:
             raise self._cluster_failure(e) from e
         skipped = self.skipped + [(self._describe(i), why) for i, why in sorted(self.skipped_pieces.items())]
@@ -289,7 +288,7 @@ class JobRun:
 
     def _check_empty(self, why):
         """Raises `JobFailed` unless this run's state on every ps is still empty."""
-        leftover = self._read_ps(self.reducer.leftover)
+        leftover = self.ps.read(self.reducer.leftover)
         if leftover:
             raise JobFailed("%s holds state that this run did not write: %s" % (leftover, why))
 
@@ -373,7 +372,7 @@ class JobRun:
                 stats = self._report()
                 next_progress = now + self.options.progress_every
             else:
-                stats = self._read_ps(self.reducer.stats)
+                stats = self.ps.read(self.reducer.stats)
             pieces_done = stats.pieces_done
             if pieces_done >= len(self.pieces) - len(self.skipped_pieces):
                 deadline = time.monotonic() + JOIN_GRACE  # join() returns at once unless a step is stuck
@@ -386,64 +385,24 @@ class JobRun:
                 self._save()
                 next_checkpoint = time.monotonic() + self.options.checkpoint_every
 
-    def _down_workers(self):
-        """[(index, address)] of the workers that missed heartbeats for `WORKER_DOWN_AFTER` s."""
-        return [
-            (index, address)
-            for _, index, address in self.cluster.tasks(roles=("worker",))
-            if self.heartbeats.silent_for("worker", index) > WORKER_DOWN_AFTER
-        ]
-
     def _check_stall(self, pieces_done):
-        """Raises `ClusterError` if no map step finished for `worker_timeout` s while
-        a worker is down.
-
-        TF's join() waits forever for failed workers; and until every failed worker
-        is back, ClusterCoordinator does not re-admit the restarted ones (it rebuilds
-        the whole cluster's context), so a job can stall with a worker answering.
-        Slow steps on workers that all answer are not a stall.
-        """
-        now = time.monotonic()
-        if pieces_done != self._progress[0]:
-            self._progress = (pieces_done, now)
-            return
-        if not self.heartbeats or now - self._progress[1] <= self.options.worker_timeout:
-            return
-        down = self._down_workers()
-        if not down:
-            return
-        detail = ", ".join(
-            "worker %d at %s (%s)" % (index, address, self.heartbeats.failing("worker", index) or "no answer")
-            for index, address in down
-        )
-        everyone = len(down) == self.cluster.num_workers
-        if everyone:
-            which = "every worker is down"
-        else:
-            which = "%d of %d workers %s down" % (
-                len(down),
-                self.cluster.num_workers,
-                "is" if len(down) == 1 else "are",
-            )
-        raise ClusterError(
-            "no map step finished for %gs ({setting:worker_timeout}) and %s: %s. %s%s"
-            % (
-                self.options.worker_timeout,
-                which,
-                detail,
+        """Raises `ClusterError`, with a checkpoint saved, if the run stalled (`stall`)."""
+        stalled = self.watch.check(pieces_done)
+        if stalled:
+            message, everyone = stalled
+            how = (
                 "Start the workers again, then run the same command"
                 if everyone
                 else "TF resumes only once every failed worker is back: restart them (a running job then continues), "
-                "or run the same command once they are up",
-                self._save_for_resume(),
+                "or run the same command once they are up"
             )
-        )
+            raise ClusterError(message + how + self._save_for_resume())
 
     def _after_failed_round(self, error, step_failures):
         """Raises for a failure that ends the job; waits out workers that cannot reach
         a ps that is fine; re-runs a failed step's pieces one per step, to pin the
         error on one piece; then fails with it or, with on_error="skip", records it."""
-        if not isinstance(error, failures.FILE_ERRORS) or self._failed_ps(error):
+        if not isinstance(error, failures.FILE_ERRORS) or self.ps.failed(error):
             if self._transient(error):
                 return
             raise self._cluster_failure(error)
@@ -470,56 +429,29 @@ class JobRun:
     def _transient(self, error):
         """Whether `error` is workers failing to reach ps tasks that are, in fact, fine;
         if so, waits a little before the next round (and returns True) unless that has
-        gone on for `TRANSIENT_BUDGET` s.
+        gone on for `ps_health.RETRY_BUDGET` s.
 
         Workers that outlived a ps keep their channel to it in gRPC's reconnect
         backoff for a while after it is restarted, and their steps fail fast meanwhile.
         ClusterCoordinator ignores a few such failures, then gives up.
         """
-        if not isinstance(error, CONNECTIVITY_ERRORS) or self._ps_down():
+        if not isinstance(error, ps_health.CONNECTIVITY_ERRORS) or self.ps.down():
             return False
         try:
-            self._read_ps(self.reducer.stats)  # this run's state is still on every ps: no ps was lost
+            self.ps.read(self.reducer.stats)  # this run's state is still on every ps: no ps was lost
         except tf.errors.OpError:
             return False
         now = time.monotonic()
         first = self._transient_since or now
-        if now - first > TRANSIENT_BUDGET:
+        if now - first > ps_health.RETRY_BUDGET:
             return False
         self._transient_since = first
         self.log("workers cannot reach a ps yet (%s); retrying" % op_error_cause(error))
         self._wake.wait(min(TICK, self.options.progress_every) * 2)
         return True
 
-    def _ps_down(self):
-        """{ps index: reason} for the ps tasks that do not accept connections."""
-        down = {}
-        for _, index, address in self.cluster.tasks(roles=("ps",)):
-            reason = cluster_lib.probe(address)
-            if reason:
-                down[index] = reason
-        return down
-
-    def _failed_ps(self, error):
-        """{ps index: reason} for the ps tasks that are down or that `error` names as lost."""
-        failed = self._ps_down()
-        if not failed and not isinstance(error, failures.FILE_ERRORS):
-            for index in failures.ps_tasks_named(error.message if isinstance(error, tf.errors.OpError) else str(error)):
-                failed[int(index)] = op_error_cause(error)
-        return failed
-
     def _cluster_failure(self, error, when="during the job"):
         """The `ClusterError` (a ps failed) or `JobFailed` that `error` means, with how to resume."""
-        failed = self._failed_ps(error)
-        if not failed:
-            return JobFailed(
-                "%s: %s" % (type(error).__name__, op_error_cause(error))
-                if isinstance(error, tf.errors.OpError)
-                else str(error)
-            )
-        names = ", ".join(
-            "ps %d at %s (%s)" % (i, self.cluster.jobs["ps"][i], why) for i, why in sorted(failed.items())
-        )
         if self._saved:
             how = "Restart it, then run the same command: the job resumes from %s (%d of %d files done)" % (
                 self._saved[0],
@@ -530,38 +462,14 @@ class JobRun:
             how = "Restart it, then run the same command: no checkpoint was saved yet, so the job starts over"
         else:
             how = "Restart it, then run the same command to start over (with {setting:checkpoint_dir}, a rerun resumes instead)"
-        return ClusterError(
-            "%s failed %s, with its part of the results. %s" % (names, when, how),
-            failed_tasks={("ps", i): why for i, why in failed.items()},
-            checkpoint=self._saved[0] if self._saved else None,
-            files_done=self._saved[1] if self._saved else 0,
-        )
-
-    def _read_ps(self, read):
-        """Returns `read()`, a blocking read of this run's state on the ps tasks.
-
-        Retries while it fails with a connectivity error or is cancelled and every ps
-        accepts connections (for up to `TRANSIENT_BUDGET` s): when workers fail,
-        ClusterCoordinator cancels work in flight, and a read of a ps that is fine
-        can be cancelled with it. Reads are idempotent, so retrying is safe.
-        """
-        deadline = time.monotonic() + TRANSIENT_BUDGET
-        while True:
-            try:
-                return read()
-            except CONNECTIVITY_ERRORS:
-                if self._ps_down() or time.monotonic() > deadline:
-                    raise
-            if self._stop_signal is not None:
-                raise self._stopped(" while a ps could not be read")
-            time.sleep(READ_RETRY)
+        return self.ps.failure(error, how, when, self._saved)
 
     def _files_done_now(self):
-        return int(_files_done(self.pieces, self._read_ps(self.reducer.done), len(self.files)).sum())
+        return int(_files_done(self.pieces, self.ps.read(self.reducer.done), len(self.files)).sum())
 
     def _save(self):
         files_done = self._files_done_now()
-        path = self._read_ps(self.checkpoint.save)
+        path = self.ps.read(self.checkpoint.save)
         self._saved = (path, files_done)
         self.log("checkpoint saved: %d of %d files done (%s)" % (files_done, len(self.files), path))
 
@@ -580,7 +488,7 @@ class JobRun:
 
     def _report(self):
         """Calls `on_progress` with the state on the ps now; returns the `reduce.Stats`."""
-        stats = self._read_ps(self.reducer.stats)
+        stats = self.ps.read(self.reducer.stats)
         self.on_progress(
             Progress(
                 self._files_done_now(),

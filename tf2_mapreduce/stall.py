@@ -1,0 +1,63 @@
+"""The watchdog of a job that makes no progress while workers are down: TensorFlow's
+join() would wait for them forever.
+"""
+
+import time
+
+__all__ = ["StallWatch", "WORKER_DOWN_AFTER"]
+
+WORKER_DOWN_AFTER = 3.0  # seconds without a heartbeat answer before a worker counts as down
+
+
+class StallWatch:
+    """Tells a stalled run from a slow one, by the pieces done and the workers'
+    heartbeats (`server_channel.Heartbeats`; None: never stalled)."""
+
+    def __init__(self, cluster, heartbeats, worker_timeout):
+        self.cluster = cluster
+        self.heartbeats = heartbeats
+        self.worker_timeout = worker_timeout
+        self._progress = (-1, time.monotonic())  # (pieces done, when that count was first seen)
+
+    def down_workers(self) -> list:
+        """[(index, address)] of the workers that missed heartbeats for `WORKER_DOWN_AFTER` s."""
+        return [
+            (index, address)
+            for _, index, address in self.cluster.tasks(roles=("worker",))
+            if self.heartbeats.silent_for("worker", index) > WORKER_DOWN_AFTER
+        ]
+
+    def check(self, pieces_done):
+        """None, or why the run stalled: (message, every worker down?) when no map step
+        finished for `worker_timeout` s while a worker is down. Non-blocking.
+
+        TF's join() waits forever for failed workers; and until every failed worker
+        is back, ClusterCoordinator does not re-admit the restarted ones (it rebuilds
+        the whole cluster's context), so a job can stall with a worker answering.
+        Slow steps on workers that all answer are not a stall.
+        """
+        now = time.monotonic()
+        if pieces_done != self._progress[0]:
+            self._progress = (pieces_done, now)
+            return None
+        if not self.heartbeats or now - self._progress[1] <= self.worker_timeout:
+            return None
+        down = self.down_workers()
+        if not down:
+            return None
+        detail = ", ".join(
+            "worker %d at %s (%s)" % (index, address, self.heartbeats.failing("worker", index) or "no answer")
+            for index, address in down
+        )
+        everyone = len(down) == self.cluster.num_workers
+        if everyone:
+            which = "every worker is down"
+        else:
+            verb = "is" if len(down) == 1 else "are"
+            which = "%d of %d workers %s down" % (len(down), self.cluster.num_workers, verb)
+        message = "no map step finished for %gs ({setting:worker_timeout}) and %s: %s. " % (
+            self.worker_timeout,
+            which,
+            detail,
+        )
+        return message, everyone
