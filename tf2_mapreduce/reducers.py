@@ -153,21 +153,13 @@ class VectorSum(PerPiece):
 
 
 @dataclass(frozen=True)
-class Max(PerPiece):
-    """The largest int64 value: `map_fn(texts)` returns one per text, shape [n]. A file's
-    value is its pieces' largest; None while no piece is done."""
+class _Extreme(PerPiece):
+    """A per-piece value folded to its extreme (`Min`, `Max`): named, not summed."""
 
     name: str  # what the value is, for messages: "longest line"
     unit: str  # its unit: "bytes"
 
-    identity = INT64_MIN
     additive = False
-
-    def fold_tf(self, values, axis):
-        return tf.reduce_max(values, axis=axis)
-
-    def fold_np(self):
-        return np.maximum
 
     def fields(self, value):
         return {_name("%s %s" % (self.name, self.unit)): value}
@@ -177,27 +169,31 @@ class Max(PerPiece):
 
 
 @dataclass(frozen=True)
-class Min(PerPiece):
+class Max(_Extreme):
+    """The largest int64 value: `map_fn(texts)` returns one per text, shape [n]. A file's
+    value is its pieces' largest; None while no piece is done."""
+
+    identity = INT64_MIN
+
+    def fold_tf(self, values, axis):
+        return tf.reduce_max(values, axis=axis)
+
+    def fold_np(self):
+        return np.maximum
+
+
+@dataclass(frozen=True)
+class Min(_Extreme):
     """The smallest int64 value: `map_fn(texts)` returns one per text, shape [n]. A file's
     value is its pieces' smallest; None while no piece is done."""
 
-    name: str  # what the value is, for messages: "shortest line"
-    unit: str
-
     identity = INT64_MAX
-    additive = False
 
     def fold_tf(self, values, axis):
         return tf.reduce_min(values, axis=axis)
 
     def fold_np(self):
         return np.minimum
-
-    def fields(self, value):
-        return {_name("%s %s" % (self.name, self.unit)): value}
-
-    def describe(self, value, distinct=None):
-        return "%s %s" % (self.name, "-" if value is None else "%d %s" % (value, self.unit))
 
 
 @dataclass(frozen=True)
