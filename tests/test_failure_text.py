@@ -4,7 +4,7 @@ captured from real multi-process runs."""
 
 import tensorflow as tf
 
-from tf2_mapreduce import failures, mapstep
+from tf2_mapreduce import failures, mapstep, reduce
 from tf2_mapreduce.errors import op_error_cause
 
 # A failed step as the coordinator received it in a real run (2 ps, 2 workers): one
@@ -39,18 +39,20 @@ def raised(fn):
     raise AssertionError("no error raised")
 
 
-def test_a_changed_file_is_named_by_the_steps_own_assertion():
+def test_a_changed_file_fails_the_step_and_its_sizes_come_back_as_data():
+    changed_files = reduce.ChangedFiles(10, "/cpu:0")
+    ids = tf.constant([3, 7, 8], tf.int64)
+
     @tf.function(autograph=False)
-    def step():
-        path = tf.constant("/data/with space; and [brackets].txt")
-        facts = (tf.constant(7, tf.int64), path, tf.constant(10, tf.int64), tf.constant(12, tf.int64))
-        with tf.control_dependencies([failures.changed_assertion(tf.constant([False, True]), *facts)]):
+    def step(read):
+        with tf.control_dependencies([changed_files.check(ids, tf.constant([10, 10, 4], tf.int64), read)]):
             return tf.constant(0)
 
-    error = raised(step)
+    step(tf.constant([10, 10, 4], tf.int64))
+    assert changed_files.read() == {}
+    error = raised(lambda: step(tf.constant([10, 12, 4], tf.int64)))
     assert isinstance(error, failures.FILE_ERRORS)
-    failure = failures.file_failure(op_error_cause(error))
-    assert failure == failures.FileFailure(None, "changed since it was listed (10 bytes then, 12 now)", 7)
+    assert changed_files.read() == {7: 12}
 
 
 def test_a_missing_or_unreadable_file_is_named_with_its_cause(tmp_path):
@@ -64,7 +66,7 @@ def test_a_missing_or_unreadable_file_is_named_with_its_cause(tmp_path):
     error = raised(tf.function(lambda: tf.io.read_file(directory)))
     assert isinstance(error, failures.FILE_ERRORS)
     failure = failures.file_failure(op_error_cause(error))
-    assert failure.path == directory and failure.why and failure.piece is None
+    assert failure.path == directory and failure.why
 
 
 def test_a_file_that_changed_size_under_a_range_read_is_named(tmp_path):

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import tensorflow as tf
 
-__all__ = ["FILE_ERRORS", "FileFailure", "changed_assertion", "file_failure", "ps_tasks_named"]
+__all__ = ["FILE_ERRORS", "FileFailure", "file_failure", "ps_tasks_named"]
 
 # Errors that a map step raises because of one input file, not because of the cluster.
 FILE_ERRORS = (
@@ -20,10 +20,6 @@ FILE_ERRORS = (
     tf.errors.OutOfRangeError,
 )
 
-# A step can only fail with text: the facts of the assertion below (piece, sizes) come
-# back inside TF's message, "[marker] [piece] [path] [listed] [read]", and are read here.
-CHANGED = "tf2_mapreduce: changed since listing"
-_CHANGED_LINE = re.compile(r"\[%s\] \[(\d+)\] .*\[(\d+)\] \[(\d+)\]$" % re.escape(CHANGED))
 # FixedLengthRecordDataset's complaint when a file read by byte range changed size.
 _RANGE_CHANGED_LINE = re.compile(r'input file "(.*)" has body length')
 # TF's file-system errors: "<path>; <strerror>".
@@ -34,27 +30,15 @@ _PS_TARGET = re.compile(r"remote target /job:ps/replica:\d+/task:(\d+)")
 
 @dataclass(frozen=True)
 class FileFailure:
-    """An input a map step failed on: its path (None if TF's message does not say), why,
-    and the piece, when the step's own check named it."""
+    """An input a map step failed on: its path (None if TF's message does not say) and why."""
 
     path: str | None
     why: str
-    piece: int | None = None
-
-
-def changed_assertion(changed, piece, path, listed, read):
-    """Inside a map step: fails it, naming the first piece whose file is not the size it
-    was listed with (`changed` a bool per piece; the others that piece's facts)."""
-    return tf.debugging.Assert(tf.logical_not(tf.reduce_any(changed)), [CHANGED, piece, path, listed, read])
 
 
 def file_failure(cause: str, not_found: bool = False) -> FileFailure:
     """The input a failed step's one-line cause (`errors.op_error_cause`) is about.
     `not_found`: the error was a NotFoundError (the input was there when listed)."""
-    changed = _CHANGED_LINE.search(cause)
-    if changed:
-        piece, listed, now = (int(x) for x in changed.groups())
-        return FileFailure(None, "changed since it was listed (%d bytes then, %d now)" % (listed, now), piece)
     resized = _RANGE_CHANGED_LINE.search(cause)
     if resized:
         return FileFailure(resized.group(1), "changed size since it was listed")

@@ -4,8 +4,6 @@ ranges of large ones) a few at a time, maps them with the job's `map_fn`, commit
 
 import tensorflow as tf
 
-from tf2_mapreduce import failures
-
 __all__ = ["build", "read_range", "PIECES_IN_FLIGHT"]
 
 PIECES_IN_FLIGHT = 2  # pieces a worker reads and maps at once: its memory is about this x read_size
@@ -24,7 +22,7 @@ _NO_REWRITES = _no_dataset_rewrites()
 
 def read_range(path, start, end, size):
     """Bytes [start, end) of the file at `path`, which must be `size` bytes long; for use
-    inside a `tf.function`. A file of another size fails with `failures.RANGE_CHANGED`."""
+    inside a `tf.function`. A file of another size fails the read (`failures.file_failure` names it)."""
     # One record that is the whole range, with the rest of the file as header and
     # footer: TF reads only the range, and refuses a file whose size is not `size`.
     # Raw ops, no tf.data rewrites, an explicit iterator: the Python dataset API cost
@@ -50,15 +48,15 @@ def _map_piece(job, map_fn, text):
     return job.reducer.combine(map_fn(text[None]))
 
 
-def build(job, state, worker_steps, whole_files):
+def build(job, state, worker_steps, changed_files, whole_files):
     """The `tf.function` scheduled for each split: `(ids, paths, starts, ends, sizes)` of
     its pieces. It commits them to `state` (the run's `reduce` state) exactly once, and
     counts itself in `worker_steps` (anything with `count_this_step()`).
 
     Two variants, for splits of whole files and splits of byte ranges: a per-piece
     tf.cond (or tf.debugging.Assert) halved the throughput on small files (measured).
-    A whole file whose size changed since it was listed fails the step with
-    `failures.changed_assertion`: it is not the file the job was asked to count.
+    A whole file whose size changed since it was listed fails the step, recorded in
+    `changed_files` (`reduce.ChangedFiles`): it is not the file the job was asked to count.
     """
     signature = job.reducer.piece_spec()
     # AutoGraph only where the job wants it: converting the runner's own code costs
@@ -83,9 +81,7 @@ def build(job, state, worker_steps, whole_files):
                 fn_output_signature=(signature, tf.TensorSpec([], tf.int64)),
                 parallel_iterations=PIECES_IN_FLIGHT,
             )
-            changed = tf.not_equal(lengths, sizes)
-            first = tf.argmax(tf.cast(changed, tf.int32))
-            checks = [failures.changed_assertion(changed, ids[first], paths[first], sizes[first], lengths[first])]
+            checks = [changed_files.check(ids, sizes, lengths)]
         else:
             outputs = tf.map_fn(
                 lambda piece: _map_piece(job, map_fn, read_range(*piece)),

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 import tensorflow as tf
 
-__all__ = ["Stats", "CheckpointState", "PerPieceState", "KeyedSum", "WorkerSteps", "for_job"]
+__all__ = ["Stats", "CheckpointState", "PerPieceState", "KeyedSum", "WorkerSteps", "ChangedFiles", "for_job"]
 
 CHUNK = 200_000  # table entries fetched from a ps at a time
 
@@ -414,3 +414,38 @@ class WorkerSteps:
 
     def release(self):
         _destroy([self.counts.handle])
+
+
+class ChangedFiles:
+    """Whole files that a map step found at another size than they were listed with, on
+    one ps: the size read for each such piece (-1: none). The step records them, then
+    fails without committing anything, so the run reads the facts here as data (TF can
+    carry only text back from a failed step) and never counts a file it was not asked to.
+    """
+
+    ASSERTION = "tf2_mapreduce: a file changed since it was listed"
+
+    def __init__(self, num_pieces, device):
+        with tf.device(device):
+            self.sizes = tf.Variable(tf.fill([num_pieces], tf.constant(-1, tf.int64)), trainable=False, name="changed")
+
+    def check(self, ids, listed, read):
+        """Inside a map step: records the pieces in `ids` whose size `read` is not the size
+        `listed`, then fails the step if there are any. Idempotent."""
+        changed = tf.not_equal(listed, read)
+
+        def record():
+            self.sizes.scatter_update(tf.IndexedSlices(tf.boolean_mask(read, changed), tf.boolean_mask(ids, changed)))
+            return tf.constant(True)
+
+        # Only a step with a changed file writes to the ps: the others pay no RPC.
+        recorded = tf.cond(tf.reduce_any(changed), record, lambda: tf.constant(False))
+        return tf.debugging.Assert(tf.logical_not(recorded), [self.ASSERTION])
+
+    def read(self):
+        """{piece: size read} of every changed file recorded so far. Blocking."""
+        sizes = self.sizes.numpy()
+        return {int(piece): int(sizes[piece]) for piece in np.flatnonzero(sizes >= 0)}
+
+    def release(self):
+        _destroy([self.sizes.handle])

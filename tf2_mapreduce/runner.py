@@ -161,7 +161,11 @@ class JobRun:
                 options.checkpoint_dir, manifest, self.reducer.checkpoint_state()
             )
         self.worker_steps = reduce.WorkerSteps(cluster.num_workers, ps_devices[0])
-        self.steps = {whole: mapstep.build(job, self.reducer, self.worker_steps, whole) for whole in (True, False)}
+        self.changed_files = reduce.ChangedFiles(len(self.pieces), ps_devices[0])
+        self.steps = {
+            whole: mapstep.build(job, self.reducer, self.worker_steps, self.changed_files, whole)
+            for whole in (True, False)
+        }
         self.skipped = list(planning_skipped)  # (path, reason) of whole files left out when planned
         self.skipped_pieces = {}  # piece id -> reason
         self._alone = set()  # pieces to run one per step, to find which of them fails
@@ -182,6 +186,7 @@ class JobRun:
         self.released = True
         self.reducer.release()
         self.worker_steps.release()
+        self.changed_files.release()
 
     @contextlib.contextmanager
     def reading_result(self):
@@ -222,32 +227,9 @@ class JobRun:
         """
         self._start = time.monotonic()
         try:
-            # A run starts from empty state, and a resumed one holds exactly its
-            # checkpoint's, whatever earlier runs left on the servers.
-            self._check_empty("a ps must start every run empty (a bug in tf2_mapreduce: please report it)")
-            resumed_from = self.ps.read(self._restore) if self.checkpoint else None
-            done = self.ps.read(self.reducer.done)
-            files_resumed = int(_files_done(self.pieces, done, len(self.files)).sum())
-            if resumed_from:
-                self.log(
-                    "resuming from %s: %d of %d files already done" % (resumed_from, files_resumed, len(self.files))
-                )
-            while True:
-                pending = [i for i in np.flatnonzero(~done) if i not in self.skipped_pieces]
-                if not pending:
-                    break
-                error, step_failures = self._round(pending)
-                done = self.ps.read(self.reducer.done)
-                if error is None:
-                    lost = [i for i in pending if not done[i]]
-                    if lost:  # join() returned, so every step ran: a piece without a value would be lost silently
-                        raise JobFailed(
-                            "%d piece(s) were never committed, first of %s"
-                            % (len(lost), self.files[self.pieces[lost[0]].file].path)
-                        )
-                    break
-                self._after_failed_round(error, step_failures)
-                self._rounds_rerun += 1
+            resumed_from = self._start_state()
+            files_resumed = self._files_done_now()
+            done = self._map_until_done()
             stats = self._report()
             if self.checkpoint:
                 self._save()
@@ -271,6 +253,42 @@ class JobRun:
             stats,
             self.reducer,
         )
+
+    def _start_state(self):
+        """Checks this run's state on the ps tasks is empty, then restores the checkpoint
+        if there is one; returns its path, or None. A run starts from empty state, and a
+        resumed one holds exactly its checkpoint's, whatever earlier runs left."""
+        self._check_empty("a ps must start every run empty (a bug in tf2_mapreduce: please report it)")
+        if not self.checkpoint:
+            return None
+        resumed_from = self.ps.read(self._restore)
+        if resumed_from:
+            self.log(
+                "resuming from %s: %d of %d files already done"
+                % (resumed_from, self._files_done_now(), len(self.files))
+            )
+        return resumed_from
+
+    def _map_until_done(self):
+        """Runs rounds of map steps over the pieces not done until each is committed or
+        skipped; returns which pieces are committed."""
+        done = self.ps.read(self.reducer.done)
+        while True:
+            pending = [i for i in np.flatnonzero(~done) if i not in self.skipped_pieces]
+            if not pending:
+                return done
+            error, step_failures = self._round(pending)
+            done = self.ps.read(self.reducer.done)
+            if error is None:
+                lost = [i for i in pending if not done[i]]
+                if lost:  # join() returned, so every step ran: a piece without a value would be lost silently
+                    raise JobFailed(
+                        "%d piece(s) were never committed, first of %s"
+                        % (len(lost), self.files[self.pieces[lost[0]].file].path)
+                    )
+                return done
+            self._after_failed_round(error, step_failures)
+            self._rounds_rerun += 1
 
     def _restore(self):
         """Restores the newest readable checkpoint; returns its path, or None if there
@@ -408,23 +426,30 @@ class JobRun:
             raise self._cluster_failure(error)
         if not step_failures:
             raise JobFailed("a map step failed: %s" % op_error_cause(error))
+        changed = self.ps.read(self.changed_files.read)
         for ids, step_error in step_failures:
             if not isinstance(step_error, failures.FILE_ERRORS):
                 raise self._cluster_failure(step_error)
             if len(ids) > 1:
                 self._alone.update(int(i) for i in ids)
                 continue
-            failure = failures.file_failure(
-                op_error_cause(step_error), not_found=isinstance(step_error, tf.errors.NotFoundError)
-            )
-            why = failure.why
-            path = failure.path if failure.piece is None else self.files[self.pieces[failure.piece].file].path
-            where = self._describe(int(ids[0]))
+            piece = int(ids[0])
+            if piece in changed:
+                listed = self.files[self.pieces[piece].file]
+                failure = failures.FileFailure(
+                    listed.path, "changed since it was listed (%d bytes then, %d now)" % (listed.size, changed[piece])
+                )
+            else:
+                failure = failures.file_failure(
+                    op_error_cause(step_error), not_found=isinstance(step_error, tf.errors.NotFoundError)
+                )
+            why, path = failure.why, failure.path
+            where = self._describe(piece)
             if self.options.on_error == "fail":
                 raise JobFailed(
                     "a map step failed: %s: %s" % (where if path is None or where.startswith(path) else path, why)
                 )
-            self.skipped_pieces[int(ids[0])] = why
+            self.skipped_pieces[piece] = why
 
     def _transient(self, error):
         """Whether `error` is workers failing to reach ps tasks that are, in fact, fine;
