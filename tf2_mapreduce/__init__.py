@@ -9,53 +9,18 @@ loaded on first use.
 
 import importlib
 
-__all__ = [
-    "__version__",
-    "Cluster",
-    "JobHandle",
-    "Result",
-    "FileValue",
-    "Job",
-    "per_text",
-    "Reducer",
-    "Sum",
-    "VectorSum",
-    "Min",
-    "Max",
-    "KeySum",
-    "Error",
-    "UsageError",
-    "InputError",
-    "ClusterError",
-    "JobFailed",
-    "Interrupted",
-    "Cancelled",
-    "jobs",
-]
+# Each public name, by the module it lives in.
+_EXPORTS = {
+    "client": ("Cluster", "JobHandle", "Result", "FileValue"),
+    "jobs.base": ("Job", "per_text"),
+    "reducers": ("Reducer", "Sum", "VectorSum", "Min", "Max", "KeySum"),
+    "errors": ("Error", "UsageError", "InputError", "ClusterError", "JobFailed", "Interrupted", "Cancelled"),
+}
+_HOME = {name: module for module, names in _EXPORTS.items() for name in names}
+
+__all__ = ["__version__", *_HOME, "jobs"]
 
 __version__ = "0.1.0"
-
-_HOME = {
-    "Cluster": "client",
-    "JobHandle": "client",
-    "Result": "client",
-    "FileValue": "client",
-    "Job": "jobs.base",
-    "per_text": "jobs.base",
-    "Reducer": "reducers",
-    "Sum": "reducers",
-    "VectorSum": "reducers",
-    "Min": "reducers",
-    "Max": "reducers",
-    "KeySum": "reducers",
-    "Error": "errors",
-    "UsageError": "errors",
-    "InputError": "errors",
-    "ClusterError": "errors",
-    "JobFailed": "errors",
-    "Interrupted": "errors",
-    "Cancelled": "errors",
-}
 
 
 def __getattr__(name):

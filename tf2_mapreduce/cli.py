@@ -264,11 +264,8 @@ def _run(specs, mr_cluster, stop_requests, started):
         # Before the servers are told to exit: per-key results are read from the ps tasks.
         _print_result(job, result)
         if FLAGS.output:
-            # Imports and cluster start-up; then map steps until the result was read.
-            timings = {"total": time.monotonic() - started}
-            if result.map_seconds:
-                timings.update(startup=timings["total"] - result.map_seconds, map=result.map_seconds)
-            result.write(FLAGS.output, FLAGS.min_count, timings)
+            # Timed from the process start: imports and cluster start-up count too.
+            result.write(FLAGS.output, FLAGS.min_count, since=started)
             _say("wrote %s" % FLAGS.output)
     return 0
 

@@ -10,6 +10,7 @@ job, and the result a job returns, self-contained once read.
 
 import os
 import threading
+import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
@@ -88,14 +89,18 @@ class Result:
         """The whole table as {key bytes: count}, in local memory: for tables that fit."""
         return dict(self.entries(min_count))
 
-    def write(self, path: str, min_count: int = 1, timings: dict | None = None) -> None:
+    def write(self, path: str, min_count: int = 1, since: float | None = None) -> None:
         """Writes the result as the CLI's --output does: JSON for per-piece jobs; for a
         per-key job the sorted table as TSV, or JSON if `path` ends in .json. Atomic.
-        `timings` (name -> seconds) replace the run's own in the JSON."""
+        The JSON's timings are the run's, or with `since` (a `time.monotonic()` reading,
+        such as when the process started) counted from then, start-up apart."""
         from tf2_mapreduce import output
 
         output.check_path(path, self._raw.job)
-        timings = timings or {"total": self.seconds, "map": self.map_seconds}
+        timings = {"total": self.seconds if since is None else time.monotonic() - since}
+        if since is not None and self.map_seconds:
+            timings["startup"] = timings["total"] - self.map_seconds
+        timings["map"] = self.map_seconds
         with self._run.reading_result():
             output.write(path, self._raw, self._found, min_count, timings)
 
