@@ -27,6 +27,7 @@ import tempfile
 import time
 
 import portpicker
+import switched_hosts
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # before TensorFlow is imported, here and in the children
 from tf2_mapreduce import orphans, output  # noqa: E402  (its unescape reads a per-key table back)
@@ -48,7 +49,6 @@ COORDINATOR_TIMEOUT = 240  # seconds a coordinator may run before the round fail
 SERVER_EXIT = 45  # seconds servers get to exit by themselves once the coordinator has exited
 SHUTDOWN_TIMEOUT = 20  # the coordinator's --shutdown_timeout: a restarted worker is up well within it
 CONNECT_TIMEOUT = 20  # the coordinator's --connect_timeout: how long it waits for a worker killed before the job
-PORT = 2222  # in network namespaces every host has its own addresses, so one port serves all
 MARK = "TF2MR_SOAK"  # in every child's environment: how leftovers of a round are found
 
 
@@ -133,24 +133,6 @@ def check_result(job, path, expected):
 # ---------------------------------------------------------------- hosts
 
 
-def _ip(*args):
-    subprocess.run(["ip", *args], check=True, capture_output=True, timeout=30)
-
-
-def namespaces_possible():
-    """None if network namespaces can be made here, else why not."""
-    if not shutil.which("ip"):
-        return "iproute2's ip command is not installed"
-    if os.geteuid() != 0:
-        return "network namespaces need root"
-    probe = "tfsoak%d-probe" % os.getpid()
-    made = subprocess.run(["ip", "netns", "add", probe], capture_output=True, timeout=30)
-    if made.returncode:
-        return "ip netns add failed: %s" % made.stderr.decode(errors="replace").strip()
-    subprocess.run(["ip", "netns", "delete", probe], capture_output=True, timeout=30)
-    return None
-
-
 class Loopback:
     """Every task on this host's loopback, on ports of its own."""
 
@@ -162,62 +144,6 @@ class Loopback:
 
     def delete(self):
         pass
-
-
-class Namespaces:
-    """Every task on a host of its own: a network namespace joined by a veth pair to a
-    bridge in one more namespace (the switch), whose end of a link can be set down."""
-
-    def __init__(self, names, tag):
-        self.prefix = "tfsoak%d-%d" % (os.getpid(), tag)
-        self.switch = self.prefix + "s"
-        self.created, self.namespaces, self.links, self.addresses = [], {}, {}, {}
-        try:
-            self._add(self.switch)
-            _ip("-n", self.switch, "link", "add", "br0", "type", "bridge")
-            _ip("-n", self.switch, "link", "set", "br0", "up")
-            for i, name in enumerate(names):
-                namespace = "%s-%d" % (self.prefix, i)
-                self._add(namespace)
-                host_end, switch_end = "sk%dh%d" % (tag % 1000, i), "sk%ds%d" % (tag % 1000, i)
-                _ip(
-                    "link",
-                    "add",
-                    host_end,
-                    "netns",
-                    namespace,
-                    "type",
-                    "veth",
-                    "peer",
-                    "name",
-                    switch_end,
-                    "netns",
-                    self.switch,
-                )
-                _ip("-n", self.switch, "link", "set", switch_end, "master", "br0", "up")
-                address = "10.78.%d.%d" % (tag % 250, i + 1)
-                _ip("-n", namespace, "addr", "add", address + "/24", "dev", host_end)
-                _ip("-n", namespace, "link", "set", host_end, "up")
-                _ip("-n", namespace, "link", "set", "lo", "up")
-                self.namespaces[name], self.links[name] = namespace, switch_end
-                self.addresses[name] = "%s:%d" % (address, PORT)
-        except BaseException:
-            self.delete()
-            raise
-
-    def _add(self, namespace):
-        _ip("netns", "add", namespace)
-        self.created.append(namespace)
-
-    def command(self, name, argv):
-        return ["ip", "netns", "exec", self.namespaces[name], *argv]
-
-    def set_link(self, name, state):
-        _ip("-n", self.switch, "link", "set", self.links[name], state)
-
-    def delete(self):
-        for namespace in reversed(self.created):
-            subprocess.run(["ip", "netns", "delete", namespace], capture_output=True, timeout=30)
 
 
 # ---------------------------------------------------------------- one round
@@ -235,7 +161,7 @@ class Round:
         self.mark = "%d:%d" % (os.getpid(), number)
         self.tasks = [("ps", i) for i in range(NUM_PS)] + [("worker", i) for i in range(NUM_WORKERS)]
         names = ["chief"] + ["%s%d" % task for task in self.tasks]
-        self.hosts = Namespaces(names, number) if fault == "cut_link" else Loopback(names)
+        self.hosts = switched_hosts.SwitchedHosts(names, number % 250) if fault == "cut_link" else Loopback(names)
         self.jobs = {
             "chief": [self.hosts.addresses["chief"]],
             "ps": [self.hosts.addresses["ps%d" % i] for i in range(NUM_PS)],
@@ -565,7 +491,7 @@ def main():
     unknown = set(faults) - set(FAULTS)
     if unknown:
         parser.error("unknown fault(s) %s; known: %s" % (", ".join(sorted(unknown)), ", ".join(FAULTS)))
-    why_not = namespaces_possible() if "cut_link" in faults else None
+    why_not = switched_hosts.why_not() if "cut_link" in faults else None
     if why_not:
         print("soak: no cut_link rounds: %s" % why_not, flush=True)
         faults.remove("cut_link")

@@ -258,8 +258,14 @@ class ConfiguredCluster:
             return f.read().decode(errors="replace")
 
 
+def live_args(inputs, output, *extra):
+    """A job's flags for a test that acts mid-job: one file a step and progress reported
+    often, so that there is a moment to act on."""
+    return ["--input", str(inputs), "--files_per_step", "1", "--progress_every", "0.2", "--output", str(output), *extra]
+
+
 def read_result(path):
-    with open(path) as f:
+    with open(path, encoding="utf-8") as f:
         return json.load(f)
 
 
@@ -291,10 +297,14 @@ class LiveCoordinator:
         threading.Thread(target=self._read, daemon=True).start()
 
     def _read(self):
-        for raw in self.proc.stderr:
-            line = raw.decode(errors="replace").rstrip("\n")
-            self.stderr.append(line)
-            self.lines.put(line)
+        # Kept in the log file too, for a failure's post-mortem: pytest shows only the tail.
+        with open(self.log_path, "w", encoding="utf-8") as log:
+            for raw in self.proc.stderr:
+                line = raw.decode(errors="replace").rstrip("\n")
+                log.write(line + "\n")
+                log.flush()
+                self.stderr.append(line)
+                self.lines.put(line)
         self.lines.put(None)
 
     def wait_for(self, pattern, timeout=120):

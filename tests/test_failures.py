@@ -13,6 +13,7 @@ from conftest import (
     ConfiguredCluster,
     LiveCoordinator,
     assert_matches_oracle,
+    live_args,
     read_result,
     servers_of,
     task_env,
@@ -32,17 +33,7 @@ def corpus(tmp_path_factory):
 
 
 def job_args(corpus, tmp_path, *extra):
-    return [
-        "--input",
-        corpus[0],
-        "--files_per_step",
-        "1",
-        "--progress_every",
-        "0.2",
-        "--output",
-        str(tmp_path / "result.json"),
-        *extra,
-    ]
+    return live_args(corpus[0], tmp_path / "result.json", *extra)
 
 
 def assert_exact(tmp_path, corpus):
@@ -256,18 +247,7 @@ def test_killed_worker_while_a_large_file_is_counted_in_pieces(tmp_path, process
     # 1 KB pieces, one a step: about 180 steps over a single file of 180 KB. (With 8 KB
     # pieces, 23 steps, the job could end between two progress reports, and there was
     # no report of the file half done to act on.)
-    args = [
-        "--input",
-        str(big),
-        "--read_size",
-        "1024",
-        "--files_per_step",
-        "1",
-        "--progress_every",
-        "0.2",
-        "--output",
-        str(tmp_path / "result.json"),
-    ]
+    args = live_args(big, tmp_path / "result.json", "--read_size", "1024")
     job = LiveCoordinator(args, cluster.chief_env(), processes, tmp_path / "coordinator.log")
     done = job.wait_for(r"\] 0/1 files \(0%\), ([1-9][\d.]*) (KB|MB) of")
     cluster.servers["worker", 1].kill()

@@ -112,6 +112,20 @@ def test_checkpoint_resume_counts_each_file_once(inprocess, corpus, tmp_path):
     assert again.total == whole.total == oracle_words(f.path for f in corpus)
 
 
+def run_logged(inprocess, files, checkpoint_dir):
+    """Runs wordcount with a checkpoint directory; returns the result and the lines logged."""
+    warnings = []
+    result = runner.JobRun(
+        WORDCOUNT,
+        files,
+        inprocess[1],
+        inprocess[0],
+        runner.Options(checkpoint_dir=str(checkpoint_dir)),
+        log=warnings.append,
+    ).run()
+    return result, warnings
+
+
 def test_torn_or_damaged_checkpoints_fall_back_to_a_good_one(inprocess, corpus, tmp_path):
     directory = tmp_path / "ckpt"
     run(inprocess, corpus, checkpoint_dir=str(directory))  # ckpt-1, at the end
@@ -124,15 +138,7 @@ def test_torn_or_damaged_checkpoints_fall_back_to_a_good_one(inprocess, corpus, 
     # The newest checkpoint the index names is damaged after the fact.
     data = next(directory.glob("ckpt-2.data-*"))
     data.write_bytes(data.read_bytes()[:5])
-    warnings = []
-    result = runner.JobRun(
-        WORDCOUNT,
-        corpus,
-        inprocess[1],
-        inprocess[0],
-        runner.Options(checkpoint_dir=str(directory)),
-        log=warnings.append,
-    ).run()
+    result, warnings = run_logged(inprocess, corpus, directory)
     assert result.resumed_from == str(directory / "ckpt-1") and result.files_resumed == len(corpus)
     assert result.total == oracle_words(f.path for f in corpus)
     assert any(w.startswith("checkpoint %s cannot be read" % (directory / "ckpt-2")) for w in warnings), warnings
@@ -167,15 +173,7 @@ def test_a_start_over_after_every_checkpoint_failed_to_restore_keeps_nothing_of_
     shards = sorted(directory.glob("ckpt-1.data-*"))
     assert len(shards) == 1 + INPROCESS_PS
     shards[damaged].write_bytes(shards[damaged].read_bytes()[:5])
-    warnings = []
-    result = runner.JobRun(
-        WORDCOUNT,
-        corpus,
-        inprocess[1],
-        inprocess[0],
-        runner.Options(checkpoint_dir=str(directory)),
-        log=warnings.append,
-    ).run()
+    result, warnings = run_logged(inprocess, corpus, directory)
     assert any(w.startswith("checkpoint %s cannot be read" % (directory / "ckpt-1")) for w in warnings), warnings
     assert result.resumed_from is None and result.files_resumed == 0
     assert result.total == oracle_words(f.path for f in corpus)

@@ -6,7 +6,7 @@ import re
 import subprocess
 
 import pytest
-from conftest import LiveCoordinator, assert_matches_oracle, read_result, servers_of, task_env, write_corpus
+from conftest import LiveCoordinator, assert_matches_oracle, live_args, read_result, servers_of, task_env, write_corpus
 
 from tf2_mapreduce import cluster as cluster_lib
 from tf2_mapreduce import netns
@@ -27,18 +27,7 @@ def start_job(tmp_path, processes, *extra):
     write_corpus(str(tmp_path / "corpus"), NUM_FILES, seed=41, max_words=50)
     output = str(tmp_path / "result.json")
     job = LiveCoordinator(
-        [
-            "--input",
-            str(tmp_path / "corpus"),
-            "--files_per_step",
-            "1",
-            "--progress_every",
-            "0.2",
-            "--output",
-            output,
-            "--local_cluster=processes",
-            *extra,
-        ],
+        live_args(tmp_path / "corpus", output, "--local_cluster=processes", *extra),
         task_env(),
         processes,
         tmp_path / "coordinator.log",

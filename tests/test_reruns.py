@@ -3,14 +3,21 @@ a rerun after a ps or the coordinator died before the first checkpoint, a worker
 comes back as the job ends. Every result is the whole per-key table, compared with
 collections.Counter over bytes.split(); every server must exit 0 once told."""
 
-import json
 import os
 import re
 import threading
 import time
 
 import pytest
-from conftest import SERVER_EXIT_TIMEOUT, ConfiguredCluster, LiveCoordinator, oracle_counter, write_zipf_corpus
+from conftest import (
+    SERVER_EXIT_TIMEOUT,
+    ConfiguredCluster,
+    LiveCoordinator,
+    live_args,
+    oracle_counter,
+    read_result,
+    write_zipf_corpus,
+)
 from test_failures import wait_serving
 from test_wordfreq_cluster import ordered, read_tsv
 
@@ -25,18 +32,7 @@ def corpus(tmp_path_factory):
 
 
 def wordfreq_args(corpus, vocab, *extra):
-    return [
-        "--job=wordfreq",
-        "--input",
-        corpus[0],
-        "--files_per_step",
-        "1",
-        "--progress_every",
-        "0.2",
-        "--output",
-        str(vocab),
-        *extra,
-    ]
+    return live_args(corpus[0], vocab, "--job=wordfreq", *extra)
 
 
 def run_to_the_end(args, cluster, processes, log):
@@ -116,8 +112,7 @@ def test_a_ps_lost_after_the_run_while_the_result_is_read_keeps_the_servers_for_
     cluster.start("ps", 0)
     stdout, stderr = run_to_the_end(args, cluster, processes, tmp_path / "rerun.log")
     assert "300 of 300 files already done" in stderr
-    with open(vocab, encoding="utf-8") as f:
-        assert [(output.unescape(w), c) for w, c in json.load(f)["words"]] == ordered(corpus[2])
+    assert [(output.unescape(w), c) for w, c in read_result(vocab)["words"]] == ordered(corpus[2])
     assert cluster.exit_codes() == {task: 0 for task in cluster.tasks}
 
 

@@ -2,12 +2,19 @@
 distinct words, a worker killed mid-job, a stop and resume; the output files parsed
 back must equal collections.Counter over bytes.split()."""
 
-import json
 import re
 import signal
 
 import pytest
-from conftest import ConfiguredCluster, LiveCoordinator, oracle_counter, task_env, write_zipf_corpus
+from conftest import (
+    ConfiguredCluster,
+    LiveCoordinator,
+    live_args,
+    oracle_counter,
+    read_result,
+    task_env,
+    write_zipf_corpus,
+)
 
 from tf2_mapreduce import output
 
@@ -46,19 +53,7 @@ def test_wordfreq_on_a_real_cluster_with_two_ps_and_a_killed_worker(tmp_path, pr
     cluster.start_all()
     vocab = str(tmp_path / "vocab.tsv")
     job = LiveCoordinator(
-        [
-            "--job=wordfreq",
-            "--input",
-            directory,
-            "--files_per_step",
-            "1",
-            "--progress_every",
-            "0.2",
-            "--top_k",
-            "10",
-            "--output",
-            vocab,
-        ],
+        live_args(directory, vocab, "--job=wordfreq", "--top_k", "10"),
         cluster.chief_env(),
         processes,
         tmp_path / "c.log",
@@ -77,23 +72,17 @@ def test_wordfreq_on_a_real_cluster_with_two_ps_and_a_killed_worker(tmp_path, pr
 def test_wordfreq_on_a_local_cluster_stopped_and_resumed(tmp_path, processes, corpus):
     directory, paths, oracle = corpus
     result = str(tmp_path / "vocab.json")
-    args = [
+    args = live_args(
+        directory,
+        result,
         "--job=wordfreq",
         "--num_ps",
         "2",
-        "--input",
-        directory,
-        "--files_per_step",
-        "1",
-        "--progress_every",
-        "0.2",
         "--checkpoint_dir",
         str(tmp_path / "ckpt"),
         "--min_count",
         "2",
-        "--output",
-        result,
-    ]
+    )
     job = LiveCoordinator(args, task_env(), processes, tmp_path / "first.log")
     job.wait_for_files(30)
     job.proc.send_signal(signal.SIGTERM)
@@ -103,7 +92,6 @@ def test_wordfreq_on_a_local_cluster_stopped_and_resumed(tmp_path, processes, co
     assert int(resumed.wait_for(r"resuming from .*: (\d+) of 300 files already done").group(1)) >= 30
     code, _, stderr = resumed.finish()
     assert code == 0, stderr
-    with open(result, encoding="utf-8") as f:
-        document = json.load(f)
+    document = read_result(result)
     assert [(output.unescape(w), c) for w, c in document["words"]] == ordered(oracle, min_count=2)
     assert (document["total_words"], document["distinct_words"]) == (sum(oracle.values()), len(oracle))
