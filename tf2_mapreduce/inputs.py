@@ -276,6 +276,11 @@ class Piece:
         return self.end - self.start
 
 
+def whole_file(piece, files):
+    """Whether `piece` is the whole of its file (in `files`), not a byte range of it."""
+    return piece.size == files[piece.file].size
+
+
 class _Reader:
     """Reads byte ranges of one file: os.pread locally, GFile elsewhere."""
 

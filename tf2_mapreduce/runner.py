@@ -13,16 +13,12 @@ import numpy as np
 import tensorflow as tf
 
 from tf2_mapreduce import checkpoint as checkpoint_lib
-from tf2_mapreduce import failures, mapstep, ps_health, reduce, stall
+from tf2_mapreduce import failures, mapstep, ps_health, reduce, rounds, stall
 from tf2_mapreduce import inputs as inputs_lib
 from tf2_mapreduce.errors import Cancelled, ClusterError, Interrupted, JobFailed, op_error_cause
 
 __all__ = ["Options", "Progress", "Result", "JobRun", "connect"]
 
-# ClusterCoordinator costs ~0.5 ms a closure (docs/runtime.md); more splits than this per
-# worker buys no balance, fewer leaves a worker idle at the end.
-STEPS_PER_WORKER = 8
-MAX_PIECES_PER_STEP = 256
 TICK = 1.0  # seconds between the run loop's checks of workers, stop requests, checkpoints
 JOIN_GRACE = 5.0  # seconds join() gets to return once every piece is committed
 
@@ -31,7 +27,7 @@ JOIN_GRACE = 5.0  # seconds join() gets to return once every piece is committed
 class Options:
     split_size: int = 64 << 20  # at most this many bytes per map step
     read_size: int = 8 << 20  # files are cut into pieces of about this size, read one at a time
-    max_pieces: int = 0  # pieces per map step at most; 0: up to MAX_PIECES_PER_STEP
+    max_pieces: int = 0  # pieces per map step at most; 0: up to rounds.MAX_PIECES_PER_STEP
     on_error: str = "fail"  # "fail": stop at the first unreadable input; "skip": leave it out, say so
     checkpoint_dir: str = None
     checkpoint_every: float = 30.0
@@ -310,77 +306,49 @@ class JobRun:
         if leftover:
             raise JobFailed("%s holds state that this run did not write: %s" % (leftover, why))
 
-    def _whole_file(self, piece_id):
-        piece = self.pieces[piece_id]
-        return piece.size == self.files[piece.file].size
-
     def _describe(self, piece_id):
         """A piece as users know it: its file, and the byte range if the file has several."""
         piece = self.pieces[piece_id]
         f = self.files[piece.file]
-        return f.path if self._whole_file(piece_id) else "%s (bytes %d-%d)" % (f.path, piece.start, piece.end)
+        return (
+            f.path
+            if inputs_lib.whole_file(piece, self.files)
+            else "%s (bytes %d-%d)" % (f.path, piece.start, piece.end)
+        )
 
     def _round(self, pending):
-        """Schedules `pending` pieces and waits; returns (error, [(ids, error)...]).
-
-        The first item is None if every step succeeded; otherwise it is the error
-        join() raised and the list names the steps that failed with their own error.
-        """
-        alone = [i for i in pending if i in self._alone]
-        packed = [i for i in pending if i not in self._alone]
-        split_size = inputs_lib.split_bytes(
-            sum(self.pieces[i].size for i in packed),
+        """Runs a round over `pending` pieces while the run loop watches; returns
+        (None, []) if every step succeeded, else (the error join() raised, [(ids,
+        error)] of the steps that failed with an error of their own)."""
+        round_ = rounds.Round(
+            self.coordinator,
+            self.steps,
+            self.files,
+            self.pieces,
+            pending,
+            self._alone,
             self.cluster.num_workers,
             self.options.split_size,
-            STEPS_PER_WORKER,
+            self.options.max_pieces,
+            self._wake,
         )
-        max_pieces = self.options.max_pieces or MAX_PIECES_PER_STEP
-        datasets = []  # (whole files?, tf.data pipeline of splits)
-        for ids, size, most in ((packed, split_size, max_pieces), (alone, 1, 1)):
-            for whole in (True, False):
-                chosen = [i for i in ids if self._whole_file(i) == whole]
-                if chosen:
-                    datasets.append((whole, inputs_lib.splits(self.files, self.pieces, chosen, size, most)))
-        scheduled = []
-        outcome = {}
-
-        def drive():
-            try:
-                for whole, dataset in datasets:
-                    for split in dataset:
-                        self._first_schedule = self._first_schedule or time.monotonic()
-                        scheduled.append((split[0].numpy(), self.coordinator.schedule(self.steps[whole], args=split)))
-                self.coordinator.join()
-            except Exception as e:  # handed to the run loop
-                outcome["error"] = e
-            finally:
-                outcome["done"] = True
-                self._wake.set()
-
-        threading.Thread(target=drive, name="tf2_mapreduce-schedule", daemon=True).start()
-        self._watch(outcome)
-        if outcome.get("complete") or "error" not in outcome:
+        round_.start()
+        complete = self._watch(round_)
+        self._first_schedule = self._first_schedule or round_.first_schedule
+        if complete or round_.error is None:
             return None, []
-        step_failures = []
-        for ids, remote_value in scheduled:
-            try:  # join() waited for every step in flight, so this does not block
-                remote_value.fetch()
-            except tf.errors.CancelledError:
-                pass
-            except Exception as e:
-                step_failures.append((ids, e))
-        return outcome["error"], step_failures
+        return round_.error, round_.step_failures()
 
-    def _watch(self, outcome):
+    def _watch(self, round_):
         """The run loop while a round runs: progress, checkpoints, watchdog, stop.
 
-        Returns when join() returned, or as soon as every piece is committed: a step
-        still in flight on a worker cut off from the network (no connection reset,
-        so TF waits for TCP to give up) can only commit nothing more.
+        Returns False when join() returned, or True as soon as every piece is
+        committed: a step still in flight on a worker cut off from the network (no
+        connection reset, so TF waits for TCP to give up) can only commit nothing more.
         """
         next_progress = time.monotonic() + self.options.progress_every
         next_checkpoint = time.monotonic() + self.options.checkpoint_every
-        while not outcome.get("done"):
+        while not round_.finished:
             self._wake.wait(min(TICK, self.options.progress_every))
             self._wake.clear()
             if self._stop_signal is not None:
@@ -394,14 +362,14 @@ class JobRun:
             pieces_done = stats.pieces_done
             if pieces_done >= len(self.pieces) - len(self.skipped_pieces):
                 deadline = time.monotonic() + JOIN_GRACE  # join() returns at once unless a step is stuck
-                while not outcome.get("done") and time.monotonic() < deadline:
+                while not round_.finished and time.monotonic() < deadline:
                     self._wake.wait(TICK / 10)
-                outcome["complete"] = True
-                return
+                return True
             self._check_stall(pieces_done)
             if self.checkpoint and now >= next_checkpoint:
                 self._save()
                 next_checkpoint = time.monotonic() + self.options.checkpoint_every
+        return False
 
     def _check_stall(self, pieces_done):
         """Raises `ClusterError`, with a checkpoint saved, if the run stalled (`stall`)."""
