@@ -1,7 +1,7 @@
-"""Reducers: accumulators placed on the ps tasks that commit the result of each piece
-of input (a file, or a part of a large one) exactly once. ClusterCoordinator.schedule()
-is at-least-once, so a commit must be idempotent: a map step re-run after its worker
-died must not count its pieces twice.
+"""A run's state on the ps tasks, which the reducers (`reducers.py`) ask for: it commits
+the result of each piece of input (a file, or a part of a large one) exactly once.
+ClusterCoordinator.schedule() is at-least-once, so a commit must be idempotent: a map
+step re-run after its worker died must not count its pieces twice.
 
 A reducer's state belongs to one run: every resource it places on a ps is new, named
 for that run, so nothing an earlier coordinator left on a server that outlived it
