@@ -219,6 +219,11 @@ def _list_inputs(specs, job, mr_cluster):
         _say("skipping %s: %s" % (path, reason))
     where = mr_cluster.cluster.describe() + (" (local)" if mr_cluster.local_processes else "")
     _say("%s over %d files (%s) on %s" % (job.name, len(found.files), _human_bytes(found.total_bytes), where))
+    if any(f.size > FLAGS.read_size for f in found.files):
+        from tf2_mapreduce import native
+
+        if native.unavailable():
+            _say("warning: files larger than --read_size are read the slow way: %s" % native.unavailable())
     return found
 
 

@@ -20,8 +20,9 @@ FILE_ERRORS = (
     tf.errors.OutOfRangeError,
 )
 
-# FixedLengthRecordDataset's complaint when a file read by byte range changed size.
-_RANGE_CHANGED_LINE = re.compile(r'input file "(.*)" has body length')
+# A file read by byte range that changed size: the native op's words (native/read_range.cc),
+# or FixedLengthRecordDataset's where the native op could not be built.
+_RANGE_CHANGED_LINE = re.compile(r'input file "(.*)" (?:changed size: |has body length)')
 # TF's file-system errors: "<path>; <strerror>".
 _READ_ERROR_LINE = re.compile(r"^(.*); ([^;]*)$")
 # gRPC's relay of an error, naming the task it came from.

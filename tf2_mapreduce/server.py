@@ -31,9 +31,12 @@ def serve(cluster, keep_serving=False, idle_timeout=0, log=print):
     """
     import tensorflow as tf
 
-    from tf2_mapreduce import server_channel
+    from tf2_mapreduce import native, server_channel
 
     role, index = cluster.task_type, cluster.task_index
+    # Before serving: a map step that arrives must find the native op registered.
+    if native.load() is None:
+        log("tf2_mapreduce server: warning: byte ranges are read the slow way: %s" % native.unavailable())
     try:
         server = tf.distribute.Server(
             tf.train.ClusterSpec(cluster.jobs),

@@ -1,0 +1,84 @@
+// Tf2MapreduceReadRange: bytes [start, end) of a file, read at their offset through
+// TensorFlow's RandomAccessFile (pread on local disks, ranged reads on gs:// and other
+// file systems), so a piece costs the same wherever in the file it starts.
+// FixedLengthRecordDataset, which could do it otherwise, reads through everything
+// before the range (docs/runtime.md).
+
+#include <cstring>
+#include <memory>
+#include <string>
+
+#include "tensorflow/core/framework/common_shape_fns.h"
+#include "tensorflow/core/framework/op.h"
+#include "tensorflow/core/framework/op_kernel.h"
+#include "tensorflow/core/framework/shape_inference.h"
+#include "tensorflow/core/platform/env.h"
+#include "tensorflow/core/platform/file_system.h"
+
+namespace tf2_mapreduce {
+
+using tensorflow::OpKernel;
+using tensorflow::OpKernelConstruction;
+using tensorflow::OpKernelContext;
+using tensorflow::Tensor;
+using tensorflow::TensorShape;
+using tensorflow::tstring;
+
+REGISTER_OP("Tf2MapreduceReadRange")
+    .Input("path: string")
+    .Input("start: int64")
+    .Input("end: int64")
+    .Input("size: int64")
+    .Output("contents: string")
+    .SetShapeFn(tensorflow::shape_inference::ScalarShape)
+    .Doc(R"doc(
+Bytes [start, end) of the file at `path`, which must be `size` bytes long: a file of
+another size is an InvalidArgument error that names it, since it is not the file that
+was listed.
+)doc");
+
+class ReadRangeOp : public OpKernel {
+ public:
+  explicit ReadRangeOp(OpKernelConstruction* context) : OpKernel(context) {}
+
+  void Compute(OpKernelContext* context) override {
+    const std::string path(context->input(0).scalar<tstring>()());
+    const int64_t start = context->input(1).scalar<int64_t>()();
+    const int64_t end = context->input(2).scalar<int64_t>()();
+    const int64_t size = context->input(3).scalar<int64_t>()();
+    OP_REQUIRES(context, 0 <= start && start <= end && end <= size,
+                absl::InvalidArgumentError("byte range [" + std::to_string(start) + ", " + std::to_string(end) +
+                                           ") is not within the " + std::to_string(size) + " bytes of \"" + path +
+                                           "\""));
+    tensorflow::Env* env = context->env();
+    tensorflow::uint64 actual = 0;
+    OP_REQUIRES_OK(context, env->GetFileSize(path, &actual));
+    OP_REQUIRES(context, static_cast<int64_t>(actual) == size, Changed(path, size, actual));
+    std::unique_ptr<tensorflow::RandomAccessFile> file;
+    OP_REQUIRES_OK(context, env->NewRandomAccessFile(path, &file));
+    Tensor* output = nullptr;
+    OP_REQUIRES_OK(context, context->allocate_output(0, TensorShape({}), &output));
+    tstring& contents = output->scalar<tstring>()();
+    const size_t length = static_cast<size_t>(end - start);
+    contents.resize_uninitialized(length);
+    absl::string_view read;
+    absl::Status status = file->Read(static_cast<tensorflow::uint64>(start), length, &read, &contents[0]);
+    // A file that shrank between the size check and the read ends early: OutOfRange.
+    OP_REQUIRES(context, status.ok() || absl::IsOutOfRange(status), status);
+    OP_REQUIRES(context, read.size() == length, Changed(path, size, start + read.size()));
+    if (read.data() != contents.data()) {  // some file systems return their own buffer
+      std::memmove(&contents[0], read.data(), length);
+    }
+  }
+
+ private:
+  // Worded for failures.py, which reads the path back out of TF's error text.
+  static absl::Status Changed(const std::string& path, int64_t listed, tensorflow::uint64 now) {
+    return absl::InvalidArgumentError("input file \"" + path + "\" changed size: " + std::to_string(listed) +
+                                      " bytes when listed, " + std::to_string(now) + " now");
+  }
+};
+
+REGISTER_KERNEL_BUILDER(Name("Tf2MapreduceReadRange").Device(tensorflow::DEVICE_CPU), ReadRangeOp);
+
+}  // namespace tf2_mapreduce
