@@ -4,21 +4,28 @@
     python scripts/bench.py --small_files 200 --large_files 0 --huge_mb 0   # a quick run
 
 Generates a deterministic corpus (many small files, a few large ones, one huge one;
-sizes are flags), then times, on each part: `wc -w`, Python's bytes.split() in one
-process and in 2 with multiprocessing, PySpark local[2] when it is importable, our
-map step in a single process, and our job on local clusters of several sizes; and
-word frequencies, ours against collections.Counter. Every run's result must agree
-with the others, or the benchmark fails. Peak RSS is reported per role (coordinator,
-ps, worker), start-up (imports, cluster) apart from the map phase.
+sizes are flags), then times, on each part: `wc -w`, `mawk` where it is installed,
+Python's bytes.split() in one process, and in two with multiprocessing.Pool(2) over
+32 MiB tasks (large files cut into whitespace-aligned ranges, small files batched: the
+strongest plain peer),
+PySpark local[2] when it is importable, our map step in a single process, and our job
+on local clusters of several sizes; and word frequencies, ours against
+collections.Counter in one process and in Pool(2). Each contender runs --repeats times,
+in turns; the report gives medians with their range, and ratios against wc -w and
+Pool(2). Every run's result must agree with the others, or the benchmark fails. Peak
+RSS is reported per role (coordinator, ps, worker), start-up (imports, cluster) apart
+from the map phase.
 """
 
 import collections
+import functools
 import glob
 import json
 import multiprocessing
 import os
 import random
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -38,9 +45,12 @@ flags.DEFINE_integer("large_mb", 128, "Size of each large file, in MB.", lower_b
 flags.DEFINE_integer("huge_mb", 1024, "Size of the one huge file, in MB; 0 for none.", lower_bound=0)
 flags.DEFINE_list("clusters", ["1x2", "1x1", "2x2"], "Local clusters to time, as PSxWORKERS.")
 flags.DEFINE_bool("wordfreq", True, "Also time word frequencies against collections.Counter.")
+flags.DEFINE_integer("repeats", 3, "Runs of each contender, taken in turns; the report gives medians.", lower_bound=1)
 flags.DEFINE_string("json", None, "Also write the rows as JSON to this path.")
 flags.DEFINE_string("peer", None, "Internal: run one peer in this process and print its result as JSON.")
 
+POOL = "python Pool(2), 32 MiB tasks"  # the strongest plain peer
+POOL_FREQ = "freq: python Pool(2) Counter"
 BLOCK = 8 << 20
 BLOCKS = 16
 MB = 1e6
@@ -148,21 +158,89 @@ def peer_python(paths):
     return {"words": sum(words_in(p) for p in paths)}
 
 
+POOL_TASK = 32 << 20  # bytes a Pool(2) task reads: a range of a large file, or a batch of small ones
+WHITESPACE = b" \t\n\r\x0b\x0c"
+
+
+def _after_whitespace(f, position, size):
+    """The first offset after `position` that follows a whitespace byte (or `size`)."""
+    f.seek(position)
+    while position < size:
+        block = f.read(1 << 16)
+        hits = [i for i in (block.find(bytes([c])) for c in WHITESPACE) if i >= 0]
+        if hits:
+            return position + min(hits) + 1
+        position += len(block)
+    return size
+
+
+def pool_tasks(paths):
+    """The strongest plain peer's work list: large files cut into ranges of about
+    POOL_TASK bytes that end after whitespace, small files batched to about POOL_TASK."""
+    tasks, batch, batched = [], [], 0
+    for path in paths:
+        size = os.path.getsize(path)
+        if size <= POOL_TASK:
+            batch.append((path, 0, size))
+            batched += size
+            if batched >= POOL_TASK:
+                tasks.append(batch)
+                batch, batched = [], 0
+            continue
+        with open(path, "rb") as f:
+            start = 0
+            while start < size:
+                end = _after_whitespace(f, min(size, start + POOL_TASK) - 1, size)
+                tasks.append([(path, start, end)])
+                start = end
+    return tasks + ([batch] if batch else [])
+
+
+def _ranges(task):
+    for path, start, end in task:
+        with open(path, "rb") as f:
+            f.seek(start)
+            yield f.read(end - start)
+
+
+def _pool_words(task):
+    return sum(len(data.split()) for data in _ranges(task))
+
+
+def _pool_counter(task):
+    counts = collections.Counter()
+    for data in _ranges(task):
+        counts.update(data.split())
+    return counts
+
+
 def peer_multiprocessing(paths):
     with multiprocessing.Pool(2) as pool:
-        return {"words": sum(pool.map(words_in, paths, chunksize=8))}
+        return {"words": sum(pool.imap_unordered(_pool_words, pool_tasks(paths)))}
 
 
-def peer_counter(paths):
-    counts = collections.Counter()
-    for p in paths:
-        counts.update(counter_of(p))
+def _frequencies(counts):
     return {
         "words": sum(counts.values()),
         "distinct": len(counts),
         "top": [[w.decode(), c] for w, c in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[:5]],
         "digest": _digest(counts.items()),
     }
+
+
+def peer_pool_counter(paths):
+    counts = collections.Counter()
+    with multiprocessing.Pool(2) as pool:
+        for part in pool.imap_unordered(_pool_counter, pool_tasks(paths)):
+            counts.update(part)
+    return _frequencies(counts)
+
+
+def peer_counter(paths):
+    counts = collections.Counter()
+    for p in paths:
+        counts.update(counter_of(p))
+    return _frequencies(counts)
 
 
 def _digest(items):
@@ -187,7 +265,7 @@ def peer_map_step(paths):
     """Our map step on one process, no cluster: read pieces, count, add."""
     import tensorflow as tf
 
-    from tf2_mapreduce import inputs, jobs, mapstep
+    from tf2_mapreduce import inputs, jobs, mapstep, reduce
 
     files = inputs.expand(paths).files
     pieces, _ = inputs.plan(files, 8 << 20, "words")
@@ -202,11 +280,12 @@ def peer_map_step(paths):
         def count_this_step(self):
             pass
 
+    changed_files = reduce.ChangedFiles(len(pieces), "/cpu:0")
     started = time.monotonic()
     for whole in (True, False):
-        chosen = [i for i, p in enumerate(pieces) if (p.size == files[p.file].size) == whole]
+        chosen = [i for i, p in enumerate(pieces) if inputs.whole_file(p, files) == whole]
         if chosen:
-            step = mapstep.build(job, Sum(), NoSteps(), whole)
+            step = mapstep.build(job, Sum(), NoSteps(), changed_files, whole)
             for split in inputs.splits(files, pieces, chosen, 64 << 20, 256):
                 step(*split)
     return {"words": int(total.numpy()), "map_seconds": time.monotonic() - started}
@@ -216,6 +295,7 @@ PEERS = {
     "python": peer_python,
     "multiprocessing": peer_multiprocessing,
     "counter": peer_counter,
+    "pool_counter": peer_pool_counter,
     "spark": peer_spark,
     "map_step": peer_map_step,
 }
@@ -309,6 +389,13 @@ def run_wc(paths):
     return seconds, rss, {"words": int(out.strip().splitlines()[-1].split()[0])}
 
 
+def run_mawk(paths):
+    # awk's default field separator is runs of blanks and newlines: the same words as
+    # bytes.split() on this corpus, which holds no other whitespace.
+    seconds, rss, out = measure(["mawk", '{ n += NF } END { printf "%.0f\\n", n }', *paths])
+    return seconds, rss, {"words": int(out.strip())}
+
+
 def run_ours(paths, job, num_ps, num_workers, local_cluster="processes"):
     listing = tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False)
     listing.write("\n".join(paths))
@@ -363,65 +450,97 @@ def main(argv):
         return
     parts = make_corpus(FLAGS.dir)
     rows = []
-
-    def row(part, name, seconds, rss, result, startup=None, steady=None):
-        size = sum(os.path.getsize(p) for p in parts[part])
-        rows.append(
-            dict(
-                part=part,
-                run=name,
-                seconds=seconds,
-                mb=size / MB,
-                rss=rss,
-                result=result,
-                startup=startup,
-                steady=steady,
-            )
-        )
-        print("  %-6s %-28s %7.2f s" % (part, name, seconds), flush=True)
-
     spark = _importable("pyspark") and shutil.which("java")
     for part in [p for p in ("small", "huge", "all") if p in parts]:
         paths = parts[part]
         print("%s: %d files, %.0f MB" % (part, len(paths), sum(os.path.getsize(p) for p in paths) / MB), flush=True)
-        row(part, "wc -w", *run_wc(paths))
-        row(part, "python bytes.split, 1 process", *run_peer("python", paths))
-        row(part, "python multiprocessing(2)", *run_peer("multiprocessing", paths))
-        if part == "small":
-            if spark:
-                row(part, "pyspark local[2]", *run_peer("spark", paths))
-            seconds, rss, found = run_peer("map_step", paths)
-            row(part, "our map step, 1 process", seconds, rss, found, steady=found.pop("map_seconds"))
-        for spec in FLAGS.clusters if part == "small" else FLAGS.clusters[:1]:
-            num_ps, num_workers = (int(x) for x in spec.split("x"))
-            for local_cluster in ("processes", "inprocess") if spec == FLAGS.clusters[0] else ("processes",):
-                seconds, rss, found = run_ours(paths, "wordcount", num_ps, num_workers, local_cluster)
-                row(
-                    part,
-                    "tf2_mapreduce %dps+%dw%s"
-                    % (num_ps, num_workers, " in-process" if local_cluster == "inprocess" else ""),
-                    seconds,
-                    rss,
-                    found,
-                    startup=found.pop("startup"),
-                    steady=found.pop("map_seconds"),
-                )
-        if part == "small" and FLAGS.wordfreq:
-            row(part, "freq: python Counter", *run_peer("counter", paths))
-            for spec in FLAGS.clusters[:1] + [c for c in FLAGS.clusters if c.startswith("2x")][:1]:
-                num_ps, num_workers = (int(x) for x in spec.split("x"))
-                row(
-                    part,
-                    "freq: tf2_mapreduce %dps+%dw" % (num_ps, num_workers),
-                    *run_ours(paths, "wordfreq", num_ps, num_workers),
-                )
-            num_ps, num_workers = (int(x) for x in FLAGS.clusters[0].split("x"))
-            row(
-                part,
-                "freq: tf2_mapreduce %dps+%dw in-process" % (num_ps, num_workers),
-                *run_ours(paths, "wordfreq", num_ps, num_workers, "inprocess"),
-            )
+        size = sum(os.path.getsize(p) for p in paths) / MB
+        contenders = _contenders(part, paths, spark)
+        runs = {name: [] for name, _ in contenders}
+        for repeat in range(FLAGS.repeats):  # A B C A B C ...: a slow moment hits every contender alike
+            for name, run in contenders:
+                runs[name].append(run())
+                print("  %-6s %-36s %7.2f s  (run %d)" % (part, name, runs[name][-1][0], repeat + 1), flush=True)
+        for name, _ in contenders:
+            rows.append(_row(part, name, size, runs[name]))
     report(rows, spark)
+
+
+def _contenders(part, paths, spark):
+    """[(name, run)] for one part of the corpus; each run returns (seconds, rss, result)."""
+    contenders = [
+        ("wc -w", lambda: run_wc(paths)),
+        ("python bytes.split, 1 process", lambda: run_peer("python", paths)),
+        (POOL, lambda: run_peer("multiprocessing", paths)),
+    ]
+    if shutil.which("mawk"):
+        contenders.append(("mawk", lambda: run_mawk(paths)))
+    if part == "small":
+        if spark:
+            contenders.append(("pyspark local[2]", lambda: run_peer("spark", paths)))
+        contenders.append(("our map step, 1 process", lambda: run_peer("map_step", paths)))
+    for spec in FLAGS.clusters if part == "small" else FLAGS.clusters[:1]:
+        num_ps, num_workers = (int(x) for x in spec.split("x"))
+        for local_cluster in ("processes", "inprocess") if spec == FLAGS.clusters[0] else ("processes",):
+            name = "tf2_mapreduce %dps+%dw%s" % (
+                num_ps,
+                num_workers,
+                " in-process" if local_cluster == "inprocess" else "",
+            )
+            contenders.append(
+                (name, functools.partial(run_ours, paths, "wordcount", num_ps, num_workers, local_cluster))
+            )
+    if part == "small" and FLAGS.wordfreq:
+        contenders.append(("freq: python Counter", lambda: run_peer("counter", paths)))
+        contenders.append((POOL_FREQ, lambda: run_peer("pool_counter", paths)))
+        for spec in FLAGS.clusters[:1] + [c for c in FLAGS.clusters if c.startswith("2x")][:1]:
+            num_ps, num_workers = (int(x) for x in spec.split("x"))
+            contenders.append(
+                (
+                    "freq: tf2_mapreduce %dps+%dw" % (num_ps, num_workers),
+                    functools.partial(run_ours, paths, "wordfreq", num_ps, num_workers),
+                )
+            )
+        num_ps, num_workers = (int(x) for x in FLAGS.clusters[0].split("x"))
+        contenders.append(
+            (
+                "freq: tf2_mapreduce %dps+%dw in-process" % (num_ps, num_workers),
+                functools.partial(run_ours, paths, "wordfreq", num_ps, num_workers, "inprocess"),
+            )
+        )
+    return contenders
+
+
+def _row(part, name, size, runs):
+    """One contender's runs as a row: median and range of the wall time, the largest
+    peak RSS per role, the median start-up and map phase, and the result, which must
+    be the same in every run."""
+    timing = ("startup", "map_seconds")
+    results = [{k: v for k, v in result.items() if k not in timing} for _, _, result in runs]
+    if any(r != results[0] for r in results):
+        sys.exit("%s %s: runs disagree: %s" % (part, name, results))
+    seconds = [s for s, _, _ in runs]
+    rss = collections.defaultdict(float)
+    for _, peaks, _ in runs:
+        for role, mb in peaks.items():
+            rss[role] = max(rss[role], mb)
+
+    def median_of(key):
+        values = [result[key] for _, _, result in runs if result.get(key)]
+        return statistics.median(values) if values else None
+
+    return dict(
+        part=part,
+        run=name,
+        seconds=statistics.median(seconds),
+        low=min(seconds),
+        high=max(seconds),
+        mb=size,
+        rss=dict(rss),
+        result=results[0],
+        startup=median_of("startup"),
+        steady=median_of("map_seconds"),
+    )
 
 
 def _importable(module):
@@ -432,12 +551,19 @@ def _importable(module):
 
 def report(rows, spark):
     print()
-    print("| part | run | wall s | MB/s | vs wc -w | start-up s | map s | map MB/s | peak RSS MB | result |")
-    print("|---|---|---:|---:|---:|---:|---:|---:|---|---|")
+    print(
+        "| part | run | wall s, median (min-max) | MB/s | wc -w / run | run / Pool(2) | start-up s | map s "
+        "| map MB/s | peak RSS MB | result |"
+    )
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---|---|")
     failures = []
     for part in dict.fromkeys(r["part"] for r in rows):
         group = [r for r in rows if r["part"] == part]
         wc = next(r for r in group if r["run"] == "wc -w")
+        pool = {
+            kind: next((r for r in group if r["run"] == name), None)
+            for kind, name in (("words", POOL), ("freq", POOL_FREQ))
+        }
         for kind in ("words", "freq"):
             results = {
                 json.dumps({k: v for k, v in r["result"].items() if k != "words" or kind == "words"}, sort_keys=True)
@@ -456,14 +582,18 @@ def report(rows, spark):
             result = "%d words" % r["result"]["words"] + (
                 ", %d distinct" % r["result"]["distinct"] if "distinct" in r["result"] else ""
             )
+            peer = pool["freq" if r["run"].startswith("freq:") else "words"]
             print(
-                "| %s | %s | %.2f | %.0f | %.2fx | %s | %s | %s | %s | %s |"
+                "| %s | %s | %.2f (%.2f-%.2f) | %.0f | %.2fx | %s | %s | %s | %s | %s | %s |"
                 % (
                     part,
                     r["run"],
                     r["seconds"],
+                    r["low"],
+                    r["high"],
                     mb_s,
                     wc["seconds"] / r["seconds"],
+                    "%.2fx" % (r["seconds"] / peer["seconds"]) if peer else "",
                     startup,
                     steady,
                     steady_mb,
