@@ -18,8 +18,11 @@ WORDCOUNT = BUILT_IN["wordcount"]
 PS_DEVICES = [cluster_lib.device("ps", i) for i in range(INPROCESS_PS)]
 
 
-def run(inprocess, files, **options):
-    return runner.JobRun(WORDCOUNT, files, inprocess[1], inprocess[0], runner.Options(**options)).run()
+def run(inprocess, files, on_progress=None, log=None, **options):
+    job = runner.JobRun(
+        WORDCOUNT, files, inprocess[1], inprocess[0], runner.Options(**options), on_progress=on_progress, log=log
+    )
+    return job.run()
 
 
 @pytest.fixture(scope="module")
@@ -39,14 +42,7 @@ def test_total_and_per_file_counts_match_oracle(inprocess, corpus, max_pieces):
 
 def test_progress_reports_are_consistent(inprocess, corpus):
     reports = []
-    result = runner.JobRun(
-        WORDCOUNT,
-        corpus,
-        inprocess[1],
-        inprocess[0],
-        runner.Options(max_pieces=1, progress_every=0.1),
-        on_progress=reports.append,
-    ).run()
+    result = run(inprocess, corpus, on_progress=reports.append, max_pieces=1, progress_every=0.1)
     assert reports[-1].files_done == len(corpus) and reports[-1].value == result.total
     for before, after in zip(reports, reports[1:]):
         assert before.files_done <= after.files_done and before.value <= after.value
@@ -115,15 +111,7 @@ def test_checkpoint_resume_counts_each_file_once(inprocess, corpus, tmp_path):
 def run_logged(inprocess, files, checkpoint_dir):
     """Runs wordcount with a checkpoint directory; returns the result and the lines logged."""
     warnings = []
-    result = runner.JobRun(
-        WORDCOUNT,
-        files,
-        inprocess[1],
-        inprocess[0],
-        runner.Options(checkpoint_dir=str(checkpoint_dir)),
-        log=warnings.append,
-    ).run()
-    return result, warnings
+    return run(inprocess, files, log=warnings.append, checkpoint_dir=str(checkpoint_dir)), warnings
 
 
 def test_torn_or_damaged_checkpoints_fall_back_to_a_good_one(inprocess, corpus, tmp_path):

@@ -18,6 +18,7 @@ import tensorflow as tf
 __all__ = ["load", "unavailable", "cache_dir"]
 
 SOURCES = ("read_range.cc",)
+NATIVE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "native")
 _loaded = {}
 
 
@@ -48,7 +49,6 @@ def _command(sources, output):
 
 def _build(path):
     """Builds the library at `path`, once across processes; returns None or why not."""
-    here = os.path.join(os.path.dirname(os.path.abspath(__file__)), "native")
     os.makedirs(os.path.dirname(path), exist_ok=True)
     with open(path + ".lock", "w") as lock:
         # Servers of a local cluster start together: one builds, the others wait for it.
@@ -57,7 +57,7 @@ def _build(path):
             return None
         fd, partial = tempfile.mkstemp(dir=os.path.dirname(path), suffix=".so")
         os.close(fd)
-        command = _command([os.path.join(here, name) for name in SOURCES], partial)
+        command = _command([os.path.join(NATIVE_DIR, name) for name in SOURCES], partial)
         if command is None:
             os.unlink(partial)
             return "no C++ compiler (g++ or $CXX) found"
@@ -71,10 +71,9 @@ def _build(path):
 
 
 def _library_path():
-    here = os.path.join(os.path.dirname(os.path.abspath(__file__)), "native")
     digest = hashlib.sha256(tf.__version__.encode())
     for name in SOURCES:
-        with open(os.path.join(here, name), "rb") as f:
+        with open(os.path.join(NATIVE_DIR, name), "rb") as f:
             digest.update(f.read())
     return os.path.join(cache_dir(), "ops-%s-%s.so" % (tf.__version__, digest.hexdigest()[:16]))
 

@@ -223,8 +223,7 @@ class JobRun:
         """
         self._start = time.monotonic()
         try:
-            resumed_from = self._start_state()
-            files_resumed = self._files_done_now()
+            resumed_from, files_resumed = self._start_state()
             done = self._map_until_done()
             stats = self._report()
             if self.checkpoint:
@@ -252,18 +251,17 @@ class JobRun:
 
     def _start_state(self):
         """Checks this run's state on the ps tasks is empty, then restores the checkpoint
-        if there is one; returns its path, or None. A run starts from empty state, and a
-        resumed one holds exactly its checkpoint's, whatever earlier runs left."""
+        if there is one; returns (its path or None, files it holds done). A run starts
+        from empty state, and a resumed one holds exactly its checkpoint's, whatever
+        earlier runs left."""
         self._check_empty("a ps must start every run empty (a bug in tf2_mapreduce: please report it)")
         if not self.checkpoint:
-            return None
+            return None, 0
         resumed_from = self.ps.read(self._restore)
+        files_resumed = self._files_done_now()
         if resumed_from:
-            self.log(
-                "resuming from %s: %d of %d files already done"
-                % (resumed_from, self._files_done_now(), len(self.files))
-            )
-        return resumed_from
+            self.log("resuming from %s: %d of %d files already done" % (resumed_from, files_resumed, len(self.files)))
+        return resumed_from, files_resumed
 
     def _map_until_done(self):
         """Runs rounds of map steps over the pieces not done until each is committed or
