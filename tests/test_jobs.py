@@ -123,14 +123,34 @@ PS_DEVICES = [cluster_lib.device("ps", i) for i in range(INPROCESS_PS)]
 def test_a_retried_per_key_commit_does_not_double_count(inprocess):
     reducer = reduce.KeyedSum([10, 10, 10], PS_DEVICES, run_id=uuid.uuid4().hex)
     commit = tf.function(reducer.commit)
-    words = tf.constant([b"a", b"b", b"a", b"c"])
-    counts = tf.constant([1, 1, 1, 1], tf.int64)
+    # Keys that look like the table's own markers and total are keys like any other.
+    words = tf.constant([b"a", b"b", b"a", b"c", b"d0", b"t", b"", b"k"])
+    counts = tf.constant([1, 1, 1, 1, 1, 1, 1, 1], tf.int64)
     commit(tf.constant([0, 2], tf.int64), (words, counts))
     commit(tf.constant([0, 2], tf.int64), (words, counts))  # the retry: a no-op
     commit(tf.constant([1], tf.int64), (words[:1], counts[:1]))
-    assert dict(reducer.entries()) == {b"a": 3, b"b": 1, b"c": 1}
+    assert dict(reducer.entries()) == {b"a": 3, b"b": 1, b"c": 1, b"d0": 1, b"t": 1, b"": 1, b"k": 1}
     assert reducer.done().tolist() == [True, True, True]
-    assert reducer.stats() == reduce.Stats(3, 30, 5, 3)
+    assert reducer.stats() == reduce.Stats(3, 30, 9, 7)
+    assert reducer.top(2) == [(b"a", 3), (b"", 1)]
+
+
+MUTATIONS = re.compile(r"Assign|Scatter|Insert|Import|Remove|Destroy")
+
+
+def test_a_per_key_commit_changes_each_ps_in_one_op(inprocess):
+    """A killed worker can stop the ps's part of its step between two ops; with a table,
+    flags and a total written by three ops, one run counted a total twice and its table
+    once. So each ps's part of a commit must make every change in one op (an insert),
+    whatever ops read or compute around it."""
+    reducer = reduce.KeyedSum([10, 10], PS_DEVICES, run_id=uuid.uuid4().hex)
+    commit = tf.function(reducer.commit).get_concrete_function(
+        tf.TensorSpec([None], tf.int64), (tf.TensorSpec([None], tf.string), tf.TensorSpec([None], tf.int64))
+    )
+    graph = commit.graph.as_graph_def()
+    nodes = list(graph.node) + [node for function in graph.library.function for node in function.node_def]
+    changes = collections.Counter(node.op for node in nodes if MUTATIONS.search(node.op))
+    assert changes == {"LookupTableInsertV2": len(PS_DEVICES)}
 
 
 def test_per_key_state_on_a_ps_belongs_to_one_run(inprocess):

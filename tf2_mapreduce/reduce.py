@@ -192,47 +192,84 @@ class PerPieceState:
         _destroy(v.handle for v in self.slots + self.sizes)
 
 
+# How a per-key shard's one table holds everything a commit changes: the job's keys, a
+# done marker per piece and the shard's total, told apart by their first byte, so that
+# one insert applies a whole commit (_KeyShard.commit says why it must).
+_KEY, _DONE, _TOTAL = b"k", b"d", b"t"
+
+
+def _markers(ids):
+    return tf.strings.join([_DONE, tf.strings.as_string(ids)])
+
+
 class _KeyShard:
-    """One ps's part of a `KeyedSum`: its table, done flags and total, and the
-    critical section that makes a commit to them atomic."""
+    """One ps's part of a `KeyedSum`: one table, and the critical section that makes a
+    commit to it atomic."""
 
     def __init__(self, shard, device, num_pieces, run_id):
         self.device = device
+        self.num_pieces = num_pieces
         prefix = "tf2_mapreduce/%s/" % run_id
         with tf.device(device):
             self.table = _RunTable(prefix + "table_%d" % shard, name="table_%d" % shard)
-            self.done = tf.Variable(tf.zeros([num_pieces], tf.bool), trainable=False, name="done_%d" % shard)
-            self.total = tf.Variable(tf.constant(0, tf.int64), trainable=False, name="total_%d" % shard)
             self.lock = tf.CriticalSection(name="commit_%d" % shard, shared_name=prefix + "commit_%d" % shard)
-            # Copies taken inside the critical section, for consistent checkpoints.
+            # A copy taken inside the critical section, for consistent checkpoints.
             self.saved_table = _RunTable(prefix + "saved_table_%d" % shard)
-            self.saved_done = tf.Variable(tf.zeros([num_pieces], tf.bool), trainable=False)
-            self.saved_total = tf.Variable(tf.constant(0, tf.int64), trainable=False)
             # The entries being read out: a filtered export of the table.
             self.view_keys = tf.Variable(tf.constant([], tf.string), shape=tf.TensorShape([None]), trainable=False)
             self.view_counts = tf.Variable(tf.constant([], tf.int64), shape=tf.TensorShape([None]), trainable=False)
 
     def commit(self, ids, keys, counts):
+        """Adds `counts` to `keys` and marks pieces `ids` done, unless they are done.
+
+        All or nothing, in one table insert. A step is a graph split across the worker
+        and the ps, and the ps part can stop between two ops when the worker dies (a
+        killed worker once left a shard's total counted twice and its table once,
+        with separate table, flags and total). An insert is one kernel: it runs whole
+        or not at all, and it writes values read under the lock, so running it twice
+        writes the same values. Everything it writes is made on the ps before the lock
+        is taken: the lock waits for its inputs, so a worker that stops mid-step (a
+        SIGSTOP) cannot hold it while the ps waits for that worker's tensors.
+        """
+        with tf.device(self.device):
+            n = tf.size(ids)
+            all_keys = tf.concat([_markers(ids), [_TOTAL], tf.strings.join([_KEY, keys])], 0)
+            deltas = tf.concat([tf.ones_like(ids), [tf.reduce_sum(counts)], counts], 0)
+
         def update():
             with tf.device(self.device):
-                done = tf.reduce_sum(tf.cast(tf.gather(self.done, ids), tf.int32))
+                old = self.table.lookup(all_keys)
+                done = tf.reduce_sum(old[:n])
                 # A step's pieces are committed together, so a step finds all of them
                 # done (it is a re-run) or none; anything else would be a bug.
                 whole = tf.debugging.Assert(
-                    tf.logical_or(done == 0, done == tf.size(ids)),
+                    tf.logical_or(done == 0, done == tf.cast(n, tf.int64)),
                     ["tf2_mapreduce: a step's pieces were committed in part", self.device],
                 )
 
                 def apply():
-                    self.table.insert(keys, self.table.lookup(keys) + counts)
-                    self.done.scatter_update(tf.IndexedSlices(tf.ones_like(ids, tf.bool), ids))
-                    self.total.assign_add(tf.reduce_sum(counts))
-                    return tf.constant(True)
+                    with tf.control_dependencies([self.table.insert(all_keys, old + deltas)]):
+                        return tf.constant(True)
 
                 with tf.control_dependencies([whole]):
                     return tf.cond(done == 0, apply, lambda: tf.constant(False))
 
         return self.lock.execute(update)
+
+    def done(self):
+        """Which pieces this shard has committed, as a bool vector."""
+        with tf.device(self.device):
+            return self.table.lookup(_markers(tf.range(self.num_pieces, dtype=tf.int64))) > 0
+
+    def total(self):
+        with tf.device(self.device):
+            return self.table.lookup(tf.constant([_TOTAL]))[0]
+
+    def distinct(self, done):
+        """Keys in the table: its entries but the markers of the `done` pieces and the total."""
+        with tf.device(self.device):
+            markers = tf.reduce_sum(tf.cast(done, tf.int64))
+            return self.table.size() - markers - tf.minimum(markers, 1)
 
     def snapshot(self):
         def copy():
@@ -241,17 +278,20 @@ class _KeyShard:
                 imported = tf.raw_ops.LookupTableImportV2(
                     table_handle=self.saved_table.resource_handle, keys=keys, values=counts
                 )
-                with tf.control_dependencies(
-                    [imported, self.saved_done.assign(self.done), self.saved_total.assign(self.total)]
-                ):
+                with tf.control_dependencies([imported]):
                     return tf.constant(True)
 
         return self.lock.execute(copy)
 
     def export(self):
+        """The job's (keys, counts), without the markers and the total."""
         # export() leaves the rank unknown; keys are scalars, so both are vectors.
         keys, counts = self.table.export()
-        return tf.ensure_shape(keys, [None]), tf.ensure_shape(counts, [None])
+        keys, counts = tf.ensure_shape(keys, [None]), tf.ensure_shape(counts, [None])
+        ours = tf.strings.substr(keys, 0, 1) == _KEY
+        keys, counts = tf.boolean_mask(keys, ours), tf.boolean_mask(counts, ours)
+        lengths = tf.strings.length(keys)
+        return tf.strings.substr(keys, tf.ones_like(lengths), lengths - 1), counts
 
     def make_view(self, min_count):
         with tf.device(self.device):
@@ -273,10 +313,8 @@ class _KeyShard:
     def handles(self):
         """Every resource of this shard on its ps (the critical section's mutex is
         left: it is tiny, and a step still in flight may be holding it)."""
-        tables = [self.table.resource_handle, self.saved_table.resource_handle]
-        return tables + [
-            v.handle
-            for v in (self.done, self.total, self.saved_done, self.saved_total, self.view_keys, self.view_counts)
+        return [self.table.resource_handle, self.saved_table.resource_handle] + [
+            v.handle for v in (self.view_keys, self.view_counts)
         ]
 
 
@@ -284,12 +322,12 @@ class KeyedSum:
     """An exact int64 sum per key: one `MutableHashTable` per ps, each key on the ps
     its hash picks, so the reduce scales with the number of ps tasks.
 
-    Exactly-once per piece: each ps keeps a done flag per piece. A map step combines
-    its keys on the worker (unique + segment sum), then on each ps, inside a
-    `tf.CriticalSection` there, checks its pieces' flags and, if they are not set,
-    adds its counts to the table and sets them, atomically (a bare lookup + insert
-    loses concurrent updates, docs/runtime.md). A re-run step finds its flags set and
-    adds nothing. A piece is done when every ps has its flag set.
+    Exactly-once per piece: each ps's table also holds a done marker per piece. A map
+    step combines its keys on the worker (unique + segment sum), then on each ps,
+    inside a `tf.CriticalSection` there, checks its pieces' markers and, if they are
+    not set, adds its counts and sets them, in one insert (a bare lookup + insert
+    loses concurrent updates, docs/runtime.md). A re-run step finds its markers set
+    and adds nothing. A piece is done when every ps has its marker set.
     """
 
     def __init__(self, sizes, ps_devices, run_id):
@@ -308,12 +346,8 @@ class KeyedSum:
         )
 
     def checkpoint_state(self):
-        save, restore = {}, {}
-        for n, shard in enumerate(self.shards):
-            save.update(
-                {"table_%d" % n: shard.saved_table, "done_%d" % n: shard.saved_done, "total_%d" % n: shard.saved_total}
-            )
-            restore.update({"table_%d" % n: shard.table, "done_%d" % n: shard.done, "total_%d" % n: shard.total})
+        save = {"table_%d" % n: shard.saved_table for n, shard in enumerate(self.shards)}
+        restore = {"table_%d" % n: shard.table for n, shard in enumerate(self.shards)}
         return CheckpointState(save=save, restore=restore, prepare=self._snapshot)
 
     def commit(self, ids, output):
@@ -327,17 +361,17 @@ class KeyedSum:
         shard_sums = tf.dynamic_partition(sums, shard_of, num_ps)
         for shard, keys_here, sums_here in zip(self.shards, shard_keys, shard_sums):
             # Every shard sees every piece, with or without keys for it: it must set
-            # the pieces' flags either way.
+            # the pieces' markers either way.
             shard.commit(ids, keys_here, sums_here)
 
     def _stats_fn(self):
         done = tf.ones([self.num_pieces], tf.bool)
         total = distinct = tf.constant(0, tf.int64)
         for shard in self.shards:
-            with tf.device(shard.device):
-                done = tf.logical_and(done, shard.done.read_value())
-                total += shard.total.read_value()
-                distinct += shard.table.size()
+            shard_done = shard.done()
+            done = tf.logical_and(done, shard_done)
+            total += shard.total()
+            distinct += shard.distinct(shard_done)
         return done, total, distinct
 
     def done(self):
@@ -350,8 +384,7 @@ class KeyedSum:
         return Stats(int(done.sum()), int(self.sizes[done].sum()), int(total), int(distinct))
 
     def reset(self):
-        """Empties every table and clears every flag and total again. Blocking; not
-        while map steps run."""
+        """Empties every table again. Blocking; not while map steps run."""
         for shard in self.shards:
             with tf.device(shard.device):
                 # Importing replaces a table's contents: with nothing, it empties it.
@@ -360,13 +393,11 @@ class KeyedSum:
                     keys=tf.constant([], tf.string),
                     values=tf.constant([], tf.int64),
                 )
-                shard.done.assign(tf.zeros_like(shard.done))
-                shard.total.assign(0)
 
     def leftover(self):
-        """None while every table, flag and total is empty, else which is not. Blocking."""
+        """None while every table is empty, else which is not. Blocking."""
         for shard, sizes in zip(self.shards, self._sizes()):
-            if sizes.numpy().any() or shard.done.numpy().any() or shard.total.numpy():
+            if sizes.numpy().any():
                 return "the table on %s" % shard.device
         return None
 
