@@ -1,20 +1,21 @@
 """Benchmark: tf2_mapreduce against the usual tools, on one generated corpus, in one run.
 
-    python scripts/bench.py                          # the default corpus, about 1.8 GB
-    python scripts/bench.py --small_files 200 --large_files 0 --huge_mb 0   # a quick run
+    python scripts/bench.py                          # the default corpus, about 6 GB
+    python scripts/bench.py --small_files 200 --tiny_files 2000 --huge_mb 0 --giant_mb 0   # a quick run
 
-Generates a deterministic corpus (many small files, a few large ones, one huge one;
-sizes are flags), then times, on each part: `wc -w`, `mawk` where it is installed,
-Python's bytes.split() in one process, and in two with multiprocessing.Pool(2) over
-32 MiB tasks (large files cut into whitespace-aligned ranges, small files batched: the
-strongest plain peer),
-PySpark local[2] when it is importable, our map step in a single process, and our job
-on local clusters of several sizes; and word frequencies, ours against
+Generates a deterministic corpus in parts (sizes are flags): "small", files of 252 KB;
+"tiny", 100,000 files of about 100 bytes; "huge", one 1 GB file; "giant", one 4 GB
+file. Then times, on each part: `wc -w`, `mawk` where it is installed, Python's
+bytes.split() in one process, and in two with multiprocessing.Pool(2) over 32 MiB
+tasks (large files cut into whitespace-aligned ranges, small files batched: the
+strongest plain peer), `find | xargs cat | wc -w` on the tiny files, PySpark local[2]
+when it is importable, our map step in a single process, and our job on local clusters
+(the default command is "1ps+2w in-process"); and word frequencies, ours against
 collections.Counter in one process and in Pool(2). Each contender runs --repeats times,
-in turns; the report gives medians with their range, and ratios against wc -w and
-Pool(2). Every run's result must agree with the others, or the benchmark fails. Peak
-RSS is reported per role (coordinator, ps, worker), start-up (imports, cluster) apart
-from the map phase.
+in turns; the report gives medians with their range, ratios against wc -w and Pool(2),
+and the performance targets, each met or not. Every run's result must agree with the
+others, or the benchmark fails. Peak RSS is reported per role (coordinator, ps,
+worker), start-up (imports, cluster) apart from the map phase.
 """
 
 import collections
@@ -40,9 +41,9 @@ flags.DEFINE_string(
 )
 flags.DEFINE_integer("small_files", 2000, "Number of small files.", lower_bound=0)
 flags.DEFINE_integer("small_kb", 252, "Size of each small file, in KB.", lower_bound=1)
-flags.DEFINE_integer("large_files", 2, "Number of large files.", lower_bound=0)
-flags.DEFINE_integer("large_mb", 128, "Size of each large file, in MB.", lower_bound=1)
+flags.DEFINE_integer("tiny_files", 100_000, "Number of tiny files (about 100 bytes each).", lower_bound=0)
 flags.DEFINE_integer("huge_mb", 1024, "Size of the one huge file, in MB; 0 for none.", lower_bound=0)
+flags.DEFINE_integer("giant_mb", 4096, "Size of the one giant file, in MB; 0 for none.", lower_bound=0)
 flags.DEFINE_list("clusters", ["1x2", "1x1", "2x2"], "Local clusters to time, as PSxWORKERS.")
 flags.DEFINE_bool("wordfreq", True, "Also time word frequencies against collections.Counter.")
 flags.DEFINE_integer("repeats", 3, "Runs of each contender, taken in turns; the report gives medians.", lower_bound=1)
@@ -51,6 +52,11 @@ flags.DEFINE_string("peer", None, "Internal: run one peer in this process and pr
 
 POOL = "python Pool(2), 32 MiB tasks"  # the strongest plain peer
 POOL_FREQ = "freq: python Pool(2) Counter"
+FIND_CAT = "find | xargs cat | wc -w"
+DEFAULT = "tf2_mapreduce 1ps+2w in-process"  # what the default command runs
+DEFAULT_FREQ = "freq: " + DEFAULT
+PARTS = ("small", "tiny", "huge", "giant")
+TINY_PER_DIRECTORY = 1000
 BLOCK = 8 << 20
 BLOCKS = 16
 MB = 1e6
@@ -87,17 +93,17 @@ def make_corpus(directory):
     spec = {
         "small_files": FLAGS.small_files,
         "small_kb": FLAGS.small_kb,
-        "large_files": FLAGS.large_files,
-        "large_mb": FLAGS.large_mb,
+        "tiny_files": FLAGS.tiny_files,
         "huge_mb": FLAGS.huge_mb,
-        "version": 1,
+        "giant_mb": FLAGS.giant_mb,
+        "version": 2,
     }
     stamp = os.path.join(directory, "corpus.json")
     if not (os.path.exists(stamp) and json.load(open(stamp)) == spec):
         shutil.rmtree(directory, ignore_errors=True)
         started = time.monotonic()
         blocks = [_block(seed) for seed in range(BLOCKS)]
-        for part in ("small", "large", "huge"):
+        for part in PARTS:
             os.makedirs(os.path.join(directory, part))
         for n in range(FLAGS.small_files):
             block = blocks[n % BLOCKS]
@@ -105,18 +111,27 @@ def make_corpus(directory):
             end = block.index(b"\n", start + FLAGS.small_kb * 1000 - 100) + 1
             with open(os.path.join(directory, "small", "part-%05d.txt" % n), "wb") as f:
                 f.write(block[start:end])
-        for name, count, size in (
-            ("large", FLAGS.large_files, FLAGS.large_mb),
-            ("huge", 1 if FLAGS.huge_mb else 0, FLAGS.huge_mb),
-        ):
-            for n in range(count):
-                with open(os.path.join(directory, name, "%s-%d.txt" % (name, n)), "wb") as f:
+        for n in range(FLAGS.tiny_files):
+            # Files of one line (7 to 30 words), from anywhere in the blocks; a directory
+            # per thousand, as a real store of many files would be laid out.
+            block = blocks[n % BLOCKS]
+            start = block.index(b"\n", (n * 104729) % (BLOCK - 1000)) + 1
+            end = block.index(b"\n", start) + 1
+            words = block[start:end].split()[: 7 + n % 24]
+            subdirectory = os.path.join(directory, "tiny", "d%04d" % (n // TINY_PER_DIRECTORY))
+            if n % TINY_PER_DIRECTORY == 0:
+                os.makedirs(subdirectory)
+            with open(os.path.join(subdirectory, "t%07d.txt" % n), "wb") as f:
+                f.write(b" ".join(words) + b"\n")
+        for name, size in (("huge", FLAGS.huge_mb), ("giant", FLAGS.giant_mb)):
+            if size:
+                with open(os.path.join(directory, name, "%s.txt" % name), "wb") as f:
                     for k in range(size * 1000 * 1000 // BLOCK + 1):
-                        f.write(blocks[(k * 5 + n) % BLOCKS])
+                        f.write(blocks[(k * 5) % BLOCKS])
         json.dump(spec, open(stamp, "w"))
         print("made the corpus in %.0f s" % (time.monotonic() - started), flush=True)
-    parts = {name: sorted(glob.glob(os.path.join(directory, name, "*.txt"))) for name in ("small", "large", "huge")}
-    parts["all"] = parts["small"] + parts["large"] + parts["huge"]
+    parts = {name: sorted(glob.glob(os.path.join(directory, name, "*.txt"))) for name in PARTS}
+    parts["tiny"] = sorted(glob.glob(os.path.join(directory, "tiny", "*", "*.txt")))
     return {name: paths for name, paths in parts.items() if paths}
 
 
@@ -389,6 +404,11 @@ def run_wc(paths):
     return seconds, rss, {"words": int(out.strip().splitlines()[-1].split()[0])}
 
 
+def run_find_cat(directory):
+    seconds, rss, out = measure(["sh", "-c", "find %s -name '*.txt' -print0 | xargs -0 cat | wc -w" % directory])
+    return seconds, rss, {"words": int(out.strip())}
+
+
 def run_mawk(paths):
     # awk's default field separator is runs of blanks and newlines: the same words as
     # bytes.split() on this corpus, which holds no other whitespace.
@@ -451,7 +471,7 @@ def main(argv):
     parts = make_corpus(FLAGS.dir)
     rows = []
     spark = _importable("pyspark") and shutil.which("java")
-    for part in [p for p in ("small", "huge", "all") if p in parts]:
+    for part in [p for p in PARTS if p in parts]:
         paths = parts[part]
         print("%s: %d files, %.0f MB" % (part, len(paths), sum(os.path.getsize(p) for p in paths) / MB), flush=True)
         size = sum(os.path.getsize(p) for p in paths) / MB
@@ -466,48 +486,43 @@ def main(argv):
     report(rows, spark)
 
 
+def _ours(paths, spec, job="wordcount", local_cluster="processes"):
+    """(name, run) of our job on a local cluster `spec` ("PSxWORKERS")."""
+    num_ps, num_workers = (int(x) for x in spec.split("x"))
+    name = "%stf2_mapreduce %dps+%dw%s" % (
+        "freq: " if job == "wordfreq" else "",
+        num_ps,
+        num_workers,
+        " in-process" if local_cluster == "inprocess" else "",
+    )
+    return name, functools.partial(run_ours, paths, job, num_ps, num_workers, local_cluster)
+
+
 def _contenders(part, paths, spark):
-    """[(name, run)] for one part of the corpus; each run returns (seconds, rss, result)."""
-    contenders = [
-        ("wc -w", lambda: run_wc(paths)),
-        ("python bytes.split, 1 process", lambda: run_peer("python", paths)),
-        (POOL, lambda: run_peer("multiprocessing", paths)),
-    ]
+    """[(name, run)] for one part of the corpus; each run returns (seconds, rss, result).
+    Every part gets the plain peers and the default command; the small files get every
+    cluster size and peer; word frequencies run on the small files and the huge file."""
+    contenders = [("wc -w", lambda: run_wc(paths)), (POOL, lambda: run_peer("multiprocessing", paths))]
+    if part in ("small", "tiny"):
+        contenders.append(("python bytes.split, 1 process", lambda: run_peer("python", paths)))
+    if part == "tiny":
+        contenders.append((FIND_CAT, lambda: run_find_cat(os.path.join(FLAGS.dir, "tiny"))))
     if shutil.which("mawk"):
         contenders.append(("mawk", lambda: run_mawk(paths)))
+    contenders.append(_ours(paths, FLAGS.clusters[0], local_cluster="inprocess"))
     if part == "small":
         if spark:
             contenders.append(("pyspark local[2]", lambda: run_peer("spark", paths)))
         contenders.append(("our map step, 1 process", lambda: run_peer("map_step", paths)))
-    for spec in FLAGS.clusters if part == "small" else FLAGS.clusters[:1]:
-        num_ps, num_workers = (int(x) for x in spec.split("x"))
-        for local_cluster in ("processes", "inprocess") if spec == FLAGS.clusters[0] else ("processes",):
-            name = "tf2_mapreduce %dps+%dw%s" % (
-                num_ps,
-                num_workers,
-                " in-process" if local_cluster == "inprocess" else "",
-            )
-            contenders.append(
-                (name, functools.partial(run_ours, paths, "wordcount", num_ps, num_workers, local_cluster))
-            )
-    if part == "small" and FLAGS.wordfreq:
-        contenders.append(("freq: python Counter", lambda: run_peer("counter", paths)))
+        contenders += [_ours(paths, spec) for spec in FLAGS.clusters]
+    if FLAGS.wordfreq and part in ("small", "huge"):
+        if part == "small":
+            contenders.append(("freq: python Counter", lambda: run_peer("counter", paths)))
         contenders.append((POOL_FREQ, lambda: run_peer("pool_counter", paths)))
-        for spec in FLAGS.clusters[:1] + [c for c in FLAGS.clusters if c.startswith("2x")][:1]:
-            num_ps, num_workers = (int(x) for x in spec.split("x"))
-            contenders.append(
-                (
-                    "freq: tf2_mapreduce %dps+%dw" % (num_ps, num_workers),
-                    functools.partial(run_ours, paths, "wordfreq", num_ps, num_workers),
-                )
-            )
-        num_ps, num_workers = (int(x) for x in FLAGS.clusters[0].split("x"))
-        contenders.append(
-            (
-                "freq: tf2_mapreduce %dps+%dw in-process" % (num_ps, num_workers),
-                functools.partial(run_ours, paths, "wordfreq", num_ps, num_workers, "inprocess"),
-            )
-        )
+        contenders.append(_ours(paths, FLAGS.clusters[0], "wordfreq", "inprocess"))
+        if part == "small":
+            specs = FLAGS.clusters[:1] + [c for c in FLAGS.clusters if c.startswith("2x")][:1]
+            contenders += [_ours(paths, spec, "wordfreq") for spec in specs]
     return contenders
 
 
@@ -611,27 +626,46 @@ def report(rows, spark):
 
 
 def targets(rows):
-    """The targets of issue 5, measured in this run."""
-    small = {r["run"]: r for r in rows if r["part"] == "small"}
-    if "wc -w" not in small or "tf2_mapreduce 1ps+2w" not in small:
-        return
-    wc, ours = small["wc -w"], small["tf2_mapreduce 1ps+2w"]
-    fastest = min((r for name, r in small.items() if name.startswith("tf2_mapreduce")), key=lambda r: r["seconds"])
-    wc_rate = wc["mb"] / wc["seconds"]
-    checks = [
-        ("map phase >= 3x wc -w throughput", (ours["mb"] / ours["steady"]) / wc_rate, 3.0),
-        ("end to end faster than wc -w (%s)" % fastest["run"], wc["seconds"] / fastest["seconds"], 1.0),
-    ]
-    counter = small.get("freq: python Counter")
-    freqs = [r for name, r in small.items() if name.startswith("freq: tf2_mapreduce")]
-    if counter and freqs:
-        best = min(freqs, key=lambda r: r["seconds"])
-        checks.append(
-            ("wordfreq >= 2x python Counter (%s)" % best["run"][6:], counter["seconds"] / best["seconds"], 2.0)
-        )
-    print("\ntargets (measured ratios):")
-    for name, ratio, goal in checks:
-        print("  %-62s %5.2fx  %s" % (name, ratio, "met" if ratio >= goal else "NOT met (goal %.0fx)" % goal))
+    """The performance targets, measured in this run: (target, measured, met), printed."""
+    by = {(r["part"], r["run"]): r for r in rows}
+    checks = []
+
+    def ratio(part, name, peer, goal, what=None):
+        if (part, name) in by and (part, peer) in by:
+            value = by[part, name]["seconds"] / by[part, peer]["seconds"]
+            checks.append(("%s: %s <= %.1fx %s" % (part, what or name, goal, peer), "%.2fx" % value, value <= goal))
+
+    def map_rate(part, name):
+        r = by.get((part, name))
+        return r["mb"] / r["steady"] if r and r["steady"] else None
+
+    ratio("small", DEFAULT, POOL, 1.0, "default command, end to end")
+    if ("small", DEFAULT) in by and ("small", POOL) in by:
+        ours, pool = by["small", DEFAULT], by["small", POOL]
+        after_startup = ours["mb"] / (ours["seconds"] - ours["startup"])
+        value = after_startup / (pool["mb"] / pool["seconds"])
+        checks.append(("small: first map step to result >= 3x Pool(2)'s throughput", "%.2fx" % value, value >= 3))
+    for part in ("tiny", "huge", "giant"):
+        ratio(part, DEFAULT, POOL, 0.7, "default command")
+    ratio("tiny", DEFAULT, FIND_CAT, 1.5, "default command")
+    ratio("giant", DEFAULT, "wc -w", 0.5, "default command")
+    huge, giant = map_rate("huge", DEFAULT), map_rate("giant", DEFAULT)
+    if huge:
+        checks.append(("huge: map phase >= 1000 MB/s", "%.0f MB/s" % huge, huge >= 1000))
+    if huge and giant:
+        checks.append(("giant: map MB/s within 15% of huge's (linear)", "%.0f MB/s" % giant, giant >= 0.85 * huge))
+    for part in ("small", "huge"):
+        ratio(part, DEFAULT_FREQ, POOL_FREQ, 0.6, "wordfreq, default command")
+        if (part, DEFAULT_FREQ) in by:
+            peak = max(by[part, DEFAULT_FREQ]["rss"].values())
+            checks.append(("%s: wordfreq, every process < 1000 MB peak RSS" % part, "%.0f MB" % peak, peak < 1000))
+    if ("tiny", DEFAULT) in by:
+        peak = by["tiny", DEFAULT]["rss"].get("main", 0)  # the coordinator: the command itself
+        checks.append(("tiny: coordinator peak RSS (1M files: < 1500 MB)", "%.0f MB" % peak, None))
+    print("\ntargets (measured in this run):")
+    for name, measured, met in checks:
+        print("  %-66s %10s  %s" % (name, measured, {True: "met", False: "NOT met", None: ""}[met]))
+    return checks
 
 
 if __name__ == "__main__":

@@ -464,15 +464,15 @@ def leftovers(mark):
 # ---------------------------------------------------------------- the soak
 
 
-def plan(seed, rounds, faults):
-    """(job, fault) of each round: the first rounds cover every fault once, in an order
-    drawn from the seed; later rounds draw their fault at random."""
+def plan(seed, rounds, faults, jobs=JOBS):
+    """(job, fault) of each round: jobs in turn; the first rounds cover every fault once,
+    in an order drawn from the seed; later rounds draw their fault at random."""
     order = list(faults)
     random.Random("%d:order" % seed).shuffle(order)
     drawn = []
     for number in range(rounds):
         fault = order[number] if number < len(order) else random.Random("%d:%d" % (seed, number)).choice(faults)
-        drawn.append((JOBS[number % len(JOBS)], fault))
+        drawn.append((jobs[number % len(jobs)], fault))
     return drawn
 
 
@@ -482,6 +482,7 @@ def main():
     parser.add_argument("--seed", type=int, default=None, help="default: a new random seed, printed")
     parser.add_argument("--round", type=int, default=None, help="run only this round of --seed (a replay)")
     parser.add_argument("--faults", default=",".join(FAULTS), help="comma-separated faults to draw from")
+    parser.add_argument("--jobs", default=",".join(JOBS), help="comma-separated jobs to take in turn")
     parser.add_argument(
         "--work_dir", default=None, help="default: a temporary directory, removed unless a round failed"
     )
@@ -491,16 +492,20 @@ def main():
     unknown = set(faults) - set(FAULTS)
     if unknown:
         parser.error("unknown fault(s) %s; known: %s" % (", ".join(sorted(unknown)), ", ".join(FAULTS)))
+    jobs = [j for j in args.jobs.split(",") if j]
+    if not jobs or set(jobs) - set(JOBS):
+        parser.error("--jobs: choose from %s" % ", ".join(JOBS))
     why_not = switched_hosts.why_not() if "cut_link" in faults else None
     if why_not:
         print("soak: no cut_link rounds: %s" % why_not, flush=True)
         faults.remove("cut_link")
-    rounds = plan(seed, max(args.rounds, (args.round or 0) + 1), faults)
+    rounds = plan(seed, max(args.rounds, (args.round or 0) + 1), faults, jobs)
     chosen = [args.round] if args.round is not None else range(args.rounds)
     work_dir = args.work_dir or tempfile.mkdtemp(prefix="tf2_mapreduce-soak-")
     print(
-        "soak: seed %d, %d round(s), faults %s; replay a round with: python scripts/soak.py --seed %d --round N"
-        % (seed, len(chosen), ",".join(faults), seed),
+        "soak: seed %d, %d round(s), faults %s; replay a round with: "
+        "python scripts/soak.py --seed %d --faults %s --jobs %s --round N"
+        % (seed, len(chosen), ",".join(faults), seed, ",".join(faults), ",".join(jobs)),
         flush=True,
     )
     corpus = os.path.join(work_dir, "corpus")
