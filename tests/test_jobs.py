@@ -14,7 +14,7 @@ import tensorflow as tf
 from conftest import INPROCESS_PS, oracle_counter, oracle_words, write_corpus, write_zipf_corpus
 
 from tf2_mapreduce import cluster as cluster_lib
-from tf2_mapreduce import inputs, jobs, output, reduce, runner
+from tf2_mapreduce import inputs, jobs, native, output, reduce, runner
 from tf2_mapreduce.errors import Interrupted, UsageError
 
 
@@ -286,8 +286,11 @@ def test_job_names_are_checked(name, pattern, message):
     assert message.replace("--", "") in str(error.value)
 
 
-@pytest.mark.parametrize("read_size", [7, 100])
-def test_every_job_is_exact_when_files_are_cut_into_pieces(inprocess, texts, tmp_path, read_size):
+@pytest.mark.parametrize("read_size, native_ops", [(7, True), (100, True), (100, False)])
+def test_every_job_is_exact_when_files_are_cut_into_pieces(inprocess, texts, monkeypatch, read_size, native_ops):
+    """Also without the native ops (no C++ compiler): every job in TensorFlow's own ops."""
+    if not native_ops:
+        monkeypatch.setattr(native, "load", lambda: None)
     files = texts[-6:]  # among them lines.txt, with its unterminated and non-UTF-8 lines
     data = [read(f.path) for f in files]
     options = dict(read_size=read_size, split_size=150)

@@ -1,13 +1,24 @@
-"""The word rule against its oracle, Python's bytes.split(), on edge cases and random bytes."""
+"""The word rule against its oracle, Python's bytes.split(), on edge cases and random
+bytes: in TensorFlow's ops and in the native ops (`native/words.cc`), which must agree."""
 
+import collections
 import random
 
 import pytest
 import tensorflow as tf
 
-from tf2_mapreduce.jobs.wordcount import count_words
+from tf2_mapreduce import native
+from tf2_mapreduce.jobs.wordcount import count_words, count_words_in_tf
+from tf2_mapreduce.jobs.wordfreq import word_counts, words
 
-count = tf.function(count_words)
+assert native.load() is not None, native.unavailable()  # else the native rule goes untested
+COUNTERS = {"native": tf.function(count_words), "tf": tf.function(count_words_in_tf)}
+
+
+@pytest.fixture(params=sorted(COUNTERS))
+def count(request):
+    return COUNTERS[request.param]
+
 
 CASES = [
     b"",
@@ -34,26 +45,46 @@ CASES = [
 
 
 @pytest.mark.parametrize("text", CASES, ids=[repr(c)[:40] for c in CASES])
-def test_edge_cases_match_bytes_split(text):
+def test_edge_cases_match_bytes_split(text, count):
     assert int(count(tf.constant(text))) == len(text.split())
 
 
-def test_random_bytes_match_bytes_split():
-    rng = random.Random(1234)
+def random_texts(seed, number, longest):
+    rng = random.Random(seed)
     alphabet = b" \t\n\r\x0b\x0cab\x00\x1c\x85\xa0\xc2\xff"
-    for _ in range(500):
-        text = bytes(rng.choice(alphabet) for _ in range(rng.randint(0, 300)))
+    return [bytes(rng.choice(alphabet) for _ in range(rng.randint(0, longest))) for _ in range(number)]
+
+
+def test_random_bytes_match_bytes_split(count):
+    for text in random_texts(1234, 500, 300):
         assert int(count(tf.constant(text))) == len(text.split()), text
 
 
-def test_every_single_byte_value():
+def as_counter(output):
+    if isinstance(output, tf.Tensor):
+        return collections.Counter(output.numpy().tolist())
+    keys, counts = output
+    assert len(set(keys.numpy().tolist())) == len(keys.numpy())  # distinct words
+    return collections.Counter(dict(zip(keys.numpy().tolist(), counts.numpy().tolist())))
+
+
+@pytest.mark.parametrize("split", [word_counts, words], ids=["native", "tf"])
+def test_word_frequencies_match_counter(split):
+    split = tf.function(split)
+    texts = CASES + random_texts(99, 200, 200)
+    oracle = collections.Counter(w for t in texts for w in t.split())
+    assert as_counter(split(tf.constant(texts))) == oracle
+    assert as_counter(split(tf.constant([], tf.string))) == collections.Counter()
+
+
+def test_every_single_byte_value(count):
     # Only the six ASCII whitespace bytes separate words, as in bytes.split().
     for value in range(256):
         text = b"a" + bytes([value]) + b"b"
         assert int(count(tf.constant(text))) == len(text.split()), value
 
 
-def test_unicode_spaces_differ_from_str_split():
+def test_unicode_spaces_differ_from_str_split(count):
     # Documented difference: str.split() also splits on Unicode spaces, bytes.split() does not.
     text = "one\u00a0two\u2003three".encode("utf-8")
     assert int(count(tf.constant(text))) == 1

@@ -4,9 +4,10 @@ bytes (space, \\t, \\n, \\v, \\f, \\r), exactly as Python's `bytes.split()` cuts
 
 import tensorflow as tf
 
+from tf2_mapreduce import native
 from tf2_mapreduce.jobs.base import Job, Sum, per_text
 
-__all__ = ["count_words", "count_true", "JOB"]
+__all__ = ["count_words", "count_words_in_tf", "count_true", "JOB"]
 
 
 def count_true(flags):
@@ -24,7 +25,17 @@ def count_true(flags):
 
 
 def count_words(text):
-    """Number of words in `text` (a scalar tf.string), as a scalar tf.int64.
+    """Number of words in `text` (a scalar tf.string), as a scalar tf.int64: the native
+    op (`native/words.cc`, one pass over the bytes) where it is built, else
+    `count_words_in_tf`. Both follow the same rule, checked by the same tests."""
+    library = native.load()
+    if library is None:
+        return count_words_in_tf(text)
+    return library.tf2_mapreduce_count_words(text)
+
+
+def count_words_in_tf(text):
+    """`count_words` in TensorFlow's own ops.
 
     Counts word starts on the raw bytes instead of splitting into string tokens:
     a word starts at each non-whitespace byte that follows whitespace or begins

@@ -3,13 +3,24 @@ wordcount), reduced on the ps tasks, one table per ps."""
 
 import tensorflow as tf
 
+from tf2_mapreduce import native
 from tf2_mapreduce.jobs.base import Job, KeySum
 
-__all__ = ["words", "JOB"]
+__all__ = ["word_counts", "words", "JOB"]
+
+
+def word_counts(texts):
+    """The distinct words of `texts` with their counts, as (words, counts): the native op
+    (`native/words.cc`: one pass, no string per word) where it is built, else `words`."""
+    library = native.load()
+    if library is None:
+        return words(texts)
+    return tuple(library.tf2_mapreduce_word_counts(texts))
 
 
 def words(texts):
-    """Every word of `texts`, each counting 1; the runner combines repeats."""
+    """Every word of `texts`, each counting 1, in TensorFlow's own ops; the runner
+    combines repeats."""
     # With no separator, tf.strings.split cuts on exactly the six ASCII whitespace
     # bytes, as bytes.split() does (docs/runtime.md); sep=" " would yield empty words.
     return tf.strings.split(texts).flat_values
@@ -17,7 +28,7 @@ def words(texts):
 
 JOB = Job(
     name="wordfreq",
-    map_fn=words,
+    map_fn=word_counts,
     reducer=KeySum(unit="words"),
     records="words",
     autograph=False,
