@@ -115,7 +115,7 @@ def make_corpus(directory):
             # Files of one line (7 to 30 words), from anywhere in the blocks; a directory
             # per thousand, as a real store of many files would be laid out.
             block = blocks[n % BLOCKS]
-            start = block.index(b"\n", (n * 104729) % (BLOCK - 1000)) + 1
+            start = block.index(b"\n", (n * 104729) % (len(block) - 1000)) + 1
             end = block.index(b"\n", start) + 1
             words = block[start:end].split()[: 7 + n % 24]
             subdirectory = os.path.join(directory, "tiny", "d%04d" % (n // TINY_PER_DIRECTORY))
