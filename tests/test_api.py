@@ -11,6 +11,7 @@ import re
 import subprocess
 import sys
 
+import numpy as np
 from conftest import REPO, ConfiguredCluster, oracle_counter, task_env, write_zipf_corpus
 from test_failures import wait_serving
 
@@ -127,3 +128,16 @@ def test_a_script_runs_several_jobs_cancels_and_resumes_on_a_real_cluster(tmp_pa
     assert report["input_error"] == {"path": missing, "reason": "no such file or directory"}
     # Leaving the cluster told every server that the job was over.
     assert cluster.exit_codes() == {task: 0 for task in cluster.tasks}
+
+
+def test_per_file_values_are_made_as_they_are_read():
+    from tf2_mapreduce.client import FileValue, PerFile
+    from tf2_mapreduce.inputs import InputFile
+
+    files = [InputFile("f%d" % n, 10 + n, 0) for n in range(5)]
+    values = np.array([[1, 2], [3, 4], [5, 6], [7, 8], [9, 10]])
+    per_file = PerFile(files, values, np.array([True, False, True, True, False]), lambda v: tuple(v.tolist()))
+    assert len(per_file) == 3 and repr(per_file) == "PerFile(3 files)"
+    assert per_file[0] == FileValue("f0", 10, (1, 2)) and per_file[-1] == FileValue("f3", 13, (7, 8))
+    assert per_file[1:] == [FileValue("f2", 12, (5, 6)), FileValue("f3", 13, (7, 8))]
+    assert [f.path for f in per_file] == ["f0", "f2", "f3"]

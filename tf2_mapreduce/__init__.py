@@ -11,7 +11,7 @@ import importlib
 
 # Each public name, by the module it lives in.
 _EXPORTS = {
-    "client": ("Cluster", "JobHandle", "Result", "FileValue"),
+    "client": ("Cluster", "JobHandle", "Result", "FileValue", "PerFile"),
     "jobs.base": ("Job", "per_text"),
     "reducers": ("Reducer", "Sum", "VectorSum", "Min", "Max", "KeySum"),
     "errors": ("Error", "UsageError", "InputError", "ClusterError", "JobFailed", "Interrupted", "Cancelled"),

@@ -14,11 +14,13 @@ import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from tf2_mapreduce import cluster as cluster_lib
 from tf2_mapreduce import quiet
 from tf2_mapreduce.errors import ClusterError, Error, first_line
 
-__all__ = ["Cluster", "JobHandle", "Result", "FileValue"]
+__all__ = ["Cluster", "JobHandle", "Result", "FileValue", "PerFile"]
 
 CONNECT_TIMEOUT = 60.0  # seconds for every ps and worker to accept connections
 SHUTDOWN_TIMEOUT = 30.0  # seconds to keep telling a task that does not answer that the job is over
@@ -37,6 +39,32 @@ class FileValue:
     value: object
 
 
+class PerFile(Sequence):
+    """The `FileValue` of every file counted whole, in input order, each made when it is
+    asked for: a job over a million files keeps an array of values here, not a
+    million objects."""
+
+    def __init__(self, files, values, done, to_python):
+        self._files, self._values, self._to_python = files, values, to_python
+        self._index = np.flatnonzero(done)
+
+    def __len__(self) -> int:
+        return len(self._index)
+
+    def __getitem__(self, k):
+        if isinstance(k, slice):
+            return [self[n] for n in range(*k.indices(len(self)))]
+        index = self._index[k]
+        f = self._files[index]
+        return FileValue(f.path, f.size, self._to_python(self._values[index]))
+
+    def __repr__(self) -> str:
+        return "PerFile(%d files)" % len(self)
+
+
+NO_FILES = PerFile([], np.zeros(0, np.int64), np.zeros(0, bool), None)
+
+
 @dataclass
 class Result:
     """What a job computed. Everything but a per-key table is read when the job ends
@@ -52,7 +80,7 @@ class Result:
     distinct: int | None  # distinct keys of a per-key job, else None
     files_done: int
     bytes_done: int
-    per_file: list  # FileValue per file counted whole, for per-piece jobs; [] for per-key jobs
+    per_file: PerFile  # a FileValue per file counted whole, for per-piece jobs; empty for per-key jobs
     skipped: list  # (path, reason) of every input left out (on_error="skip"), listing and reading alike
     resumed_from: str | None  # the checkpoint the run resumed from
     files_resumed: int
@@ -408,15 +436,10 @@ class Cluster:
 
     def _result(self, run, raw, found) -> Result:
         reducer = raw.job.reducer
-        per_file = []
+        per_file = NO_FILES
         with run.reading_result():
             if not reducer.keyed:
-                values = raw.file_values()
-                per_file = [
-                    FileValue(f.path, f.size, reducer.to_python(v))
-                    for f, v, done in zip(raw.files, values, raw.file_done)
-                    if done
-                ]
+                per_file = PerFile(raw.files, raw.file_values(), raw.file_done, reducer.to_python)
         map_seconds = raw.finished - raw.first_schedule if raw.first_schedule else 0.0
         return Result(
             job=raw.job.name,

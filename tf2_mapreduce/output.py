@@ -1,6 +1,6 @@
 """Results as users get them: --output files (JSON for sums; TSV or JSON for per-key
-tables, sorted and streamed, so a vocabulary never has to fit in the coordinator's
-memory) and the reversible escaping of keys whose bytes are not printable.
+tables, sorted; both streamed, so neither a vocabulary nor a per-file list has to fit
+in the coordinator's memory) and the reversible escaping of keys whose bytes are not printable.
 """
 
 import heapq
@@ -9,6 +9,7 @@ import os
 import struct
 import tempfile
 
+import numpy as np
 import tensorflow as tf
 
 from tf2_mapreduce.errors import UsageError
@@ -151,17 +152,24 @@ def _header(result, found, timings):
     }
 
 
-def _per_piece_document(result, found, timings):
+def _per_file(result):
+    """Yields each file's entry, made as it is written: a million files never make a
+    million dicts at once."""
     reducer = result.job.reducer
-    document = _header(result, found, timings)
-    document.update(reducer.total_fields(result.total))
-    per_file = [reducer.fields(reducer.to_python(v)) for v in result.file_values()]
-    document["per_file"] = [
-        dict(path=f.path, size=f.size, **fields)
-        for f, fields, done in zip(result.files, per_file, result.file_done)
-        if done
-    ]
-    return document
+    values = result.file_values()
+    for index in np.flatnonzero(result.file_done):
+        f = result.files[index]
+        yield dict(path=f.path, size=f.size, **reducer.fields(reducer.to_python(values[index])))
+
+
+def _write_json(f, document, name, items):
+    """Writes `document` with one more member, `name`: a list of `items` written one at
+    a time (one line each) as they come."""
+    f.write(json.dumps(document, indent=1)[:-2])  # without the closing "\n}", to append the list
+    f.write(',\n "%s": [' % name)
+    for n, item in enumerate(items):
+        f.write("%s\n  %s" % ("," if n else "", json.dumps(item)))
+    f.write("\n ]\n}\n")
 
 
 def write(path, result, found, min_count=1, timings=None):
@@ -173,8 +181,9 @@ def write(path, result, found, min_count=1, timings=None):
     timings = timings or {}
     with _AtomicFile(path) as f:
         if not result.job.reducer.keyed:
-            json.dump(_per_piece_document(result, found, timings), f, indent=1)
-            f.write("\n")
+            document = _header(result, found, timings)
+            document.update(result.job.reducer.total_fields(result.total))
+            _write_json(f, document, "per_file", _per_file(result))
             return
         entries = sorted_entries(result.reducer.entries(min_count))
         if not path.endswith(".json"):
@@ -186,8 +195,4 @@ def write(path, result, found, min_count=1, timings=None):
         document.update(
             {"total_" + unit: result.total, "distinct_" + unit: result.stats.distinct, "min_count": min_count}
         )
-        f.write(json.dumps(document, indent=1)[:-2])  # without the closing "\n}", to append the table
-        f.write(',\n "%s": [' % unit)
-        for n, (key, count) in enumerate(entries):
-            f.write("%s\n  %s" % ("," if n else "", json.dumps([escape(key), count])))
-        f.write("\n ]\n}\n")
+        _write_json(f, document, unit, ([escape(key), count] for key, count in entries))
