@@ -75,6 +75,15 @@ def test_a_file_reached_twice_is_kept_once(tree):
     assert len(found.duplicates) == 2
 
 
+def test_a_symbolic_link_to_a_listed_file_is_a_duplicate_and_a_hard_link_is_a_file(tree, tmp_path):
+    a = os.path.join(tree, "a.txt")
+    os.symlink(a, str(tmp_path / "soft.txt"))
+    os.link(a, str(tmp_path / "hard.txt"))
+    found = inputs.expand([a, str(tmp_path / "soft.txt"), str(tmp_path / "hard.txt")])
+    assert paths(found) == [a, str(tmp_path / "hard.txt")]
+    assert found.duplicates == [str(tmp_path / "soft.txt")]
+
+
 def test_at_list_relative_to_cwd_with_blank_lines(tree, monkeypatch):
     listing = touch(os.path.join(tree, "lists", "files.txt"), b"a.txt\n\n  sub/c.txt  \r\nsub/deeper\n")
     monkeypatch.chdir(tree)
