@@ -44,6 +44,7 @@ flags.DEFINE_integer("small_kb", 252, "Size of each small file, in KB.", lower_b
 flags.DEFINE_integer("tiny_files", 100_000, "Number of tiny files (about 100 bytes each).", lower_bound=0)
 flags.DEFINE_integer("huge_mb", 1024, "Size of the one huge file, in MB; 0 for none.", lower_bound=0)
 flags.DEFINE_integer("giant_mb", 4096, "Size of the one giant file, in MB; 0 for none.", lower_bound=0)
+flags.DEFINE_list("parts", ["small", "tiny", "huge", "giant"], "Parts of the corpus to time (all are made).")
 flags.DEFINE_list("clusters", ["1x2", "1x1", "2x2"], "Local clusters to time, as PSxWORKERS.")
 flags.DEFINE_bool("wordfreq", True, "Also time word frequencies against collections.Counter.")
 flags.DEFINE_integer("repeats", 3, "Runs of each contender, taken in turns; the report gives medians.", lower_bound=1)
@@ -471,7 +472,7 @@ def main(argv):
     parts = make_corpus(FLAGS.dir)
     rows = []
     spark = _importable("pyspark") and shutil.which("java")
-    for part in [p for p in PARTS if p in parts]:
+    for part in [p for p in PARTS if p in parts and p in FLAGS.parts]:
         paths = parts[part]
         print("%s: %d files, %.0f MB" % (part, len(paths), sum(os.path.getsize(p) for p in paths) / MB), flush=True)
         size = sum(os.path.getsize(p) for p in paths) / MB
