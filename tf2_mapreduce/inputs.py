@@ -27,7 +27,7 @@ RECORDS = {"words": re.compile(rb"[ \t\n\r\x0b\x0c]"), "lines": re.compile(rb"\n
 WINDOW = 64 * 1024  # bytes read at a time while looking for a boundary
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)  # slots: a million files, a hundred MB less
 class InputFile:
     path: str
     size: int
@@ -80,7 +80,8 @@ class _Directory(InputError):
 
 def _stat_file(path):
     """Returns (size, mtime_ns, inode) of a readable regular file, or raises `InputError`;
-    inode is (device, inode number) of a local file, None of another filesystem's."""
+    inode is device and inode number in one int for a local file, None on another
+    filesystem."""
     local = _local(path)
     if local is None:
         try:
@@ -108,7 +109,7 @@ def _stat_file(path):
         os.close(os.open(local, os.O_RDONLY))
     except OSError as e:
         raise InputError(path, _reason(e)) from None
-    return st.st_size, st.st_mtime_ns, (st.st_dev, st.st_ino)
+    return st.st_size, st.st_mtime_ns, st.st_dev << 64 | st.st_ino
 
 
 def _isdir(path):
@@ -122,7 +123,7 @@ class _Expander:
             raise ValueError("on_error must be one of %s" % (ON_ERROR,))
         self.skip = on_error == "skip"
         self.result = Inputs()
-        self.seen = {}  # inode (or path) -> the local paths met with it
+        self.seen = {}  # inode (or path) -> the local path met with it, or a list of them
 
     def problem(self, error):
         """Raises `error`, or with on_error="skip" records it and carries on."""
@@ -141,14 +142,19 @@ class _Expander:
 
     def _add(self, path, size, mtime_ns, inode):
         local = _local(path)
-        met = self.seen.setdefault(inode or path, [])
+        key = path if inode is None else inode
+        met = self.seen.get(key)
         # A path met before, itself or through a symbolic link, is a duplicate; a hard
         # link is a file of its own. Resolved only when an inode comes back: realpath
         # costs a stat per path component (5 s for 100,000 files).
-        if met and (local is None or os.path.realpath(local) in {os.path.realpath(p) for p in met}):
-            self.result.duplicates.append(path)
-            return
-        met.append(local)
+        if met is not None:
+            met = met if isinstance(met, list) else [met]
+            if local is None or os.path.realpath(local) in {os.path.realpath(p) for p in met}:
+                self.result.duplicates.append(path)
+                return
+            self.seen[key] = met + [local]
+        else:
+            self.seen[key] = path if local is None else local  # a str shared with its InputFile
         self.result.files.append(InputFile(path, size, mtime_ns))
 
     def _walk(self, top):
@@ -275,7 +281,7 @@ def encode_path(path):
     return os.fsencode(path)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Piece:
     """Bytes [start, end) of file number `file`: the unit a worker reads at once, and
     the unit whose result is committed exactly once."""
