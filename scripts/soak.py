@@ -183,9 +183,12 @@ class Round:
             "--connect_timeout=%d" % CONNECT_TIMEOUT,
             "--shutdown_timeout=%d" % SHUTDOWN_TIMEOUT,
         ]
-        # Seconds after the coordinator starts: while it imports TensorFlow and connects
-        # (about 4 s here), while the job runs, or after it ended.
-        self.moment = self.rng.uniform(0.0, 10.0)
+        # When the fault strikes: seconds after the coordinator starts (while it imports
+        # TensorFlow and connects), after its first progress report (while the job
+        # runs: most rounds, since a job here maps for a few seconds only), or late
+        # (often after the job ended).
+        self.phase = self.rng.choices(("starting", "running", "late"), weights=(2, 7, 1))[0]
+        self.moment = self.rng.uniform(0.0, {"starting": 4.0, "running": 2.0, "late": 10.0}[self.phase])
         self.notes = []
 
     def env(self, role, index):
@@ -286,11 +289,13 @@ class Round:
 
     def at_the_moment(self, proc):
         """Waits until the fault's moment; False if the coordinator exited first."""
-        deadline = time.monotonic() + self.moment
-        while time.monotonic() < deadline:
+        deadline = None if self.phase == "running" else time.monotonic() + self.moment
+        while deadline is None or time.monotonic() < deadline:
             if proc.poll() is not None:
                 self.notes.append("late: the job ended before the fault")
                 return False
+            if deadline is None and self.job_started():
+                deadline = time.monotonic() + self.moment
             time.sleep(0.05)  # the moment is the scenario, drawn at random
         return True
 
@@ -531,8 +536,8 @@ def main():
             tally[key][1] += verdict == "ok"
         notes = " (%s)" % "; ".join(one.notes) if one.notes else ""
         print(
-            "round %d: job=%s fault=%s at=%.1fs -> %s%s (%.1fs)"
-            % (number, job, fault, one.moment, verdict, notes, time.monotonic() - started),
+            "round %d: job=%s fault=%s at=%s+%.1fs -> %s%s (%.1fs)"
+            % (number, job, fault, one.phase, one.moment, verdict, notes, time.monotonic() - started),
             flush=True,
         )
         if verdict == "ok":
