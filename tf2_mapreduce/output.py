@@ -9,9 +9,9 @@ import os
 import struct
 import tempfile
 
-import numpy as np
 import tensorflow as tf
 
+from tf2_mapreduce.client import PerFile
 from tf2_mapreduce.errors import UsageError
 
 __all__ = ["escape", "unescape", "sorted_entries", "check_path", "write"]
@@ -156,10 +156,8 @@ def _per_file(result):
     """Yields each file's entry, made as it is written: a million files never make a
     million dicts at once."""
     reducer = result.job.reducer
-    values = result.file_values()
-    for index in np.flatnonzero(result.file_done):
-        f = result.files[index]
-        yield dict(path=f.path, size=f.size, **reducer.fields(reducer.to_python(values[index])))
+    for f in PerFile(result.files, result.file_values(), result.file_done, reducer.to_python):
+        yield dict(path=f.path, size=f.size, **reducer.fields(f.value))
 
 
 def _write_json(f, document, name, items):
