@@ -324,3 +324,35 @@ def test_a_file_changed_under_a_range_read_is_named_with_its_bytes(inprocess, tm
         if p.file == 0
     ]
     assert result.files_done == 1
+
+
+@pytest.mark.parametrize("job_name", ["wordcount", "wordfreq"])
+def test_bad_files_among_many_are_found_in_parts_and_the_rest_counted_once(inprocess, tmp_path, job_name):
+    """A step reads all its files at once, so a bad one fails the whole step: its files
+    run again cut in parts, round after round, not one step per file."""
+    paths = write_corpus(str(tmp_path / "corpus"), 3000, seed=21, max_words=20)
+    files = inputs.expand([str(tmp_path / "corpus")]).files
+    deleted, grown = files[100].path, files[2457].path
+    sizes = {f.path: f.size for f in files}
+    os.unlink(deleted)
+    with open(grown, "ab") as f:
+        f.write(b" more")
+    job = runner.JobRun(jobs.BUILT_IN[job_name], files, inprocess[1], inprocess[0], runner.Options(on_error="skip"))
+    result = job.run()
+    good = [p for p in paths if p not in (deleted, grown)]
+    assert sorted(result.skipped) == sorted(
+        [
+            (deleted, "no such file or directory (it was there when the inputs were listed)"),
+            (grown, "changed since it was listed (%d bytes then, %d now)" % (sizes[grown], sizes[grown] + 5)),
+        ]
+    )
+    if job_name == "wordcount":
+        assert result.total == oracle_words(good)
+        assert result.file_values()[result.file_done].tolist() == [
+            oracle_words([f.path]) for f, done in zip(files, result.file_done) if done
+        ]
+    else:
+        assert collections.Counter(dict(result.reducer.entries())) == oracle_counter(good)
+    # The first round packs about 3000 / 16 files a step (8 steps for each of 2 workers):
+    # one step per file of the two failed steps would be twice that many steps.
+    assert sum(result.steps_per_worker) < 3000 // 16, result.steps_per_worker

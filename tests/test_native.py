@@ -1,7 +1,8 @@
-"""The native byte-range read (tf2_mapreduce/native/read_range.cc), built on this
-machine: a range costs its own bytes wherever it starts, its bytes are the file's, and
-a file of another size than listed is refused by name. Bytes read are counted by the
-kernel (/proc/self/io), not timed."""
+"""The native reads (tf2_mapreduce/native/read_range.cc), built on this machine: a range
+costs its own bytes wherever it starts, its bytes are the file's, and a file of another
+size than listed is refused by name; a batch of whole files is read as tf.io.read_file
+reads each, errors included. Bytes read are counted by the kernel (/proc/self/io), not
+timed."""
 
 import os
 
@@ -79,3 +80,37 @@ def test_a_file_of_another_size_is_refused_by_name(tmp_path):
         read(READ, path, 10, 20, 120)
     failure = failures.file_failure(op_error_cause(e.value))
     assert failure == failures.FileFailure(str(path), "changed size since it was listed")
+
+
+@pytest.fixture(params=["native", "tf"])
+def read_files(request, monkeypatch):
+    if request.param == "tf":
+        monkeypatch.setattr(native, "load", lambda: None)
+    return tf.function(mapstep.read_files, autograph=False)
+
+
+def test_whole_files_are_read_as_read_file_reads_them(tmp_path, read_files):
+    contents = [b"", b"one", os.urandom(1 << 20), b"\n" * 4097]
+    paths = []
+    for number, data in enumerate(contents):
+        paths.append(str(tmp_path / ("f%d" % number)))
+        with open(paths[-1], "wb") as f:
+            f.write(data)
+    assert read_files(tf.constant(paths)).numpy().tolist() == contents
+    assert read_files(tf.constant([], tf.string)).numpy().tolist() == []
+
+
+@pytest.mark.parametrize("make", ["missing", "directory"])
+def test_a_file_that_cannot_be_read_fails_as_read_file_fails(tmp_path, read_files, make):
+    good = tmp_path / "good.txt"
+    good.write_bytes(b"fine")
+    bad = tmp_path / "bad"
+    if make == "directory":
+        bad.mkdir()
+    with pytest.raises(tf.errors.OpError) as ours:
+        read_files(tf.constant([str(good), str(bad)]))
+    with pytest.raises(tf.errors.OpError) as theirs:
+        tf.function(tf.io.read_file)(tf.constant(str(bad)))
+    assert type(ours.value) is type(theirs.value)
+    assert failures.file_failure(op_error_cause(ours.value)) == failures.file_failure(op_error_cause(theirs.value))
+    assert failures.file_failure(op_error_cause(ours.value)).path == str(bad)

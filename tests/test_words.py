@@ -8,7 +8,7 @@ import pytest
 import tensorflow as tf
 
 from tf2_mapreduce import native
-from tf2_mapreduce.jobs.wordcount import count_words, count_words_in_tf
+from tf2_mapreduce.jobs.wordcount import count_words, count_words_each, count_words_in_tf
 from tf2_mapreduce.jobs.wordfreq import word_counts, words
 
 assert native.load() is not None, native.unavailable()  # else the native rule goes untested
@@ -58,6 +58,16 @@ def random_texts(seed, number, longest):
 def test_random_bytes_match_bytes_split(count):
     for text in random_texts(1234, 500, 300):
         assert int(count(tf.constant(text))) == len(text.split()), text
+
+
+@pytest.mark.parametrize("form", ["native", "tf"])
+def test_a_batch_is_counted_text_by_text(form, monkeypatch):
+    if form == "tf":
+        monkeypatch.setattr(native, "load", lambda: None)
+    each = tf.function(count_words_each, autograph=False)
+    texts = CASES + random_texts(7, 100, 300)
+    assert each(tf.constant(texts)).numpy().tolist() == [len(t.split()) for t in texts]
+    assert each(tf.constant([], tf.string)).numpy().tolist() == []
 
 
 def as_counter(output):

@@ -7,7 +7,8 @@ Lifecycle, for one run of a job (the runner calls these, in this order):
   2. `combine(output)`: on a worker, inside the map step, the job's `map_fn` output for
      one piece becomes what is sent to the ps tasks (keys counted once, say).
   3. `batch(outputs)`: a step's per-piece outputs, stacked by `tf.map_fn`, become what
-     the state's `commit` takes.
+     the state's `commit` takes. A step of whole files maps them all at once instead
+     (one `map_fn` call): `combine_step(output)` makes that output what `commit` takes.
   4. `new_state(sizes, ps_devices, run_id)`: this run's state on the ps tasks, which
      commits each piece exactly once, checkpoints, and is read back (see `reduce`).
   5. `fields(value)`, `total_fields(value)`, `describe(value, distinct)`: a value as
@@ -51,6 +52,9 @@ class Reducer:
     def batch(self, outputs):
         return outputs
 
+    def combine_step(self, output):
+        raise NotImplementedError
+
     def new_state(self, sizes, ps_devices, run_id):
         raise NotImplementedError
 
@@ -88,6 +92,9 @@ class PerPiece(Reducer):
 
     def combine(self, output):
         return output[0]
+
+    def combine_step(self, output):
+        return output
 
     def new_state(self, sizes, ps_devices, run_id):
         from tf2_mapreduce import reduce
@@ -224,6 +231,12 @@ class KeySum(Reducer):
 
     def batch(self, outputs):
         return outputs[0].flat_values, outputs[1].flat_values
+
+    def combine_step(self, output):
+        # The state's commit combines the step's repeated keys: no second pass here.
+        if isinstance(output, tf.Tensor):
+            return output, tf.ones_like(output, dtype=tf.int64)
+        return output
 
     def new_state(self, sizes, ps_devices, run_id):
         from tf2_mapreduce import reduce

@@ -2,6 +2,7 @@
 ClusterCoordinator from a thread of its own, while the run loop keeps watching.
 """
 
+import math
 import threading
 import time
 
@@ -9,26 +10,47 @@ import tensorflow as tf
 
 from tf2_mapreduce import inputs as inputs_lib
 
-__all__ = ["Round", "STEPS_PER_WORKER", "MAX_PIECES_PER_STEP"]
+__all__ = ["Round", "STEPS_PER_WORKER", "MAX_PIECES_PER_STEP", "PARTS"]
 
 # ClusterCoordinator costs ~0.5 ms a closure (docs/runtime.md); more splits than this per
 # worker buys no balance, fewer leaves a worker idle at the end.
 STEPS_PER_WORKER = 8
-MAX_PIECES_PER_STEP = 256
+# A step reads and maps its whole files in one op each, and commits its pieces in one
+# write per ps: what a piece costs beyond its bytes is small, and a step costs several ms.
+MAX_PIECES_PER_STEP = 4096
+# A step that failed on a file runs in this many parts next: TF cancels a round's other
+# steps at its first failure, so a round pins only one failed part, and a few parts a
+# round cost fewer rounds than halves (log8 of the pieces, not log2).
+PARTS = 8
 
 
 class Round:
-    """Map steps over `pending` pieces: packed several to a step, or one per step for
-    the pieces in `alone` (to pin a failure on one). Steps run at least once, as
-    ClusterCoordinator runs them; the steps (`mapstep.build`, one for whole files,
-    one for byte ranges) commit exactly once.
+    """Map steps over `pending` pieces, packed several to a step. The pieces of each
+    of `groups` (a step that failed on a file) run in `PARTS` steps, so that a failure
+    is pinned on one piece in a few rounds. A step of whole files
+    holds at most `whole_split_size` bytes of them, since it reads them all at once.
+    Steps run at least once, as ClusterCoordinator runs them; the steps
+    (`mapstep.build`, one for whole files, one for byte ranges) commit exactly once.
 
     `start()` is non-blocking: schedule() blocks while TF's queue is full and join()
     until every step ran, so both happen on a thread of the round's own, which sets
     `finished` (and `wake`) when join() returned or raised (`error`).
     """
 
-    def __init__(self, coordinator, steps, files, pieces, pending, alone, num_workers, split_size, max_pieces, wake):
+    def __init__(
+        self,
+        coordinator,
+        steps,
+        files,
+        pieces,
+        pending,
+        groups,
+        num_workers,
+        split_size,
+        whole_split_size,
+        max_pieces,
+        wake,
+    ):
         self.coordinator = coordinator
         self.steps = steps  # whole files? -> the map step
         self.wake = wake
@@ -36,17 +58,20 @@ class Round:
         self.error = None
         self.finished = False
         self._scheduled = []  # (piece ids, RemoteValue) of every step scheduled
-        packed = [i for i in pending if i not in alone]
-        single = [i for i in pending if i in alone]
+        grouped = {i for group in groups for i in group}
+        packed = [i for i in pending if i not in grouped]
         per_step = inputs_lib.split_bytes(
             sum(pieces[i].size for i in packed), num_workers, split_size, STEPS_PER_WORKER
         )
+        batches = [(packed, per_step, max_pieces or MAX_PIECES_PER_STEP)]
+        batches += [(group, split_size, math.ceil(len(group) / PARTS)) for group in groups]
         self._splits = []  # (whole files?, tf.data pipeline of splits)
-        for ids, size, most in ((packed, per_step, max_pieces or MAX_PIECES_PER_STEP), (single, 1, 1)):
+        for ids, size, most in batches:
             for whole in (True, False):
                 chosen = [i for i in ids if inputs_lib.whole_file(pieces[i], files) == whole]
                 if chosen:
-                    self._splits.append((whole, inputs_lib.splits(files, pieces, chosen, size, most)))
+                    cap = min(size, whole_split_size) if whole else size
+                    self._splits.append((whole, inputs_lib.splits(files, pieces, chosen, cap, most)))
 
     def start(self):
         threading.Thread(target=self._drive, name="tf2_mapreduce-schedule", daemon=True).start()

@@ -164,7 +164,9 @@ class JobRun:
         }
         self.skipped = list(planning_skipped)  # (path, reason) of whole files left out when planned
         self.skipped_pieces = {}  # piece id -> reason
-        self._alone = set()  # pieces to run one per step, to find which of them fails
+        # [piece ids] of steps that failed on a file: each runs cut in parts (rounds.Round)
+        # until the piece that fails is alone; kept across rounds that cancel them.
+        self._groups = []
         self._saved = None  # (path, files done) of the last checkpoint saved
         self._wake = threading.Event()
         self._stop_signal = None
@@ -318,15 +320,18 @@ class JobRun:
         """Runs a round over `pending` pieces while the run loop watches; returns
         (None, []) if every step succeeded, else (the error join() raised, [(ids,
         error)] of the steps that failed with an error of their own)."""
+        pending_set = set(pending)
+        self._groups = [g for g in ([i for i in group if i in pending_set] for group in self._groups) if g]
         round_ = rounds.Round(
             self.coordinator,
             self.steps,
             self.files,
             self.pieces,
             pending,
-            self._alone,
+            self._groups,
             self.cluster.num_workers,
             self.options.split_size,
+            mapstep.whole_files_bytes(self.options.read_size),
             self.options.max_pieces,
             self._wake,
         )
@@ -384,8 +389,8 @@ class JobRun:
 
     def _after_failed_round(self, error, step_failures):
         """Raises for a failure that ends the job; waits out workers that cannot reach
-        a ps that is fine; re-runs a failed step's pieces one per step, to pin the
-        error on one piece; then fails with it or, with on_error="skip", records it."""
+        a ps that is fine; re-runs a failed step's pieces in parts, to pin the error
+        on one piece; then fails with it or, with on_error="skip", records it."""
         if not isinstance(error, failures.FILE_ERRORS) or self.ps.failed(error):
             if self._transient(error):
                 return
@@ -397,7 +402,9 @@ class JobRun:
             if not isinstance(step_error, failures.FILE_ERRORS):
                 raise self._cluster_failure(step_error)
             if len(ids) > 1:
-                self._alone.update(int(i) for i in ids)
+                failed = {int(i) for i in ids}
+                self._groups = [[i for i in group if i not in failed] for group in self._groups]
+                self._groups.append(sorted(failed))
                 continue
             piece = int(ids[0])
             if piece in changed:

@@ -7,7 +7,7 @@ import tensorflow as tf
 from tf2_mapreduce import native
 from tf2_mapreduce.jobs.base import Job, Sum, per_text
 
-__all__ = ["count_words", "count_words_in_tf", "count_true", "JOB"]
+__all__ = ["count_words", "count_words_each", "count_words_in_tf", "count_true", "JOB"]
 
 
 def count_true(flags):
@@ -34,6 +34,16 @@ def count_words(text):
     return library.tf2_mapreduce_count_words(text)
 
 
+def count_words_each(texts):
+    """Number of words of each text of `texts` (a 1-D tf.string), as a 1-D tf.int64: the
+    job's map_fn. The native op counts the whole batch in one op; without it, one text
+    at a time (`per_text`)."""
+    library = native.load()
+    if library is None:
+        return per_text(count_words_in_tf)(texts)
+    return library.tf2_mapreduce_count_words(texts)
+
+
 def count_words_in_tf(text):
     """`count_words` in TensorFlow's own ops.
 
@@ -52,7 +62,7 @@ def count_words_in_tf(text):
 
 JOB = Job(
     name="wordcount",
-    map_fn=per_text(count_words),
+    map_fn=count_words_each,
     reducer=Sum(unit="words"),
     records="words",
     autograph=False,

@@ -3,7 +3,7 @@
 // the same rule (jobs/wordcount.py, jobs/wordfreq.py) makes about eight passes and
 // materializes a string per word.
 //
-// Tf2MapreduceCountWords: the number of words of one text.
+// Tf2MapreduceCountWords: the number of words of each text.
 // Tf2MapreduceWordCounts: every distinct word of a batch of texts, with its count.
 
 #include <cstdint>
@@ -46,20 +46,24 @@ int64_t CountWords(absl::string_view text) {
 }  // namespace
 
 REGISTER_OP("Tf2MapreduceCountWords")
-    .Input("text: string")
+    .Input("texts: string")
     .Output("words: int64")
-    .SetShapeFn(tensorflow::shape_inference::ScalarShape)
-    .Doc("The number of words of `text`, as len(text.split()) in Python.");
+    .SetShapeFn(tensorflow::shape_inference::UnchangedShape)
+    .Doc("The number of words of each text of `texts` (any shape), as len(text.split()) in Python.");
 
 class CountWordsOp : public OpKernel {
  public:
   explicit CountWordsOp(OpKernelConstruction* context) : OpKernel(context) {}
 
   void Compute(OpKernelContext* context) override {
-    const tstring& text = context->input(0).scalar<tstring>()();
+    const Tensor& texts = context->input(0);
     Tensor* output = nullptr;
-    OP_REQUIRES_OK(context, context->allocate_output(0, TensorShape({}), &output));
-    output->scalar<int64_t>()() = CountWords(absl::string_view(text.data(), text.size()));
+    OP_REQUIRES_OK(context, context->allocate_output(0, texts.shape(), &output));
+    const auto text = texts.flat<tstring>();
+    auto words = output->flat<int64_t>();
+    for (int64_t i = 0; i < text.size(); ++i) {
+      words(i) = CountWords(absl::string_view(text(i).data(), text(i).size()));
+    }
   }
 };
 
