@@ -70,6 +70,22 @@ def test_a_batch_is_counted_text_by_text(form, monkeypatch):
     assert each(tf.constant([], tf.string)).numpy().tolist() == []
 
 
+def long_word_texts(seed):
+    """Words of every length up to 40 bytes, many sharing their first 16 bytes or all
+    but their last byte (the native table keeps a word's first 16 bytes apart from the
+    rest), placed at the ends of texts as well as inside them."""
+    rng = random.Random(seed)
+    stems = [b"p" * 16, b"q" * 15 + b"\xff", b"\x00" * 16, b"ab" * 8]
+    texts = []
+    for _ in range(200):
+        words = []
+        for _ in range(rng.randint(0, 12)):
+            word = bytes(rng.choice(b"ab\x00\xff") for _ in range(rng.randint(1, 40)))
+            words.append(rng.choice(stems + [b""]) + word if rng.random() < 0.5 else word)
+        texts.append(rng.choice([b" ", b"\n", b"\t\r"]).join(words))
+    return texts
+
+
 def as_counter(output):
     if isinstance(output, tf.Tensor):
         return collections.Counter(output.numpy().tolist())
@@ -81,7 +97,7 @@ def as_counter(output):
 @pytest.mark.parametrize("split", [word_counts, words], ids=["native", "tf"])
 def test_word_frequencies_match_counter(split):
     split = tf.function(split)
-    texts = CASES + random_texts(99, 200, 200)
+    texts = CASES + random_texts(99, 200, 200) + long_word_texts(5)
     oracle = collections.Counter(w for t in texts for w in t.split())
     assert as_counter(split(tf.constant(texts))) == oracle
     assert as_counter(split(tf.constant([], tf.string))) == collections.Counter()
