@@ -91,8 +91,9 @@ flags.DEFINE_integer(
 flags.DEFINE_integer(
     "read_size",
     8 << 20,
-    "Files are cut into pieces of about this many bytes, at word (or line) starts, and a worker "
-    "reads and maps a piece at a time: this bounds a worker's memory.",
+    "Files are cut into pieces of about this many bytes, at word (or line) starts; a worker "
+    "reads and maps two pieces at a time, or whole files up to four times this size: this bounds "
+    "a worker's memory.",
     lower_bound=1,
 )
 flags.DEFINE_integer(

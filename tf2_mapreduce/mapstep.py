@@ -24,8 +24,10 @@ _NO_REWRITES = _no_dataset_rewrites()
 
 def whole_files_bytes(read_size):
     """Bytes of whole files in one map step at most: a step reads and maps them all at
-    once, so a worker holds about what it holds for `PIECES_IN_FLIGHT` byte ranges."""
-    return PIECES_IN_FLIGHT * read_size
+    once. Four times `read_size`: a step costs a few ms beyond its bytes (measured: 2,000
+    files of 252 KB mapped 0.1 s faster in 32 MB steps than in 16 MB ones), and a worker
+    holds 32 MB of text at most by default."""
+    return 4 * read_size
 
 
 def read_files(paths):
