@@ -17,8 +17,9 @@ import traceback
 from absl import flags
 from absl import logging as absl_logging
 
-from tf2_mapreduce import client, cluster_sources, netns, quiet
+from tf2_mapreduce import client, cluster_sources, inputs, netns, quiet
 from tf2_mapreduce import cluster as cluster_lib
+from tf2_mapreduce import listing as listing_lib
 from tf2_mapreduce.errors import Error, Interrupted, UsageError
 
 __all__ = ["main"]
@@ -198,14 +199,12 @@ def _print_result(job, result):
     sys.stdout.flush()
 
 
-def _list_inputs(specs, job, mr_cluster):
-    """The inputs `specs` name, with notes on what was left out; says what runs where."""
-    from tf2_mapreduce import inputs
-
+def _list_inputs(specs, listing, job, mr_cluster):
+    """The inputs `listing` found for `specs`, with notes on what was left out; says
+    what runs where."""
     if not specs:
-        specs = [inputs.sample_corpus()]
-        _say("no --input given: using the sample corpus in %s" % specs[0])
-    found = inputs.expand(specs, on_error=FLAGS.on_error)
+        _say("no --input given: using the sample corpus in %s" % listing.specs[0])
+    found = listing.result()
     if found.hidden:
         _say(
             "note: skipped %d hidden name(s) such as %s (names starting with '.' or '_'; "
@@ -228,7 +227,7 @@ def _list_inputs(specs, job, mr_cluster):
     return found
 
 
-def _run(specs, mr_cluster, stop_requests, started):
+def _run(specs, listing, mr_cluster, stop_requests, started):
     """Everything after the cluster is chosen and its local servers started: flags in,
     the Python API's calls, the result out. Returns the process exit status."""
     quiet.import_tensorflow(verbose=FLAGS["verbosity"].present)  # after local servers started: they boot meanwhile
@@ -237,7 +236,7 @@ def _run(specs, mr_cluster, stop_requests, started):
     job = jobs.resolve(FLAGS.job, FLAGS.pattern)
     if FLAGS.output:
         output.check_path(FLAGS.output, job)
-    found = _list_inputs(specs, job, mr_cluster)
+    found = _list_inputs(specs, listing, job, mr_cluster)
     mr_cluster.connect()
     with contextlib.ExitStack() as stack:
         reporters = [lambda p: _say(_progress_line(job, p))]
@@ -309,6 +308,8 @@ def main(argv):
     if not FLAGS["verbosity"].present:
         absl_logging.set_verbosity(absl_logging.WARNING)  # TF logs its whole config at INFO
     specs = (FLAGS.input or []) + argv[1:]
+    # Listing many files takes seconds: started first, it runs while TF is imported.
+    listing = listing_lib.BackgroundListing(specs or [inputs.sample_corpus()], FLAGS.on_error)
     mr_cluster = None
     stop_requests = []
     _handle_stop_signals(stop_requests)
@@ -352,7 +353,7 @@ def main(argv):
                     "warning: while the job runs, anyone who reaches this machine can run code on the local "
                     "cluster's ports %s (%s)" % (ports, exposed)
                 )
-        code = _run(specs, mr_cluster, stop_requests, start)
+        code = _run(specs, listing, mr_cluster, stop_requests, start)
     except Interrupted as e:
         error = e
         _say(e.cli_message())
@@ -367,6 +368,7 @@ def main(argv):
         _say("error: internal error, a bug in tf2_mapreduce: please report it with the traceback above")
         code = 1
     finally:
+        listing.close()
         if mr_cluster:
             mr_cluster.close(error)
     if code == 0:

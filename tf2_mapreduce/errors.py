@@ -69,6 +69,10 @@ class InputError(Error):
         super().__init__("%s: %s" % (path, reason))
         self.path = _SETTING.sub(r"\1", path)
         self.reason = reason
+        self._given_path = path
+
+    def __reduce__(self):  # pickled as it was made (`listing` sends it between processes)
+        return type(self), (self._given_path, self.reason)
 
 
 class ClusterError(Error):

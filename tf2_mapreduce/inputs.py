@@ -3,7 +3,8 @@ pipeline of splits (the pieces of one scheduled map step).
 
 Specs are files, directories, glob patterns and @lists (a file of paths, one a line).
 Local paths go through `os` (any bytes in names, no length surprises); every other
-path through tf.io.gfile, so gs:// and TF's other filesystems work.
+path through tf.io.gfile, so gs:// and TF's other filesystems work. TensorFlow is
+imported only for those: listing local paths needs none of it (`listing`).
 """
 
 import glob
@@ -11,10 +12,10 @@ import math
 import os
 import re
 import stat
+import sys
 from dataclasses import dataclass, field
 
 import numpy as np
-import tensorflow as tf
 
 from tf2_mapreduce.errors import InputError, op_error_cause
 
@@ -60,6 +61,23 @@ def _is_hidden(name):
     return name.startswith((".", "_"))
 
 
+def _tf():
+    import tensorflow as tf
+
+    return tf
+
+
+class _NeverRaised(Exception):
+    pass
+
+
+def _tf_error(name="OpError"):
+    """TensorFlow's error class `name` for an except clause, without importing TF:
+    while it is not imported, no TF error can have been raised."""
+    tf = sys.modules.get("tensorflow")
+    return getattr(tf.errors, name) if tf is not None else _NeverRaised
+
+
 def _local(path):
     """The local filesystem path of `path`, or None for a path of another filesystem."""
     if path.startswith("file://"):
@@ -85,10 +103,10 @@ def _stat_file(path):
     local = _local(path)
     if local is None:
         try:
-            st = tf.io.gfile.stat(path)
-        except tf.errors.NotFoundError:
+            st = _tf().io.gfile.stat(path)
+        except _tf_error("NotFoundError"):
             raise InputError(path, "no such file or directory") from None
-        except tf.errors.OpError as e:
+        except _tf_error() as e:
             raise InputError(path, _reason(e)) from None
         if st.is_directory:
             raise _Directory(path, "is a directory")
@@ -114,7 +132,7 @@ def _stat_file(path):
 
 def _isdir(path):
     local = _local(path)
-    return os.path.isdir(local) if local is not None else tf.io.gfile.isdir(path)
+    return os.path.isdir(local) if local is not None else _tf().io.gfile.isdir(path)
 
 
 class _Expander:
@@ -171,8 +189,8 @@ class _Expander:
                 yield directory, subdirs, names
             return
         try:
-            yield from tf.io.gfile.walk(top)
-        except tf.errors.OpError as e:
+            yield from _tf().io.gfile.walk(top)
+        except _tf_error() as e:
             self.problem(InputError(top, "cannot list directory: " + _reason(e)))
 
     def add_directory(self, top):
@@ -190,13 +208,13 @@ class _Expander:
         local = _local(pattern)
         try:
             if local is None:
-                matches = sorted(tf.io.gfile.glob(pattern))
+                matches = sorted(_tf().io.gfile.glob(pattern))
             else:
                 # Names starting with "." match too, to be reported as hidden.
                 matches = sorted(glob.glob(local, include_hidden=True))
                 if local != pattern:
                     matches = ["file://" + m for m in matches]
-        except (OSError, tf.errors.OpError) as e:
+        except (OSError, _tf_error()) as e:
             self.problem(InputError(pattern, _reason(e)))
             return
         visible = []
@@ -223,13 +241,14 @@ class _Expander:
         if _isdir(list_path):
             self.problem(InputError(where, "is a directory, not a list of paths"))
             return
+        local = _local(list_path)
         try:
-            with tf.io.gfile.GFile(list_path, "rb") as f:
+            with open(local, "rb") if local is not None else _tf().io.gfile.GFile(list_path, "rb") as f:
                 data = f.read()
-        except tf.errors.NotFoundError:
+        except (FileNotFoundError, _tf_error("NotFoundError")):
             self.problem(InputError(where, "no such file or directory"))
             return
-        except tf.errors.OpError as e:
+        except (OSError, _tf_error()) as e:
             self.problem(InputError(where, _reason(e)))
             return
         lines = [(n, os.fsdecode(line.strip())) for n, line in enumerate(data.splitlines(), 1)]
@@ -310,7 +329,7 @@ class _Reader:
             self.read = lambda offset, n: os.pread(self._fd, n, offset)
             self.close = lambda: os.close(self._fd)
         else:
-            self._file = tf.io.gfile.GFile(path, "rb")
+            self._file = _tf().io.gfile.GFile(path, "rb")
 
             def read(offset, n):
                 self._file.seek(offset)
@@ -357,7 +376,7 @@ def plan(files, read_size, records="words", on_error="fail"):
                     cuts.append(f.size if target >= f.size else _boundary(reader, target, f.size, separator))
             finally:
                 reader.close()
-        except (OSError, tf.errors.OpError) as e:
+        except (OSError, _tf_error()) as e:
             error = InputError(f.path, "cannot be read to plan its pieces: " + _reason(e))
             if on_error == "fail":
                 raise error from None
@@ -391,6 +410,7 @@ def splits(files, pieces, ids, split_size, max_pieces):
         np.array([p.end for p in chosen], dtype=np.int64),
         np.array([files[p.file].size for p in chosen], dtype=np.int64),
     )
+    tf = _tf()
     ragged = tuple(tf.RaggedTensor.from_row_lengths(column, lengths) for column in columns)
     return tf.data.Dataset.from_tensor_slices(ragged)
 

@@ -1,0 +1,118 @@
+"""Listing in a child process forked before TensorFlow is imported (`listing`): the
+same `Inputs` as `inputs.expand` lists in this process, the same errors, without
+TensorFlow; and the same answer when the child cannot help."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+from conftest import REPO, write_corpus
+
+from tf2_mapreduce import inputs, listing
+
+# Lists in a fresh interpreter, where TensorFlow is not imported, so the child is forked.
+SCRIPT = """
+import json, os, sys
+from tf2_mapreduce import listing
+from tf2_mapreduce.errors import InputError
+import threading
+specs, on_error, fifo_lines = json.loads(sys.argv[1])
+background = listing.BackgroundListing(specs, on_error)
+forked = background._pid is not None
+if fifo_lines is not None:
+    # The child is held in open() on the @list FIFO until a writer comes: killed there,
+    # it cannot have answered. The writer then feeds the listing that follows here.
+    os.kill(background._pid, 9)
+    def feed():
+        with open(specs[0][1:], "w") as f:
+            f.write(fifo_lines)
+    threading.Thread(target=feed).start()
+try:
+    found = background.result()
+    answer = {"files": [[f.path, f.size, f.mtime_ns] for f in found.files], "hidden": found.hidden,
+              "duplicates": found.duplicates, "skipped": [list(s) for s in found.skipped]}
+except InputError as e:
+    answer = {"error": [e.path, e.reason, str(e)]}
+answer["forked"] = forked
+answer["tensorflow"] = "tensorflow" in sys.modules
+print(json.dumps(answer))
+"""
+
+
+def list_in_a_fresh_process(specs, on_error, fifo_lines=None):
+    run = subprocess.run(
+        [sys.executable, "-c", SCRIPT, json.dumps([specs, on_error, fifo_lines])],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=REPO,
+    )
+    assert run.returncode == 0, run.stderr
+    return json.loads(run.stdout)
+
+
+def as_json(found):
+    return {
+        "files": [[f.path, f.size, f.mtime_ns] for f in found.files],
+        "hidden": found.hidden,
+        "duplicates": found.duplicates,
+        "skipped": [list(s) for s in found.skipped],
+    }
+
+
+@pytest.fixture
+def tree(tmp_path):
+    root = tmp_path / "corpus"
+    write_corpus(str(root / "a"), 40, seed=1)
+    write_corpus(str(root / "b" / "c"), 25, seed=2)
+    (root / ".hidden").write_bytes(b"not listed")
+    (root / "b" / "_SUCCESS").write_bytes(b"")
+    os.symlink(root / "a" / "f0003.txt", root / "link.txt")
+    os.symlink(tmp_path / "nowhere", root / "broken.txt")
+    listed = tmp_path / "list.txt"
+    listed.write_text("%s\n\n%s\n" % (root / "a" / "f0001.txt", tmp_path / "missing.txt"))
+    return root, listed
+
+
+def test_a_forked_listing_finds_what_expand_finds_without_tensorflow(tree, tmp_path):
+    root, listed = tree
+    specs = [str(root), "@%s" % listed, str(root / "b" / "c" / "*.txt"), str(tmp_path / "gone")]
+    answer = list_in_a_fresh_process(specs, "skip")
+    assert answer.pop("forked") is True
+    assert answer.pop("tensorflow") is False
+    assert answer == as_json(inputs.expand(specs, on_error="skip"))
+    assert len(answer["files"]) == 65 and len(answer["skipped"]) == 3 and answer["duplicates"]
+
+
+def test_a_forked_listing_raises_the_error_expand_raises(tree, tmp_path):
+    root, listed = tree
+    specs = [str(root / "a"), "@%s" % listed]
+    answer = list_in_a_fresh_process(specs, "fail")
+    with pytest.raises(inputs.InputError) as expected:
+        inputs.expand(specs, on_error="fail")
+    assert answer["error"] == [expected.value.path, expected.value.reason, str(expected.value)]
+    assert answer["forked"] is True
+
+
+def test_a_child_killed_before_it_answers_is_listed_again_here(tree, tmp_path):
+    root, listed = tree
+    fifo = tmp_path / "list.fifo"
+    os.mkfifo(fifo)
+    answer = list_in_a_fresh_process(["@%s" % fifo], "skip", fifo_lines=listed.read_text())
+    assert answer.pop("forked") is True
+    answer.pop("tensorflow")
+    fifo.unlink()
+    listed.rename(fifo)  # the same list, now a file, listed here
+    assert answer == as_json(inputs.expand(["@%s" % fifo], on_error="skip"))
+    assert len(answer["files"]) == 1 and len(answer["skipped"]) == 1
+
+
+def test_with_tensorflow_imported_it_lists_here(tree):
+    import tensorflow  # noqa: F401 - its threads would not survive a fork
+
+    root, _ = tree
+    here = listing.BackgroundListing([str(root)], "skip")
+    assert here._pid is None
+    assert as_json(here.result()) == as_json(inputs.expand([str(root)], on_error="skip"))
