@@ -27,10 +27,10 @@ PARTS = 8
 class Round:
     """Map steps over `pending` pieces, packed several to a step. The pieces of each
     of `groups` (a step that failed on a file) run in `PARTS` steps, so that a failure
-    is pinned on one piece in a few rounds. A step of whole files
-    holds at most `whole_split_size` bytes of them, since it reads them all at once.
-    Steps run at least once, as ClusterCoordinator runs them; the steps
-    (`mapstep.build`, one for whole files, one for byte ranges) commit exactly once.
+    is pinned on one piece in a few rounds. A step of whole files holds at most
+    `whole_split_size` bytes of them, since it reads them all at once. Steps run at
+    least once, as ClusterCoordinator runs them; the steps (`mapstep.build`, one for
+    whole files, one for byte ranges) commit exactly once.
 
     `start()` is non-blocking: schedule() blocks while TF's queue is full and join()
     until every step ran, so both happen on a thread of the round's own, which sets
