@@ -83,8 +83,9 @@ def _map_piece(job, map_fn, text):
 def build(job, state, worker_steps, changed_files, whole_files):
     """The `tf.function` scheduled for each split: `(ids, paths, starts, ends, sizes)` of
     its pieces. Whole files are read and mapped all at once (at most
-    `whole_files_bytes`), byte ranges `PIECES_IN_FLIGHT` at a time. It commits them to `state` (the run's `reduce` state) exactly once, and
-    counts itself in `worker_steps` (anything with `count_this_step()`).
+    `whole_files_bytes`), byte ranges `PIECES_IN_FLIGHT` at a time. It commits them to
+    `state` (the run's `reduce` state) exactly once, and counts itself in `worker_steps`
+    (anything with `count_this_step()`).
 
     Two variants, for splits of whole files and splits of byte ranges: a per-piece
     tf.cond (or tf.debugging.Assert) halved the throughput on small files (measured).

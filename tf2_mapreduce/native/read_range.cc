@@ -29,6 +29,28 @@ using tensorflow::Tensor;
 using tensorflow::TensorShape;
 using tensorflow::tstring;
 
+namespace {
+
+// Reads up to `length` bytes of the file at `path` from `offset` into `contents`, which
+// then holds what was read: fewer bytes if the file ended first (one that shrank after
+// its size was taken reads short, with OutOfRange, which is not an error here).
+absl::Status ReadAt(tensorflow::Env* env, const std::string& path, int64_t offset, size_t length,
+                    tstring* contents) {
+  std::unique_ptr<tensorflow::RandomAccessFile> file;
+  TF_RETURN_IF_ERROR(env->NewRandomAccessFile(path, &file));
+  contents->resize_uninitialized(length);
+  absl::string_view read;
+  absl::Status status = file->Read(static_cast<tensorflow::uint64>(offset), length, &read, &(*contents)[0]);
+  if (!status.ok() && !absl::IsOutOfRange(status)) return status;
+  if (read.data() != contents->data()) {  // some file systems return their own buffer
+    std::memmove(&(*contents)[0], read.data(), read.size());
+  }
+  contents->resize(read.size());
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 REGISTER_OP("Tf2MapreduceReadRange")
     .Input("path: string")
     .Input("start: int64")
@@ -55,25 +77,15 @@ class ReadRangeOp : public OpKernel {
                 absl::InvalidArgumentError("byte range [" + std::to_string(start) + ", " + std::to_string(end) +
                                            ") is not within the " + std::to_string(size) + " bytes of \"" + path +
                                            "\""));
-    tensorflow::Env* env = context->env();
     tensorflow::uint64 actual = 0;
-    OP_REQUIRES_OK(context, env->GetFileSize(path, &actual));
+    OP_REQUIRES_OK(context, context->env()->GetFileSize(path, &actual));
     OP_REQUIRES(context, static_cast<int64_t>(actual) == size, Changed(path, size, actual));
-    std::unique_ptr<tensorflow::RandomAccessFile> file;
-    OP_REQUIRES_OK(context, env->NewRandomAccessFile(path, &file));
     Tensor* output = nullptr;
     OP_REQUIRES_OK(context, context->allocate_output(0, TensorShape({}), &output));
     tstring& contents = output->scalar<tstring>()();
     const size_t length = static_cast<size_t>(end - start);
-    contents.resize_uninitialized(length);
-    absl::string_view read;
-    absl::Status status = file->Read(static_cast<tensorflow::uint64>(start), length, &read, &contents[0]);
-    // A file that shrank between the size check and the read ends early: OutOfRange.
-    OP_REQUIRES(context, status.ok() || absl::IsOutOfRange(status), status);
-    OP_REQUIRES(context, read.size() == length, Changed(path, size, start + read.size()));
-    if (read.data() != contents.data()) {  // some file systems return their own buffer
-      std::memmove(&contents[0], read.data(), length);
-    }
+    OP_REQUIRES_OK(context, ReadAt(context->env(), path, start, length, &contents));
+    OP_REQUIRES(context, contents.size() == length, Changed(path, size, start + contents.size()));
   }
 
  private:
@@ -117,15 +129,7 @@ class ReadFilesOp : public OpKernel {
   static absl::Status ReadWhole(tensorflow::Env* env, const std::string& path, tstring* contents) {
     tensorflow::uint64 size = 0;
     TF_RETURN_IF_ERROR(env->GetFileSize(path, &size));
-    std::unique_ptr<tensorflow::RandomAccessFile> file;
-    TF_RETURN_IF_ERROR(env->NewRandomAccessFile(path, &file));
-    contents->resize_uninitialized(size);
-    absl::string_view read;
-    absl::Status status = file->Read(0, size, &read, &(*contents)[0]);
-    if (!status.ok() && !absl::IsOutOfRange(status)) return status;
-    if (read.data() != contents->data()) std::memmove(&(*contents)[0], read.data(), read.size());
-    contents->resize(read.size());
-    return absl::OkStatus();
+    return ReadAt(env, path, 0, size, contents);
   }
 };
 
