@@ -301,7 +301,7 @@ def peer_map_step(paths):
     for whole in (True, False):
         chosen = [i for i, p in enumerate(pieces) if inputs.whole_file(p, files) == whole]
         if chosen:
-            step = mapstep.build(job, Sum(), NoSteps(), changed_files, whole)
+            step = mapstep.build(job, Sum(), NoSteps(), changed_files, "whole" if whole else "range")
             for split in inputs.splits(files, pieces, chosen, 64 << 20, 256):
                 step(*split)
     return {"words": int(total.numpy()), "map_seconds": time.monotonic() - started}

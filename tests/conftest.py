@@ -2,16 +2,19 @@
 
 import collections
 import faulthandler
+import gzip
 import json
 import os
 import queue
 import random
 import re
 import signal
+import struct
 import subprocess
 import sys
 import threading
 import time
+import zlib
 from dataclasses import dataclass
 
 import portpicker
@@ -378,3 +381,52 @@ def write_zipf_corpus(directory, num_files, distinct=20_000, samples=60_000, see
                 f.write(word + rng.choice(WHITESPACE))
         paths.append(path)
     return paths
+
+
+def read_tfrecords(path):
+    """The records of a TFRecord file, read in plain Python (gzip or zlib by its name):
+    8 bytes of length, 4 of its CRC, the record, 4 of the record's CRC."""
+    with open(path, "rb") as f:
+        data = f.read()
+    if path.endswith(".gz"):
+        data = gzip.decompress(data)
+    elif path.endswith((".zz", ".zlib")):
+        data = zlib.decompress(data)
+    records, offset = [], 0
+    while offset < len(data):
+        (length,) = struct.unpack_from("<Q", data, offset)
+        records.append(data[offset + 12 : offset + 12 + length])
+        offset += 12 + length + 4
+    return records
+
+
+def oracle_vocab(paths, features):
+    """Per feature of `features` ([(name, "string" | "int64")]): a Counter of its values
+    (int64 values as decimal bytes) and the examples without any value of it; and the
+    examples read. Each record parsed by protobuf itself (`Example.FromString`)."""
+    from tensorflow.core.example import example_pb2
+
+    counts = {name: collections.Counter() for name, _ in features}
+    missing = collections.Counter()
+    examples = 0
+    for path in paths:
+        for record in read_tfrecords(path):
+            example = example_pb2.Example.FromString(record)
+            examples += 1
+            for name, kind in features:
+                feature = example.features.feature.get(name)
+                values = []
+                if feature is not None:
+                    values = (
+                        feature.bytes_list.value if kind == "string" else [b"%d" % v for v in feature.int64_list.value]
+                    )
+                counts[name].update(values)
+                missing[name] += not values
+    return {"examples": examples, "counts": counts, "missing": missing}
+
+
+def tft_ordered(counter):
+    """(term, count) pairs as tf.Transform orders a vocabulary: count descending, then the
+    term in reverse lexicographic order."""
+    by_term = sorted(counter.items(), reverse=True)
+    return sorted(by_term, key=lambda pair: -pair[1])

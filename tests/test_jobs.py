@@ -14,7 +14,7 @@ import tensorflow as tf
 from conftest import INPROCESS_PS, oracle_counter, oracle_words, write_corpus, write_zipf_corpus
 
 from tf2_mapreduce import cluster as cluster_lib
-from tf2_mapreduce import inputs, jobs, native, output, reduce, runner
+from tf2_mapreduce import inputs, jobs, native, output, reduce, reducers, runner
 from tf2_mapreduce.errors import Interrupted, UsageError
 
 
@@ -118,10 +118,11 @@ def test_sorted_entries_spills_to_disk_and_merges():
 
 
 PS_DEVICES = [cluster_lib.device("ps", i) for i in range(INPROCESS_PS)]
+WORDS = reducers.KeySum(unit="words")
 
 
 def test_a_retried_per_key_commit_does_not_double_count(inprocess):
-    reducer = reduce.KeyedSum([10, 10, 10], PS_DEVICES, run_id=uuid.uuid4().hex)
+    reducer = reduce.KeyedSum([10, 10, 10], PS_DEVICES, uuid.uuid4().hex, WORDS)
     commit = tf.function(reducer.commit)
     # Keys that look like the table's own markers and total are keys like any other.
     words = tf.constant([b"a", b"b", b"a", b"c", b"d0", b"t", b"", b"k"])
@@ -143,7 +144,7 @@ def test_a_per_key_commit_changes_each_ps_in_one_op(inprocess):
     flags and a total written by three ops, one run counted a total twice and its table
     once. So each ps's part of a commit must make every change in one op (an insert),
     whatever ops read or compute around it."""
-    reducer = reduce.KeyedSum([10, 10], PS_DEVICES, run_id=uuid.uuid4().hex)
+    reducer = reduce.KeyedSum([10, 10], PS_DEVICES, uuid.uuid4().hex, WORDS)
     commit = tf.function(reducer.commit).get_concrete_function(
         tf.TensorSpec([None], tf.int64), (tf.TensorSpec([None], tf.string), tf.TensorSpec([None], tf.int64))
     )
@@ -158,19 +159,19 @@ def test_per_key_state_on_a_ps_belongs_to_one_run(inprocess):
     `leftover` finds state a run did not write (as a rerun on servers that outlived a
     coordinator found, while tables had TF's own per-process names)."""
     first_run = uuid.uuid4().hex
-    first = reduce.KeyedSum([10], PS_DEVICES, first_run)
+    first = reduce.KeyedSum([10], PS_DEVICES, first_run, WORDS)
     tf.function(first.commit)(tf.constant([0], tf.int64), (tf.constant([b"a", b"b"]), tf.constant([2, 3], tf.int64)))
     assert first.leftover() in {"the table on %s" % device for device in PS_DEVICES}
-    second = reduce.KeyedSum([10], PS_DEVICES, uuid.uuid4().hex)
+    second = reduce.KeyedSum([10], PS_DEVICES, uuid.uuid4().hex, WORDS)
     assert second.leftover() is None  # another run never sees the first run's state
     assert dict(second.entries()) == {} and dict(first.entries()) == {b"a": 2, b"b": 3}
-    assert reduce.KeyedSum([10], PS_DEVICES, first_run).leftover() is not None
+    assert reduce.KeyedSum([10], PS_DEVICES, first_run, WORDS).leftover() is not None
     first.reset()  # as after a restore that failed half-way
     assert first.leftover() is None and dict(first.entries()) == {} and first.done().tolist() == [False]
     tf.function(first.commit)(tf.constant([0], tf.int64), (tf.constant([b"a"]), tf.constant([1], tf.int64)))
     assert dict(first.entries()) == {b"a": 1}
     first.release()
-    assert reduce.KeyedSum([10], PS_DEVICES, first_run).leftover() is None  # released: nothing was left
+    assert reduce.KeyedSum([10], PS_DEVICES, first_run, WORDS).leftover() is None  # released: nothing was left
 
 
 def test_wordfreq_checkpoint_resume_is_exact(inprocess, tmp_path):
@@ -270,7 +271,11 @@ def test_max_min_and_signed_sums_per_file_and_overall_with_files_cut_into_pieces
 @pytest.mark.parametrize(
     "name, pattern, message",
     [
-        ("nope", None, "--job=nope: unknown job (built in: grep, linecount, longestline, wc, wordcount, wordfreq;"),
+        (
+            "nope",
+            None,
+            "--job=nope: unknown job (built in: grep, linecount, longestline, recordcount, vocab, wc, wordcount, wordfreq;",
+        ),
         ("grep", None, "--job=grep needs --pattern"),
         ("grep", "a(", "--pattern 'a(': not a valid RE2 regular expression"),
         ("wordcount", "x", "--pattern is only for --job=grep"),

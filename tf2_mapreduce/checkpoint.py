@@ -17,10 +17,11 @@ MANIFEST = "manifest.json"
 FORMAT = 3  # 2: per-piece rows carry a committed marker; 3: per-key done markers in the table
 
 
-def manifest(job, num_ps, files, pieces, read_size):
+def manifest(job, num_ps, files, pieces, read_size, compressions=None):
     """What makes a checkpoint belong to a job: the job and its parameters, its ps
-    layout, its inputs with their sizes and modification times, and how they were
-    cut into pieces (the unit of its state)."""
+    layout, its inputs with their sizes and modification times, how they were cut
+    into pieces (the unit of its state), and how each is decompressed
+    (`compressions`, TF's names per file; None: none is)."""
     cuts = hashlib.sha256(json.dumps([[p.file, p.start, p.end] for p in pieces]).encode()).hexdigest()
     return {
         "format": FORMAT,
@@ -30,6 +31,7 @@ def manifest(job, num_ps, files, pieces, read_size):
         "read_size": read_size,
         "pieces": cuts,
         "files": [[f.path, f.size, f.mtime_ns] for f in files],
+        "compressed": {f.path: c for f, c in zip(files, compressions or ()) if c},
     }
 
 
@@ -60,6 +62,8 @@ def _difference(old, new):
             return "input %s was modified" % path
     if [f[0] for f in old["files"]] != [f[0] for f in new["files"]]:
         return "the inputs are listed in another order"
+    if old.get("compressed") != new["compressed"]:
+        return "its inputs were decompressed otherwise ({setting:compression})"
     if old["read_size"] != new["read_size"]:
         return "it was made with {setting:read_size}=%d" % old["read_size"]
     return "the inputs were cut into pieces differently"

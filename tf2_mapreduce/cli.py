@@ -38,14 +38,60 @@ flags.DEFINE_string(
     "job",
     "wordcount",
     "The job to run. Built in: wordcount (total words), wordfreq (count of every distinct word), "
-    "linecount, wc (lines, words, bytes), longestline (bytes in the longest line), grep (lines matching --pattern). Or your own: "
-    "package.module:ATTRIBUTE naming a tf2_mapreduce.jobs.Job.",
+    "linecount, wc (lines, words, bytes), longestline (bytes in the longest line), grep (lines matching --pattern), "
+    "recordcount (records of TFRecord files), vocab (a vocabulary of each of --features of tf.train.Example "
+    "records). Or your own: package.module:ATTRIBUTE naming a tf2_mapreduce.jobs.Job.",
 )
 flags.DEFINE_string("pattern", None, "For --job=grep: an RE2 regular expression that whole lines must match.")
-flags.DEFINE_integer(
-    "top_k", 20, "For per-key jobs (wordfreq): how many of the most frequent keys to print.", lower_bound=0
+flags.DEFINE_string(
+    "features",
+    None,
+    "For --job=vocab: the tf.train.Example features to count, comma-separated, each name[:string|int64]; "
+    "a type left out is read from the first examples that hold the feature.",
 )
-flags.DEFINE_integer("min_count", 1, "For per-key jobs: leave keys counted fewer times out of --output.", lower_bound=1)
+flags.DEFINE_enum(
+    "format",
+    "auto",
+    ["auto", "text", "tfrecord"],
+    "What the inputs are: text, or TFRecord files. auto: what the job reads (tfrecord for vocab and "
+    "recordcount, text for the others), refusing a file whose name says otherwise (*.tfrecord*, *.txt).",
+)
+flags.DEFINE_enum(
+    "compression",
+    "auto",
+    ["auto", "none", "gzip", "zlib"],
+    "How the inputs are compressed. auto: by each file's name (.gz, .gzip: gzip; .zz, .zlib: zlib; else none). "
+    "A compressed file is read whole by one worker, as a stream.",
+)
+flags.DEFINE_integer(
+    "top_k",
+    None,
+    "For per-key jobs: keep the k most frequent terms in each vocabulary of --output_dir, and print at most "
+    "k keys (default: all kept, 20 printed).",
+    lower_bound=0,
+)
+flags.DEFINE_integer(
+    "min_count",
+    1,
+    "For per-key jobs: leave keys counted fewer times out of --output and --output_dir (tf.Transform's "
+    "frequency_threshold).",
+    lower_bound=1,
+)
+flags.DEFINE_string(
+    "output_dir",
+    None,
+    "For per-key jobs (wordfreq, vocab): write a vocabulary per feature here (any tf.io.gfile path), "
+    "most frequent first, as TensorFlow's lookups load it: vocab_NAME.txt (one term a line), "
+    "counts_NAME.tsv (count, tab, term, line for line), unwritable_NAME.tsv (terms no line can hold: "
+    "empty, or with a line break), and summary.json.",
+)
+flags.DEFINE_enum(
+    "vocabulary_format",
+    "text",
+    ["text", "tfrecord_gzip"],
+    "The vocabulary files of --output_dir: text (one term a line), or tfrecord_gzip (one term a record, "
+    "as tf.Transform writes them: every term fits).",
+)
 flags.DEFINE_integer("num_ps", 1, "ps tasks of the local cluster (when no cluster is configured).", lower_bound=1)
 flags.DEFINE_integer(
     "num_workers", 2, "Worker tasks of the local cluster (when no cluster is configured).", lower_bound=1
@@ -179,16 +225,29 @@ def _progress_line(job, p):
     )
 
 
-def _print_result(job, result):
-    """The summary on stdout: the total, the top keys of a per-key job, what was skipped."""
+def _print_vocabularies(summary):
+    for name, v in summary["vocabularies"].items():
+        missing = ", %d examples missing it" % v["missing"] if "missing" in v else ""
+        aside = ", %d unwritable terms aside" % v["unwritable"] if v.get("unwritable") else ""
+        print(
+            "  %s: %d values, %d distinct%s; %d terms kept%s"
+            % (name, v["values"], v["distinct"], missing, v["written"], aside)
+        )
+
+
+def _print_result(job, result, vocabularies):
+    """The summary on stdout: the total, the top keys of a per-key job (or each
+    vocabulary's summary), what was skipped."""
     from tf2_mapreduce import output
 
     print(
         "%s: %s in %d files (%d bytes), %.2f s"
         % (job.name, _amount(job, result.total, result.distinct), result.files_done, result.bytes_done, result.seconds)
     )
-    if job.reducer.keyed and FLAGS.top_k:
-        top = result.top(FLAGS.top_k, FLAGS.min_count)
+    if vocabularies:
+        _print_vocabularies(vocabularies)
+    elif job.reducer.keyed and FLAGS.top_k != 0:
+        top = result.top(20 if FLAGS.top_k is None else FLAGS.top_k, FLAGS.min_count)
         print("top %d %s (count, %s; non-printable bytes as \\xHH):" % (len(top), job.reducer.unit, job.reducer.unit))
         for key, count in top:
             print("%12d  %s" % (count, output.escape(key)))
@@ -199,7 +258,35 @@ def _print_result(job, result):
     sys.stdout.flush()
 
 
-def _list_inputs(specs, listing, job, mr_cluster):
+def _job(found):
+    """The job the flags name; for --job=vocab, with each feature's type read from `found`."""
+    from tf2_mapreduce import jobs
+
+    if FLAGS.job != "vocab":
+        if FLAGS.features:
+            raise UsageError("--features is for --job=vocab")
+        return jobs.resolve(FLAGS.job, FLAGS.pattern)
+    if not FLAGS.features:
+        raise UsageError("--job=vocab needs --features (feature names, comma-separated)")
+    from tf2_mapreduce.jobs import features
+
+    wanted = features.parse_features(FLAGS.features)
+    return jobs.vocab(features.detect_types(wanted, (f.path for f in found.files), FLAGS.compression))
+
+
+def _check_outputs(job):
+    """Fails before the job, not after it, where the result could not be written as asked."""
+    from tf2_mapreduce import output
+
+    if FLAGS.output_dir and not job.reducer.keyed:
+        raise UsageError("--output_dir is for per-key jobs (wordfreq, vocab); --job=%s writes --output" % job.name)
+    if FLAGS.output:
+        if job.reducer.vocabularies_only:
+            raise UsageError("--output: --job=%s writes a vocabulary per feature: use --output_dir" % job.name)
+        output.check_path(FLAGS.output, job)
+
+
+def _list_inputs(specs, listing, job_name, mr_cluster):
     """The inputs `listing` found for `specs`, with notes on what was left out; says
     what runs where."""
     if not specs:
@@ -218,7 +305,7 @@ def _list_inputs(specs, listing, job, mr_cluster):
     for path, reason in found.skipped:
         _say("skipping %s: %s" % (path, reason))
     where = mr_cluster.cluster.describe() + (" (local)" if mr_cluster.local_processes else "")
-    _say("%s over %d files (%s) on %s" % (job.name, len(found.files), _human_bytes(found.total_bytes), where))
+    _say("%s over %d files (%s) on %s" % (job_name, len(found.files), _human_bytes(found.total_bytes), where))
     if any(f.size > FLAGS.read_size for f in found.files):
         from tf2_mapreduce import native
 
@@ -231,12 +318,11 @@ def _run(specs, listing, mr_cluster, stop_requests, started):
     """Everything after the cluster is chosen and its local servers started: flags in,
     the Python API's calls, the result out. Returns the process exit status."""
     quiet.import_tensorflow(verbose=FLAGS["verbosity"].present)  # after local servers started: they boot meanwhile
-    from tf2_mapreduce import jobs, output
-
-    job = jobs.resolve(FLAGS.job, FLAGS.pattern)
-    if FLAGS.output:
-        output.check_path(FLAGS.output, job)
-    found = _list_inputs(specs, listing, job, mr_cluster)
+    if FLAGS.job != "vocab":  # a bad job name or pattern is told before the inputs are listed
+        _check_outputs(_job(None))
+    found = _list_inputs(specs, listing, FLAGS.job, mr_cluster)
+    job = _job(found)
+    _check_outputs(job)
     mr_cluster.connect()
     with contextlib.ExitStack() as stack:
         reporters = [lambda p: _say(_progress_line(job, p))]
@@ -255,6 +341,8 @@ def _run(specs, listing, mr_cluster, stop_requests, started):
             job,
             found,
             on_error=FLAGS.on_error,
+            format=FLAGS.format,
+            compression=FLAGS.compression,
             checkpoint_dir=FLAGS.checkpoint_dir,
             on_progress=report,
             split_size=FLAGS.split_size,
@@ -267,7 +355,14 @@ def _run(specs, listing, mr_cluster, stop_requests, started):
         stop_requests.append(handle.cancel)
         result = handle.wait()
         # Before the servers are told to exit: per-key results are read from the ps tasks.
-        _print_result(job, result)
+        vocabularies = None
+        if FLAGS.output_dir or job.reducer.vocabularies_only:
+            vocabularies = result.write_vocabularies(
+                FLAGS.output_dir, FLAGS.top_k, FLAGS.min_count, FLAGS.vocabulary_format, since=started
+            )
+        _print_result(job, result, vocabularies)
+        if FLAGS.output_dir:
+            _say("wrote %d vocabularies to %s" % (len(vocabularies["vocabularies"]), FLAGS.output_dir))
         if FLAGS.output:
             # Timed from the process start: imports and cluster start-up count too.
             result.write(FLAGS.output, FLAGS.min_count, since=started)

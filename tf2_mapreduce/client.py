@@ -132,6 +132,29 @@ class Result:
         with self._run.reading_result():
             output.write(path, self._raw, self._found, min_count, timings)
 
+    def write_vocabularies(
+        self,
+        output_dir: str | None,
+        top_k: int | None = None,
+        min_count: int = 1,
+        file_format: str = "text",
+        since: float | None = None,
+    ) -> dict:
+        """For a per-key job: writes its vocabularies under `output_dir` (one per feature
+        for `jobs.vocab`, one of the keys otherwise), most frequent first, as
+        `vocabulary.write` describes; None writes nothing. Returns the summary (also
+        written as summary.json): per vocabulary its values, distinct terms, terms
+        written and left out. Blocking; streams the table from the ps tasks."""
+        from tf2_mapreduce import output, vocabulary
+
+        table = self._table()
+        timings = {"total": self.seconds if since is None else time.monotonic() - since, "map": self.map_seconds}
+        document = output.header(self._raw, self._found, timings)
+        with self._run.reading_result():
+            return vocabulary.write(
+                self._raw.job.reducer, table.entries(), output_dir, top_k, min_count, file_format, document
+            )
+
     def release(self) -> None:
         """Frees the job's state on the ps tasks (done for every result when the cluster
         is left); the table cannot be read afterwards. Blocking."""

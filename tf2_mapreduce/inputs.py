@@ -17,15 +17,36 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from tf2_mapreduce.errors import InputError, op_error_cause
+from tf2_mapreduce.errors import InputError, UsageError, op_error_cause
 
-__all__ = ["InputFile", "Inputs", "Piece", "ON_ERROR", "RECORDS", "expand", "plan", "splits", "sample_corpus"]
+__all__ = [
+    "InputFile",
+    "Inputs",
+    "Piece",
+    "ON_ERROR",
+    "RECORDS",
+    "COMPRESSIONS",
+    "FORMATS",
+    "expand",
+    "compression_of",
+    "format_of",
+    "check_format",
+    "plan",
+    "splits",
+    "sample_corpus",
+]
 
 GLOB_CHARS = frozenset("*?[")
 ON_ERROR = ("fail", "skip")
 # What a piece boundary must follow, so that no record spans two pieces.
 RECORDS = {"words": re.compile(rb"[ \t\n\r\x0b\x0c]"), "lines": re.compile(rb"\n")}
 WINDOW = 64 * 1024  # bytes read at a time while looking for a boundary
+# What a file's bytes are: text, or TFRecord files of serialized records.
+FORMATS = ("text", "tfrecord")
+# How a file is compressed: "auto" goes by its name. TF's names for the codecs ("" is none).
+COMPRESSIONS = {"auto": None, "none": "", "gzip": "GZIP", "zlib": "ZLIB"}
+_COMPRESSED_SUFFIXES = {".gz": "GZIP", ".gzip": "GZIP", ".zz": "ZLIB", ".zlib": "ZLIB"}
+_TFRECORD_SUFFIXES = (".tfrecord", ".tfrecords", ".tfr")
 
 
 @dataclass(frozen=True, slots=True)  # slots: a million files, a hundred MB less
@@ -295,6 +316,50 @@ def expand(specs, on_error="fail"):
     return expander.result
 
 
+def _split_compression_suffix(path):
+    root, suffix = os.path.splitext(path)
+    codec = _COMPRESSED_SUFFIXES.get(suffix.lower())
+    return (root, codec) if codec else (path, "")
+
+
+def compression_of(path, compression="auto"):
+    """TF's name for how the file at `path` is compressed ("", "GZIP" or "ZLIB"):
+    `compression` (a key of `COMPRESSIONS`), or with "auto" its name's suffix:
+    .gz/.gzip for gzip, .zz/.zlib for zlib, anything else none."""
+    forced = COMPRESSIONS[compression]
+    return _split_compression_suffix(path)[1] if forced is None else forced
+
+
+def format_of(path):
+    """The format the name of `path` says ("tfrecord" for *.tfrecord, *.tfrecords, *.tfr;
+    "text" for *.txt; compressed or not), or None where the name does not say."""
+    root = _split_compression_suffix(path)[0].lower()
+    if root.endswith(_TFRECORD_SUFFIXES):
+        return "tfrecord"
+    return "text" if root.endswith(".txt") else None
+
+
+def check_format(files, job_format, given="auto"):
+    """Checks that `files` can be read as `job_format` (what the job reads: one of
+    `FORMATS`). `given`: the format the user named, or "auto", which refuses a file
+    whose name says another format (`format_of`) rather than misread it. Raises
+    `UsageError` or `InputError`."""
+    if given != "auto":
+        if given not in FORMATS:
+            raise UsageError("{setting:format}=%s: not a format (%s, or auto)" % (given, ", ".join(FORMATS)))
+        if given != job_format:
+            raise UsageError("{setting:format}=%s, but the job reads %s" % (given, job_format))
+        return
+    for f in files:
+        named = format_of(f.path)
+        if named is not None and named != job_format:
+            raise InputError(
+                f.path,
+                "a %s file by its name, but the job reads %s ({setting:format}=%s reads it as %s anyway)"
+                % (named, job_format, job_format, job_format),
+            )
+
+
 def encode_path(path):
     """The bytes TensorFlow must be given for `path` (local names may be any bytes)."""
     return os.fsencode(path)
@@ -353,18 +418,20 @@ def _boundary(reader, position, size, separator):
     return size
 
 
-def plan(files, read_size, records="words", on_error="fail"):
+def plan(files, read_size, records="words", on_error="fail", compression="auto"):
     """Cuts `files` into `Piece`s of about `read_size` bytes, each boundary moved
     forward to just after the next separator (ASCII whitespace for records="words",
     a newline for "lines"), so that every word (or line) lies in exactly one piece:
-    the one in which it starts. Returns (pieces, skipped): a file that can no longer
-    be read is an `InputError`, or with on_error="skip" is left out and listed in
-    skipped as (path, reason). Reads a few bytes at each boundary of a large file.
+    the one in which it starts. A compressed file (`compression_of`) and a TFRecord
+    file (records="tfrecord") cannot be cut: each is one piece, read as a stream.
+    Returns (pieces, skipped): a file that can no longer be read is an `InputError`,
+    or with on_error="skip" is left out and listed in skipped as (path, reason).
+    Reads a few bytes at each boundary of a large file.
     """
-    separator = RECORDS[records]
+    separator = RECORDS.get(records)
     pieces, skipped = [], []
     for number, f in enumerate(files):
-        if f.size <= read_size:
+        if f.size <= read_size or separator is None or compression_of(f.path, compression):
             pieces.append(Piece(number, 0, f.size))
             continue
         try:

@@ -1,25 +1,44 @@
 """The map step every job runs on the workers: reads its pieces (a step's whole files at
-once, byte ranges of large files two at a time), maps them with the job's `map_fn`,
-commits them."""
+once, byte ranges of large files two at a time, compressed and TFRecord files as
+streams), maps them with the job's `map_fn`, commits them."""
 
 import tensorflow as tf
 
 from tf2_mapreduce import native
 
-__all__ = ["build", "read_files", "read_range", "read_range_through", "whole_files_bytes", "PIECES_IN_FLIGHT"]
+__all__ = [
+    "build",
+    "read_files",
+    "read_range",
+    "read_range_through",
+    "stream",
+    "whole_files_bytes",
+    "KINDS",
+    "PIECES_IN_FLIGHT",
+    "RECORDS_PER_BATCH",
+]
 
 PIECES_IN_FLIGHT = 2  # pieces a worker reads and maps at once: its memory is about this x read_size
 RANGE_BUFFER = 256 << 10  # bytes TF reads at a time for a byte range
+# A TFRecord file is mapped this many records at a time: a batch is what map_fn gets, so
+# a worker holds this many records per piece in flight.
+RECORDS_PER_BATCH = 1024
+# How a step reads its pieces: whole files at once, byte ranges, or files as streams.
+KINDS = ("whole", "range", "stream")
+# Where a chunk of a streamed text may end, so that no record spans two chunks.
+_SEPARATORS = {"words": b" \t\n\r\x0b\x0c", "lines": b"\n"}
 
 
 def _no_dataset_rewrites():
+    """tf.data options without its default rewrites, which cost milliseconds each time a
+    pipeline starts: a map step starts one per byte range or streamed file."""
     options = tf.data.Options()
     options.experimental_optimization.apply_default_optimizations = False
     options.autotune.enabled = False
-    return options._to_proto().SerializeToString()  # the raw OptionsDataset op takes the proto
+    return options
 
 
-_NO_REWRITES = _no_dataset_rewrites()
+_NO_REWRITES = _no_dataset_rewrites()._to_proto().SerializeToString()  # the raw OptionsDataset op takes the proto
 
 
 def whole_files_bytes(read_size):
@@ -75,22 +94,47 @@ def read_range_through(path, start, end, size):
         return tf.raw_ops.IteratorGetNext(iterator=iterator, output_types=[tf.string], output_shapes=[[]])[0]
 
 
+def stream(job, path, compression, read_size):
+    """A tf.data pipeline of the file at `path` as `job.map_fn` takes it, a batch at a time:
+    its records (`RECORDS_PER_BATCH` at a time) for a job over TFRecord files, else its
+    text (decompressed with `compression`, TF's name: "", "GZIP", "ZLIB") in chunks of
+    about `read_size` bytes cut at the job's record boundaries. For use inside a
+    `tf.function`; memory is bounded by a batch, not by the file."""
+    if job.records == "tfrecord":
+        data = tf.data.TFRecordDataset(path, compression_type=compression, buffer_size=RANGE_BUFFER)
+        data = data.batch(RECORDS_PER_BATCH)
+    else:
+        from tf2_mapreduce import text_stream
+
+        data = text_stream.chunks(path, compression, read_size, _SEPARATORS[job.records]).batch(1)
+    return data.with_options(_no_dataset_rewrites())
+
+
+def _map_stream(job, map_fn, path, compression, read_size):
+    """The job's map step over one streamed file, in the form its reducer commits: each
+    batch mapped and folded into the file's value as it comes (`Reducer.stream_fold`)."""
+    reducer = job.reducer
+    batches = stream(job, path, compression, read_size)
+    return batches.reduce(reducer.stream_start(), lambda value, batch: reducer.stream_fold(value, map_fn(batch)))
+
+
 def _map_piece(job, map_fn, text):
     """The job's map step over one piece, in the form its reducer commits."""
     return job.reducer.combine(map_fn(text[None]))
 
 
-def build(job, state, worker_steps, changed_files, whole_files):
+def build(job, state, worker_steps, changed_files, kind, compression="", read_size=8 << 20):
     """The `tf.function` scheduled for each split: `(ids, paths, starts, ends, sizes)` of
-    its pieces. Whole files are read and mapped all at once (at most
-    `whole_files_bytes`), byte ranges `PIECES_IN_FLIGHT` at a time. It commits them to
-    `state` (the run's `reduce` state) exactly once, and counts itself in `worker_steps`
-    (anything with `count_this_step()`).
+    its pieces, all of one `kind`. Whole files are read and mapped all at once (at most
+    `whole_files_bytes`), byte ranges `PIECES_IN_FLIGHT` at a time, streamed files
+    (compressed with `compression`, or TFRecord files) `PIECES_IN_FLIGHT` at a time,
+    each in batches (`stream`). It commits them to `state` (the run's `reduce` state)
+    exactly once, and counts itself in `worker_steps` (anything with `count_this_step()`).
 
-    Two variants, for splits of whole files and splits of byte ranges: a per-piece
-    tf.cond (or tf.debugging.Assert) halved the throughput on small files (measured).
-    A whole file whose size changed since it was listed fails the step, recorded in
-    `changed_files` (`reduce.ChangedFiles`): it is not the file the job was asked to count.
+    A variant per kind: a per-piece tf.cond (or tf.debugging.Assert) halved the
+    throughput on small files (measured). A whole file whose size changed since it
+    was listed fails the step, recorded in `changed_files` (`reduce.ChangedFiles`): it
+    is not the file the job was asked to count.
     """
     signature = job.reducer.piece_spec()
     # AutoGraph only where the job wants it: converting the runner's own code costs
@@ -103,20 +147,26 @@ def build(job, state, worker_steps, changed_files, whole_files):
         autograph=False,
     )
     def map_step(ids, paths, starts, ends, sizes):
-        if whole_files:
+        checks = []
+        if kind == "whole":
             # All at once: a loop over the files cost about 50 us a file (measured).
             texts = read_files(paths)
             committed = job.reducer.combine_step(map_fn(texts))
             checks = [changed_files.check(ids, sizes, tf.cast(tf.strings.length(texts), tf.int64))]
         else:
-            outputs = tf.map_fn(
-                lambda piece: _map_piece(job, map_fn, read_range(*piece)),
-                (paths, starts, ends, sizes),
-                fn_output_signature=signature,
-                parallel_iterations=PIECES_IN_FLIGHT,
-            )
+            if kind == "range":
+                pieces = (paths, starts, ends, sizes)
+
+                def map_one(piece):
+                    return _map_piece(job, map_fn, read_range(*piece))
+            else:
+                pieces = paths
+
+                def map_one(path):
+                    return _map_stream(job, map_fn, path, compression, read_size)
+
+            outputs = tf.map_fn(map_one, pieces, fn_output_signature=signature, parallel_iterations=PIECES_IN_FLIGHT)
             committed = job.reducer.batch(outputs)
-            checks = []
         with tf.control_dependencies(checks):
             state.commit(ids, committed)
         worker_steps.count_this_step()

@@ -14,7 +14,7 @@ import tensorflow as tf
 from tf2_mapreduce.client import PerFile
 from tf2_mapreduce.errors import UsageError
 
-__all__ = ["escape", "unescape", "sorted_entries", "check_path", "write"]
+__all__ = ["escape", "unescape", "sorted_entries", "check_path", "header", "write", "AtomicFile"]
 
 RUN_SIZE = 500_000  # entries sorted in memory at a time; more spill to sorted runs on disk
 _RECORD = struct.Struct(">qI")  # count, key length; then the key bytes
@@ -81,26 +81,27 @@ def _read_run(path):
             yield f.read(length), count
 
 
-def sorted_entries(entries, run_size=RUN_SIZE):
+def sorted_entries(entries, run_size=RUN_SIZE, order=_order):
     """Yields (key, count) pairs from `entries` by count descending, then key bytes
-    ascending, holding at most `run_size` of them in memory: larger inputs are
-    sorted in runs spilled to a temporary directory and merged."""
+    ascending (or by `order`, a sort key of an entry), holding at most `run_size` of
+    them in memory: larger inputs are sorted in runs spilled to a temporary directory
+    and merged."""
     run = []
     with tempfile.TemporaryDirectory(prefix="tf2_mapreduce-sort-") as directory:
         runs = []
         for entry in entries:
             run.append(entry)
             if len(run) >= run_size:
-                run.sort(key=_order)
+                run.sort(key=order)
                 runs.append(_write_run(run, directory))
                 run = []
-        run.sort(key=_order)
+        run.sort(key=order)
         if not runs:
             yield from run
             return
         runs.append(_write_run(run, directory))
         run = None
-        yield from heapq.merge(*(_read_run(path) for path in runs), key=_order)
+        yield from heapq.merge(*(_read_run(path) for path in runs), key=order)
 
 
 def check_path(path, job):
@@ -114,15 +115,16 @@ def check_path(path, job):
         raise UsageError("{setting:output} %s: {setting:job}=%s writes JSON; name the file *.json" % (path, job.name))
 
 
-class _AtomicFile:
+class AtomicFile:
     """A file written aside and renamed into place, so readers never see half of it."""
 
-    def __init__(self, path):
+    def __init__(self, path, mode="w"):
         self.path = path
+        self.mode = mode
         self.temporary = "%s.tmp-%d" % (path, os.getpid())
 
     def __enter__(self):
-        self.file = tf.io.gfile.GFile(self.temporary, "w")
+        self.file = tf.io.gfile.GFile(self.temporary, self.mode)
         return self.file
 
     def __exit__(self, kind, *rest):
@@ -133,7 +135,7 @@ class _AtomicFile:
             tf.io.gfile.remove(self.temporary)
 
 
-def _header(result, found, timings):
+def header(result, found, timings):
     """What every JSON result says, besides the values."""
     skipped = list(found.skipped) + result.skipped
     return {
@@ -177,9 +179,9 @@ def write(path, result, found, min_count=1, timings=None):
     `timings` (name -> seconds) go into JSON as they are. Blocking; streams a table
     from the ps tasks, which must still be up."""
     timings = timings or {}
-    with _AtomicFile(path) as f:
+    with AtomicFile(path) as f:
         if not result.job.reducer.keyed:
-            document = _header(result, found, timings)
+            document = header(result, found, timings)
             document.update(result.job.reducer.total_fields(result.total))
             _write_json(f, document, "per_file", _per_file(result))
             return
@@ -189,7 +191,7 @@ def write(path, result, found, min_count=1, timings=None):
                 f.write("%s\t%d\n" % (escape(key), count))
             return
         unit = result.job.reducer.unit
-        document = _header(result, found, timings)
+        document = header(result, found, timings)
         document.update(
             {"total_" + unit: result.total, "distinct_" + unit: result.stats.distinct, "min_count": min_count}
         )

@@ -206,9 +206,10 @@ class _KeyShard:
     """One ps's part of a `KeyedSum`: one table, and the critical section that makes a
     commit to it atomic."""
 
-    def __init__(self, shard, device, num_pieces, run_id):
+    def __init__(self, shard, device, num_pieces, run_id, reducer):
         self.device = device
         self.num_pieces = num_pieces
+        self.reducer = reducer
         prefix = "tf2_mapreduce/%s/" % run_id
         with tf.device(device):
             self.table = _RunTable(prefix + "table_%d" % shard, name="table_%d" % shard)
@@ -234,7 +235,7 @@ class _KeyShard:
         with tf.device(self.device):
             n = tf.size(ids)
             all_keys = tf.concat([_markers(ids), [_TOTAL], tf.strings.join([_KEY, keys])], 0)
-            deltas = tf.concat([tf.ones_like(ids), [tf.reduce_sum(counts)], counts], 0)
+            deltas = tf.concat([tf.ones_like(ids), [self.reducer.counted(keys, counts)], counts], 0)
 
         def update():
             with tf.device(self.device):
@@ -266,10 +267,16 @@ class _KeyShard:
             return self.table.lookup(tf.constant([_TOTAL]))[0]
 
     def distinct(self, done):
-        """Keys in the table: its entries but the markers of the `done` pieces and the total."""
+        """Keys in the table: its entries but the markers of the `done` pieces, the total
+        and the reducer's own bookkeeping keys (`KeySum.reserved_keys`)."""
         with tf.device(self.device):
             markers = tf.reduce_sum(tf.cast(done, tf.int64))
-            return self.table.size() - markers - tf.minimum(markers, 1)
+            distinct = self.table.size() - markers - tf.minimum(markers, 1)
+            reserved = self.reducer.reserved_keys()
+            if reserved:
+                found = self.table.lookup(tf.strings.join([_KEY, tf.constant(reserved)])) > 0
+                distinct -= tf.reduce_sum(tf.cast(found, tf.int64))
+            return distinct
 
     def snapshot(self):
         def copy():
@@ -330,10 +337,13 @@ class KeyedSum:
     and adds nothing. A piece is done when every ps has its marker set.
     """
 
-    def __init__(self, sizes, ps_devices, run_id):
+    def __init__(self, sizes, ps_devices, run_id, reducer):
+        """`reducer`: the job's `reducers.KeySum`, which says what its total counts."""
         self.num_pieces = len(sizes)
         self.sizes = np.asarray(sizes, dtype=np.int64)
-        self.shards = [_KeyShard(shard, device, self.num_pieces, run_id) for shard, device in enumerate(ps_devices)]
+        self.shards = [
+            _KeyShard(shard, device, self.num_pieces, run_id, reducer) for shard, device in enumerate(ps_devices)
+        ]
         self._stats = tf.function(self._stats_fn, autograph=False)
         self._snapshot = tf.function(lambda: tf.stack([shard.snapshot() for shard in self.shards]), autograph=False)
         self._make_views = tf.function(

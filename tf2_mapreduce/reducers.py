@@ -6,6 +6,10 @@ Lifecycle, for one run of a job (the runner calls these, in this order):
      signature, traced once per run).
   2. `combine(output)`: on a worker, inside the map step, the job's `map_fn` output for
      one piece becomes what is sent to the ps tasks (keys counted once, say).
+     A streamed piece (a compressed or TFRecord file) is mapped a batch at a time
+     instead: `stream_start()` is its value before the first batch, and
+     `stream_fold(value, output)` folds each batch's `map_fn` output into it, giving
+     what `combine` would.
   3. `batch(outputs)`: a step's per-piece outputs, stacked by `tf.map_fn`, become what
      the state's `commit` takes. A step of whole files maps them all at once instead
      (one `map_fn` call): `combine_step(output)` makes that output what `commit` takes.
@@ -17,12 +21,13 @@ Lifecycle, for one run of a job (the runner calls these, in this order):
 Adding a reducer is one class here: nothing else in the package asks which one it is.
 """
 
+import struct
 from dataclasses import dataclass
 
 import numpy as np
 import tensorflow as tf
 
-__all__ = ["Reducer", "PerPiece", "Sum", "VectorSum", "Min", "Max", "KeySum"]
+__all__ = ["Reducer", "PerPiece", "Sum", "VectorSum", "Min", "Max", "KeySum", "Vocabularies"]
 
 INT64_MIN = np.iinfo(np.int64).min
 INT64_MAX = np.iinfo(np.int64).max
@@ -36,12 +41,13 @@ class Reducer:
     """Base of every reducer; see the module's docstring for the lifecycle.
 
     `keyed`: the result is a table of keys on the ps tasks, read back in chunks
-    (top keys, entries, written as TSV), rather than one value per piece.
+    (top keys, entries, written as TSV or vocabularies), rather than one value per piece.
     `additive`: values only grow as pieces are done, so a rate (words/s) means something.
     """
 
     keyed = False
     additive = True  # values grow as pieces are done: a rate (words/s) means something
+    vocabularies_only = False  # a table that only makes sense as vocabularies (`vocabulary.write`)
 
     def piece_spec(self):
         raise NotImplementedError
@@ -53,6 +59,12 @@ class Reducer:
         return outputs
 
     def combine_step(self, output):
+        raise NotImplementedError
+
+    def stream_start(self):
+        raise NotImplementedError
+
+    def stream_fold(self, value, output):
         raise NotImplementedError
 
     def new_state(self, sizes, ps_devices, run_id):
@@ -95,6 +107,12 @@ class PerPiece(Reducer):
 
     def combine_step(self, output):
         return output
+
+    def stream_start(self):
+        return tf.fill([self.width] if self.width else [], tf.constant(self.identity, tf.int64))
+
+    def stream_fold(self, value, output):
+        return self.fold_tf(tf.concat([value[None], output], 0), axis=0)
 
     def new_state(self, sizes, ps_devices, run_id):
         from tf2_mapreduce import reduce
@@ -203,6 +221,12 @@ class Min(_Extreme):
         return np.minimum
 
 
+def _merge(keys, counts):
+    """(keys, counts) with each key once, its counts added."""
+    unique, index = tf.unique(keys)
+    return unique, tf.math.unsorted_segment_sum(counts, index, tf.size(unique))
+
+
 @dataclass(frozen=True)
 class KeySum(Reducer):
     """Exact int64 totals per key, in tables on the ps tasks, keys sharded over all of them
@@ -225,9 +249,7 @@ class KeySum(Reducer):
         if isinstance(output, tf.Tensor):  # keys alone, each counting 1
             unique, _, counts = tf.unique_with_counts(output, out_idx=tf.int32)
             return unique, tf.cast(counts, tf.int64)
-        keys, counts = output
-        unique, index = tf.unique(keys)
-        return unique, tf.math.unsorted_segment_sum(counts, index, tf.size(unique))
+        return _merge(*output)
 
     def batch(self, outputs):
         return outputs[0].flat_values, outputs[1].flat_values
@@ -238,10 +260,37 @@ class KeySum(Reducer):
             return output, tf.ones_like(output, dtype=tf.int64)
         return output
 
+    def stream_start(self):
+        return tf.zeros([0], tf.string), tf.zeros([0], tf.int64)
+
+    def stream_fold(self, value, output):
+        # Combined at every batch, so a file's running value holds each key once.
+        keys, counts = self.combine_step(output)
+        return _merge(tf.concat([value[0], keys], 0), tf.concat([value[1], counts], 0))
+
     def new_state(self, sizes, ps_devices, run_id):
         from tf2_mapreduce import reduce
 
-        return reduce.KeyedSum(sizes, ps_devices, run_id)
+        return reduce.KeyedSum(sizes, ps_devices, run_id, self)
+
+    def counted(self, keys, counts):
+        """What a commit of (`keys`, `counts`) adds to the job's total (on the ps, per
+        shard): every count, here."""
+        return tf.reduce_sum(counts)
+
+    def reserved_keys(self):
+        """Keys that hold the reducer's own bookkeeping rather than the job's keys: left
+        out of the distinct keys. None here."""
+        return []
+
+    def vocabularies(self):
+        """The names of the vocabularies the table holds (`vocabulary.write`): one here."""
+        return [_name(self.unit)]
+
+    def vocabulary_of(self, key):
+        """(index into `vocabularies()`, term) of a table key; (None, key) for a
+        reserved key."""
+        return 0, key
 
     def fields(self, value):
         return {_name(self.unit): value}
@@ -252,3 +301,75 @@ class KeySum(Reducer):
     def describe(self, value, distinct=None):
         text = "%d %s" % (value, self.unit)
         return text if distinct is None else "%s (%d distinct)" % (text, distinct)
+
+
+# Vocabularies' table keys: 2 bytes of feature index (big-endian), then the term; the
+# index 0xffff is the reducer's own: the count of examples, and each feature's missing.
+_FEATURE = struct.Struct(">H")
+_OWN = b"\xff\xff"
+_EXAMPLES = _OWN + b"e"
+_MISSING = _OWN + b"m"
+
+
+@dataclass(frozen=True)
+class Vocabularies(KeySum):
+    """Exact counts of the values of several features, in one table (`KeySum`'s): each
+    value is kept under its feature's index, and the examples read and the examples
+    missing each feature are counted in the same commit, so all of it is exactly-once
+    together. `map_fn(records)` returns {"examples": scalar int64, "values": a tuple with
+    one 1-D tf.string of values per feature, "missing": 1-D int64 of examples per
+    feature without any value}. The job's total is the examples read."""
+
+    features: tuple = ()  # feature names, in the order of "values"
+
+    vocabularies_only = True
+
+    def __post_init__(self):
+        if not 0 < len(self.features) < 0xFFFF:
+            raise ValueError("Vocabularies needs 1 to %d features" % (0xFFFF - 1))
+
+    def _keys(self, output):
+        keys = [tf.strings.join([_FEATURE.pack(i), values]) for i, values in enumerate(output["values"])]
+        own = tf.constant([_EXAMPLES] + [_MISSING + _FEATURE.pack(i) for i in range(len(self.features))])
+        keys = tf.concat(keys + [own], 0)
+        ones = [tf.ones_like(values, dtype=tf.int64) for values in output["values"]]
+        counts = tf.concat(ones + [[output["examples"]], output["missing"]], 0)
+        # A zero count would still make an entry: a missing feature is no key at all.
+        present = counts > 0
+        return tf.boolean_mask(keys, present), tf.boolean_mask(counts, present)
+
+    def combine(self, output):
+        return super().combine(self._keys(output))
+
+    def combine_step(self, output):
+        return self._keys(output)
+
+    def counted(self, keys, counts):
+        return tf.reduce_sum(tf.where(tf.equal(keys, _EXAMPLES), counts, 0))
+
+    def reserved_keys(self):
+        return [_EXAMPLES] + [_MISSING + _FEATURE.pack(i) for i in range(len(self.features))]
+
+    def vocabularies(self):
+        return list(self.features)
+
+    def vocabulary_of(self, key):
+        if key.startswith(_OWN):
+            return None, key
+        return _FEATURE.unpack_from(key)[0], key[_FEATURE.size :]
+
+    def own_count(self, key):
+        """For a reserved key: ("examples", None) or ("missing", feature index)."""
+        if key == _EXAMPLES:
+            return "examples", None
+        return "missing", _FEATURE.unpack_from(key, len(_MISSING))[0]
+
+    def fields(self, value):
+        return {"examples": value}
+
+    def total_fields(self, value):
+        return {"examples": value}
+
+    def describe(self, value, distinct=None):
+        text = "%d examples" % value
+        return text if distinct is None else "%s (%d distinct values)" % (text, distinct)

@@ -28,9 +28,10 @@ class Round:
     """Map steps over `pending` pieces, packed several to a step. The pieces of each
     of `groups` (a step that failed on a file) run in `PARTS` steps, so that a failure
     is pinned on one piece in a few rounds. A step of whole files holds at most
-    `whole_split_size` bytes of them, since it reads them all at once. Steps run at
-    least once, as ClusterCoordinator runs them; the steps (`mapstep.build`, one for
-    whole files, one for byte ranges) commit exactly once.
+    `whole_split_size` bytes of them, since it reads them all at once. A step holds
+    pieces of one kind only: `kind_of(piece id)` says which (a key of `steps`, the
+    map step for that kind). Steps run at least once, as ClusterCoordinator runs them;
+    the steps (`mapstep.build`) commit exactly once.
 
     `start()` is non-blocking: schedule() blocks while TF's queue is full and join()
     until every step ran, so both happen on a thread of the round's own, which sets
@@ -41,6 +42,7 @@ class Round:
         self,
         coordinator,
         steps,
+        kind_of,
         files,
         pieces,
         pending,
@@ -52,7 +54,7 @@ class Round:
         wake,
     ):
         self.coordinator = coordinator
-        self.steps = steps  # whole files? -> the map step
+        self.steps = steps  # a kind of piece (see kind_of) -> its map step, made when first asked for
         self.wake = wake
         self.first_schedule = None  # time.monotonic() when the first step was scheduled
         self.error = None
@@ -65,23 +67,25 @@ class Round:
         )
         batches = [(packed, per_step, max_pieces or MAX_PIECES_PER_STEP)]
         batches += [(group, split_size, math.ceil(len(group) / PARTS)) for group in groups]
-        self._splits = []  # (whole files?, tf.data pipeline of splits)
+        self._splits = []  # (kind, tf.data pipeline of splits)
         for ids, size, most in batches:
-            for whole in (True, False):
-                chosen = [i for i in ids if inputs_lib.whole_file(pieces[i], files) == whole]
-                if chosen:
-                    cap = min(size, whole_split_size) if whole else size
-                    self._splits.append((whole, inputs_lib.splits(files, pieces, chosen, cap, most)))
+            by_kind = {}
+            for i in ids:
+                by_kind.setdefault(kind_of(i), []).append(i)
+            for kind, chosen in by_kind.items():
+                cap = min(size, whole_split_size) if kind[0] == "whole" else size
+                self._splits.append((kind, inputs_lib.splits(files, pieces, chosen, cap, most)))
 
     def start(self):
         threading.Thread(target=self._drive, name="tf2_mapreduce-schedule", daemon=True).start()
 
     def _drive(self):
         try:
-            for whole, dataset in self._splits:
+            for kind, dataset in self._splits:
+                step = self.steps[kind]
                 for split in dataset:
                     self.first_schedule = self.first_schedule or time.monotonic()
-                    self._scheduled.append((split[0].numpy(), self.coordinator.schedule(self.steps[whole], args=split)))
+                    self._scheduled.append((split[0].numpy(), self.coordinator.schedule(step, args=split)))
             self.coordinator.join()
         except Exception as e:  # handed to the run loop
             self.error = e

@@ -15,7 +15,7 @@ import tensorflow as tf
 from tf2_mapreduce import checkpoint as checkpoint_lib
 from tf2_mapreduce import failures, mapstep, ps_health, reduce, rounds, stall
 from tf2_mapreduce import inputs as inputs_lib
-from tf2_mapreduce.errors import Cancelled, ClusterError, Interrupted, JobFailed, op_error_cause
+from tf2_mapreduce.errors import Cancelled, ClusterError, Interrupted, JobFailed, UsageError, op_error_cause
 
 __all__ = ["Options", "Progress", "Result", "JobRun", "connect"]
 
@@ -29,6 +29,8 @@ class Options:
     read_size: int = 8 << 20  # files are cut into pieces of about this size, read one at a time
     max_pieces: int = 0  # pieces per map step at most; 0: up to rounds.MAX_PIECES_PER_STEP
     on_error: str = "fail"  # "fail": stop at the first unreadable input; "skip": leave it out, say so
+    format: str = "auto"  # what the inputs are: "text", "tfrecord", or "auto": what the job reads
+    compression: str = "auto"  # "none", "gzip", "zlib", or "auto": by each file's name (inputs.compression_of)
     checkpoint_dir: str = None
     checkpoint_every: float = 30.0
     worker_timeout: float = 300.0  # give up after this long without progress while a worker is down
@@ -90,6 +92,19 @@ class Result:
         return self.reducer.file_values(piece_file, len(self.files), self.piece_done)
 
 
+class _MapSteps(dict):
+    """A kind of piece -> its map step, built (and traced) only when a round first has
+    pieces of that kind: tracing a step costs a fraction of a second."""
+
+    def __init__(self, build):
+        super().__init__()
+        self._build = build
+
+    def __missing__(self, kind):
+        self[kind] = step = self._build(kind)
+        return step
+
+
 def _files_done(pieces, piece_done, num_files):
     piece_file = np.array([p.file for p in pieces], dtype=np.int64)
     total = np.bincount(piece_file, minlength=num_files)
@@ -145,23 +160,35 @@ class JobRun:
         self.heartbeats = heartbeats  # server_channel.Heartbeats, or None: no worker watchdog
         self.on_progress = on_progress or (lambda progress: None)
         self.log = log or (lambda line: None)
-        self.pieces, planning_skipped = inputs_lib.plan(files, options.read_size, job.records, options.on_error)
+        if options.compression not in inputs_lib.COMPRESSIONS:
+            raise UsageError(
+                "{setting:compression}=%s: not a compression (%s)"
+                % (options.compression, ", ".join(inputs_lib.COMPRESSIONS))
+            )
+        inputs_lib.check_format(files, "tfrecord" if job.records == "tfrecord" else "text", options.format)
+        self._compressions = [inputs_lib.compression_of(f.path, options.compression) for f in files]
+        self.pieces, planning_skipped = inputs_lib.plan(
+            files, options.read_size, job.records, options.on_error, options.compression
+        )
         self._total_bytes = sum(p.size for p in self.pieces)
         ps_devices = cluster.devices(roles=("ps",))
         self.run_id = uuid.uuid4().hex  # names this run's state on the ps tasks, its alone
         self.reducer = reduce.for_job(job, [p.size for p in self.pieces], ps_devices, self.run_id)
         self.checkpoint = None
         if options.checkpoint_dir:
-            manifest = checkpoint_lib.manifest(job, cluster.num_ps, files, self.pieces, options.read_size)
+            manifest = checkpoint_lib.manifest(
+                job, cluster.num_ps, files, self.pieces, options.read_size, self._compressions
+            )
             self.checkpoint = checkpoint_lib.JobCheckpoint(
                 options.checkpoint_dir, manifest, self.reducer.checkpoint_state()
             )
         self.worker_steps = reduce.WorkerSteps(cluster.num_workers, ps_devices[0])
         self.changed_files = reduce.ChangedFiles(len(self.pieces), ps_devices[0])
-        self.steps = {
-            whole: mapstep.build(job, self.reducer, self.worker_steps, self.changed_files, whole)
-            for whole in (True, False)
-        }
+        self.steps = _MapSteps(
+            lambda kind: mapstep.build(
+                job, self.reducer, self.worker_steps, self.changed_files, *kind, read_size=options.read_size
+            )
+        )
         self.skipped = list(planning_skipped)  # (path, reason) of whole files left out when planned
         self.skipped_pieces = {}  # piece id -> reason
         # [piece ids] of steps that failed on a file: each runs cut in parts (rounds.Round)
@@ -325,6 +352,7 @@ class JobRun:
         round_ = rounds.Round(
             self.coordinator,
             self.steps,
+            self._kind,
             self.files,
             self.pieces,
             pending,
@@ -341,6 +369,14 @@ class JobRun:
         if complete or round_.error is None:
             return None, []
         return round_.error, round_.step_failures()
+
+    def _kind(self, piece_id):
+        """How the map step reads the piece: ("whole" | "range" | "stream", compression)."""
+        piece = self.pieces[piece_id]
+        compression = self._compressions[piece.file]
+        if compression or self.job.records == "tfrecord":
+            return "stream", compression
+        return ("whole" if inputs_lib.whole_file(piece, self.files) else "range"), ""
 
     def _watch(self, round_):
         """The run loop while a round runs: progress, checkpoints, watchdog, stop.

@@ -3,13 +3,29 @@
 import importlib
 
 from tf2_mapreduce.errors import UsageError
-from tf2_mapreduce.jobs import lines, wordcount, wordfreq
+from tf2_mapreduce.jobs import lines, records, wordcount, wordfreq
 from tf2_mapreduce.jobs.base import Job, KeySum, Max, Min, Reducer, Sum, VectorSum, per_text
+from tf2_mapreduce.jobs.features import vocab
 
-__all__ = ["Job", "Reducer", "Sum", "VectorSum", "Min", "Max", "KeySum", "per_text", "BUILT_IN", "resolve"]
+__all__ = [
+    "Job",
+    "Reducer",
+    "Sum",
+    "VectorSum",
+    "Min",
+    "Max",
+    "KeySum",
+    "per_text",
+    "vocab",
+    "BUILT_IN",
+    "resolve",
+]
 
-BUILT_IN = {job.name: job for job in (wordcount.JOB, wordfreq.JOB, lines.LINECOUNT, lines.WC, lines.LONGEST_LINE)}
-BUILT_IN_NAMES = sorted(list(BUILT_IN) + ["grep"])
+BUILT_IN = {
+    job.name: job
+    for job in (wordcount.JOB, wordfreq.JOB, lines.LINECOUNT, lines.WC, lines.LONGEST_LINE, records.RECORDCOUNT)
+}
+BUILT_IN_NAMES = sorted(list(BUILT_IN) + ["grep", "vocab"])
 
 
 def resolve(name, pattern=None):
@@ -18,6 +34,8 @@ def resolve(name, pattern=None):
     Only the coordinator imports a user's module: map steps are traced into graphs
     that the workers run, so workers need no user code. Raises `UsageError`.
     """
+    if name == "vocab":
+        raise UsageError("{setting:job}=vocab needs {setting:features}: from Python, jobs.vocab(features)")
     if name == "grep":
         if pattern is None:
             raise UsageError(

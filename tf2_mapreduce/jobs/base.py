@@ -1,5 +1,5 @@
-"""The job API: a job is a pure-TF map step over a batch of texts and the reducer its
-output feeds. The runner gives every job the same scheduling, exactly-once commits,
+"""The job API: a job is a pure-TF map step over a batch of texts (or of TFRecord
+records) and the reducer its output feeds. The runner gives every job the same scheduling, exactly-once commits,
 checkpoints and progress; a job only says what to compute.
 """
 
@@ -28,7 +28,14 @@ class Job:
     Large files are cut into pieces, and a text is a piece, cut so that it holds
     whole `records`: "lines" (the default: no line is ever cut) or "words" (no word
     is cut; lines may be). A job must give the same total for a file as for its
-    pieces added up: true of anything counted per line (or per word).
+    pieces added up: true of anything counted per line (or per word). A compressed
+    file is read as a stream, and `map_fn` gets its text a chunk at a time, cut the
+    same way.
+
+    With records="tfrecord" the inputs are TFRecord files (compressed or not), and
+    `map_fn` gets a batch of serialized records (1-D tf.string: call
+    `tf.io.parse_example` on it, say), returning one value per record for a
+    per-piece reducer, or the batch's keys for `KeySum`. A record is never cut.
 
     `autograph` converts Python control flow over tensors in `map_fn` (as
     tf.function does by default); a `map_fn` without any can turn it off, which
@@ -40,7 +47,7 @@ class Job:
     reducer: Reducer  # Sum, VectorSum, Min, Max, KeySum (tf2_mapreduce.reducers)
     description: str = ""
     config: dict = field(default_factory=dict)
-    records: str = "lines"
+    records: str = "lines"  # "lines", "words", or "tfrecord"
     autograph: bool = True
 
 

@@ -1,0 +1,297 @@
+"""Jobs over TFRecord files of tf.train.Example: vocab and recordcount, against records
+parsed one by one by protobuf (conftest.oracle_vocab), on in-process and real
+multi-process clusters; vocabulary files loaded by TensorFlow's own lookups."""
+
+import collections
+import gzip
+import json
+import os
+import random
+import signal
+
+import pytest
+import tensorflow as tf
+from conftest import ConfiguredCluster, LiveCoordinator, oracle_vocab, read_tfrecords, task_env, tft_ordered
+
+import tf2_mapreduce as mr
+from tf2_mapreduce import inputs, output, runner, vocabulary
+from tf2_mapreduce.errors import InputError, JobFailed, UsageError
+
+FEATURES = [("query", "string"), ("tags", "string"), ("user_id", "int64")]
+# Terms a text vocabulary cannot hold, terms that are hard for a line reader, and plain ones.
+ODD_TERMS = [b"", b"a\nb", b"c\rd", b"\xff\xfe", "caf\u00e9".encode(), b"x\x0by", "t\u2028u".encode(), b"tab\tx", b" "]
+SUFFIX = {"": ".tfrecord", "GZIP": ".tfrecord.gz", "ZLIB": ".tfrecord.zz"}
+
+
+def run(inprocess, job, specs, on_error="fail", **options):
+    files = inputs.expand(specs, on_error=on_error).files
+    return runner.JobRun(job, files, inprocess[1], inprocess[0], runner.Options(on_error=on_error, **options)).run()
+
+
+def write(result, directory, **options):
+    """The vocabularies of a run's table, as `Result.write_vocabularies` writes them."""
+    return vocabulary.write(result.job.reducer, result.reducer.entries(), directory, **options)
+
+
+def example(rng, vocabulary):
+    features = {}
+    if rng.random() < 0.9:
+        values = [rng.choice(vocabulary) for _ in range(rng.choice([1, 1, 1, 2]))]
+        features["query"] = tf.train.Feature(bytes_list=tf.train.BytesList(value=values))
+    if rng.random() < 0.8:  # present with no value counts as missing too
+        values = [rng.choice(vocabulary[:50]) for _ in range(rng.randint(0, 4))]
+        features["tags"] = tf.train.Feature(bytes_list=tf.train.BytesList(value=values))
+    if rng.random() < 0.85:
+        ids = [int(rng.paretovariate(1.2)) * rng.choice([1, -1]) for _ in range(rng.choice([1, 1, 2]))]
+        features["user_id"] = tf.train.Feature(int64_list=tf.train.Int64List(value=ids))
+    features["score"] = tf.train.Feature(float_list=tf.train.FloatList(value=[rng.random()]))
+    return tf.train.Example(features=tf.train.Features(feature=features)).SerializeToString()
+
+
+def write_examples(directory, shards, per_shard, seed=0, compressions=("GZIP",)):
+    """Writes `shards` TFRecord files of random examples (compression cycling through
+    `compressions`); returns their paths."""
+    rng = random.Random(seed)
+    vocabulary = ODD_TERMS + [b"q%d" % i for i in range(3000)]
+    os.makedirs(directory, exist_ok=True)
+    paths = []
+    for shard in range(shards):
+        compression = compressions[shard % len(compressions)]
+        path = os.path.join(directory, "part-%05d%s" % (shard, SUFFIX[compression]))
+        with tf.io.TFRecordWriter(path, compression) as writer:
+            for _ in range(per_shard):
+                writer.write(example(rng, vocabulary))
+        paths.append(path)
+    return paths
+
+
+@pytest.fixture(scope="module")
+def shards(tmp_path_factory):
+    directory = str(tmp_path_factory.mktemp("examples"))
+    paths = write_examples(directory, 24, 400, seed=5, compressions=("GZIP", "", "ZLIB"))
+    return directory, paths, oracle_vocab(paths, FEATURES)
+
+
+def read_lines(path):
+    with open(path, "rb") as f:
+        return f.read().split(b"\n")[:-1]
+
+
+def assert_vocabularies(directory, oracle, top_k=None, min_count=1):
+    """Every file under `directory` against the oracle: vocabulary, counts, unwritable
+    terms, summary; each vocabulary loaded by StringLookup and TextFileInitializer."""
+    with open(os.path.join(directory, vocabulary.SUMMARY)) as f:
+        summary = json.load(f)
+    assert summary["examples"] == oracle["examples"]
+    for name, _ in FEATURES:
+        counts = oracle["counts"][name]
+        ranked = [(t, c) for t, c in tft_ordered(counts) if c >= min_count]
+        written = [(t, c) for t, c in ranked if vocabulary.holdable(t)][:top_k]
+        aside = [(t, c) for t, c in ranked if not vocabulary.holdable(t)]
+        path = os.path.join(directory, "vocab_%s.txt" % name)
+        assert read_lines(path) == [t for t, _ in written]
+        rows = [line.split(b"\t", 1) for line in read_lines(os.path.join(directory, "counts_%s.tsv" % name))]
+        assert [(t, int(c)) for c, t in rows] == written
+        rows = [line.split(b"\t", 1) for line in read_lines(os.path.join(directory, "unwritable_%s.tsv" % name))]
+        assert [(output.unescape(t.decode()), int(c)) for c, t in rows] == aside
+        assert summary["vocabularies"][name] == {
+            "values": sum(counts.values()),
+            "distinct": len(counts),
+            "missing": oracle["missing"][name],
+            "written": len(written),
+            "unwritable": len(aside),
+            "unwritable_values": sum(c for _, c in aside),
+            "below_min_count": sum(1 for c in counts.values() if c < min_count),
+            "beyond_top_k": sum(1 for t, c in ranked if vocabulary.holdable(t)) - len(written),
+            "files": vocabulary.file_names(name),
+        }
+        terms = tf.constant([t for t, _ in written] + [b"never seen"])
+        lookup = tf.keras.layers.StringLookup(vocabulary=path)
+        assert lookup(terms).numpy().tolist() == list(range(1, len(written) + 1)) + [0]  # index 0: out of vocabulary
+        table = tf.lookup.StaticHashTable(
+            tf.lookup.TextFileInitializer(
+                path, tf.string, tf.lookup.TextFileIndex.WHOLE_LINE, tf.int64, tf.lookup.TextFileIndex.LINE_NUMBER
+            ),
+            default_value=-1,
+        )
+        assert table.lookup(terms).numpy().tolist() == list(range(len(written))) + [-1]
+    return summary
+
+
+def test_vocab_matches_protobuf_record_by_record(inprocess, shards, tmp_path):
+    directory, paths, oracle = shards
+    assert all(oracle["counts"][name] for name, _ in FEATURES) and oracle["missing"]["tags"] > 0
+    result = run(inprocess, mr.jobs.vocab(FEATURES), [directory], max_pieces=5)
+    assert (result.total, result.files_done) == (oracle["examples"], len(paths))
+    assert result.stats.distinct == sum(len(oracle["counts"][name]) for name, _ in FEATURES)
+    write(result, str(tmp_path / "all"))
+    assert_vocabularies(str(tmp_path / "all"), oracle)
+    write(result, str(tmp_path / "cut"), top_k=40, min_count=3)
+    assert_vocabularies(str(tmp_path / "cut"), oracle, top_k=40, min_count=3)
+    # As tf.Transform writes them: every term a record, the odd ones in their rank too.
+    write(result, str(tmp_path / "records"), min_count=2, file_format="tfrecord_gzip")
+    for name, _ in FEATURES:
+        ranked = [(t, c) for t, c in tft_ordered(oracle["counts"][name]) if c >= 2]
+        assert read_tfrecords(str(tmp_path / "records" / ("vocab_%s.tfrecord.gz" % name))) == [t for t, _ in ranked]
+        counts = read_tfrecords(str(tmp_path / "records" / ("counts_%s.tfrecord.gz" % name)))
+        assert counts == [b"%d\t%s" % (c, t) for t, c in ranked]
+
+
+def test_recordcount_over_every_compression_counts_each_file(inprocess, shards):
+    directory, paths, oracle = shards
+    result = run(inprocess, mr.jobs.BUILT_IN["recordcount"], [directory])
+    assert result.total == oracle["examples"]
+    values = result.file_values()
+    assert {f.path: int(values[n]) for n, f in enumerate(result.files)} == {p: len(read_tfrecords(p)) for p in paths}
+
+
+def test_a_name_that_contradicts_the_job_is_refused(inprocess, shards, tmp_path):
+    directory, paths, _ = shards
+    with pytest.raises(
+        InputError, match=r"part-00000.tfrecord.gz: a tfrecord file by its name, but the job reads text"
+    ):
+        run(inprocess, mr.jobs.BUILT_IN["wordcount"], [paths[0]])
+    with pytest.raises(UsageError, match=r"format=text, but the job reads tfrecord"):
+        run(inprocess, mr.jobs.BUILT_IN["recordcount"], [paths[0]], format="text")
+    with pytest.raises(UsageError, match=r"compression=bzip2: not a compression"):
+        run(inprocess, mr.jobs.BUILT_IN["recordcount"], [paths[0]], compression="bzip2")
+    # Named otherwise, the same bytes are read as the job says: by its name, or as told.
+    plain = tmp_path / "data.bin"
+    plain.write_bytes(gzip.decompress(open(paths[0], "rb").read()))
+    assert run(inprocess, mr.jobs.BUILT_IN["recordcount"], [str(plain)]).total == len(read_tfrecords(paths[0]))
+    packed = tmp_path / "data.gzipped"
+    packed.write_bytes(open(paths[0], "rb").read())
+    result = run(inprocess, mr.jobs.BUILT_IN["recordcount"], [str(packed)], compression="gzip")
+    assert result.total == len(read_tfrecords(paths[0]))
+
+
+def corrupt(paths, tmp_path):
+    """Copies of `paths` with a flipped byte in a record of one uncompressed file and
+    one GZIP file cut short; returns (the copies, the two bad ones)."""
+    directory = tmp_path / "damaged"
+    directory.mkdir()
+    copies = []
+    for path in paths:
+        copy = directory / os.path.basename(path)
+        copy.write_bytes(open(path, "rb").read())
+        copies.append(str(copy))
+    flipped = next(p for p in copies if p.endswith(".tfrecord"))
+    data = bytearray(open(flipped, "rb").read())
+    data[len(data) // 2] ^= 0x55
+    open(flipped, "wb").write(bytes(data))
+    truncated = next(p for p in copies if p.endswith(".gz"))
+    data = open(truncated, "rb").read()
+    open(truncated, "wb").write(data[: len(data) * 2 // 3])
+    return copies, [flipped, truncated]
+
+
+def test_a_corrupt_record_and_a_truncated_gzip_file_fail_or_are_skipped(inprocess, shards, tmp_path):
+    _, paths, _ = shards
+    copies, bad = corrupt(paths, tmp_path)
+    job = mr.jobs.vocab(FEATURES)
+    with pytest.raises(
+        JobFailed, match=r"a map step failed: .*/part-\d+\.tfrecord(\.gz)?: (corrupted|truncated) record at \d+"
+    ):
+        run(inprocess, job, copies, max_pieces=1)
+    result = run(inprocess, job, copies, on_error="skip", max_pieces=4)
+    skipped = dict(result.skipped)
+    assert sorted(skipped) == sorted(bad)
+    assert "corrupted record at" in skipped[bad[0]] or "truncated record at" in skipped[bad[0]]
+    good = [p for p in copies if p not in bad]
+    oracle = oracle_vocab(good, FEATURES)
+    assert result.total == oracle["examples"] and result.files_done == len(good)
+    write(result, str(tmp_path / "vocab"))
+    assert_vocabularies(str(tmp_path / "vocab"), oracle)
+
+
+def test_wordfreq_writes_a_vocabulary_that_lookups_load(inprocess, tmp_path):
+    words = [b"w%d" % (i % 37) for i in range(5000)] + [b"caf\xc3\xa9", b"\xff", b"x\x0cy"]
+    (tmp_path / "in.txt").write_bytes(b" ".join(words) + b"\n")
+    result = run(inprocess, mr.jobs.BUILT_IN["wordfreq"], [str(tmp_path / "in.txt")])
+    summary = write(result, str(tmp_path / "out"), min_count=2)
+    oracle = collections.Counter((b" ".join(words)).split())
+    expected = [(t, c) for t, c in tft_ordered(oracle) if c >= 2]
+    path = str(tmp_path / "out" / "vocab_words.txt")
+    assert read_lines(path) == [t for t, _ in expected]
+    assert summary["vocabularies"]["words"]["distinct"] == len(oracle) and "examples" not in summary
+    lookup = tf.keras.layers.StringLookup(vocabulary=path)
+    assert lookup(tf.constant([t for t, _ in expected])).numpy().tolist() == list(range(1, len(expected) + 1))
+
+
+def test_vocab_on_a_real_cluster_with_two_ps_and_a_killed_worker(tmp_path, processes, shards):
+    directory, paths, oracle = shards
+    cluster = ConfiguredCluster(tmp_path, processes, num_ps=2, num_workers=2)
+    cluster.start_all()
+    out = tmp_path / "vocab"
+    args = [
+        "--job=vocab",
+        "--features=query,tags,user_id",  # types read from the data
+        "--format=tfrecord",
+        "--input",
+        os.path.join(directory, "*.tfrecord*"),
+        "--output_dir",
+        str(out),
+        "--files_per_step",
+        "1",
+        "--progress_every",
+        "0.2",
+    ]
+    job = LiveCoordinator(args, cluster.chief_env(), processes, tmp_path / "c.log")
+    assert job.wait_for_files(4) < len(paths)
+    cluster.servers["worker", 1].kill()
+    code, stdout, stderr = job.finish()
+    assert code == 0, stderr
+    assert "vocab: %d examples" % oracle["examples"] in stdout
+    assert_vocabularies(str(out), oracle)
+    for task in [("ps", 0), ("ps", 1), ("worker", 0)]:
+        assert cluster.servers[task].wait(30) == 0
+
+
+def test_vocab_stopped_and_resumed_from_its_checkpoint(tmp_path, processes, shards):
+    directory, paths, oracle = shards
+    out = tmp_path / "vocab"
+    args = [
+        "--job=vocab",
+        "--features=query:string,tags:string,user_id:int64",
+        "--input",
+        directory,
+        "--output_dir",
+        str(out),
+        "--num_ps",
+        "2",
+        "--checkpoint_dir",
+        str(tmp_path / "ckpt"),
+        "--files_per_step",
+        "1",
+        "--progress_every",
+        "0.2",
+    ]
+    job = LiveCoordinator(args, task_env(), processes, tmp_path / "first.log")
+    job.wait_for_files(3)
+    job.proc.send_signal(signal.SIGTERM)
+    code, _, stderr = job.finish()
+    assert code == 143, stderr
+    resumed = LiveCoordinator(args, task_env(), processes, tmp_path / "second.log")
+    done = int(resumed.wait_for(r"resuming from .*: (\d+) of %d files already done" % len(paths)).group(1))
+    assert done >= 3
+    code, _, stderr = resumed.finish()
+    assert code == 0, stderr
+    summary = assert_vocabularies(str(out), oracle)
+    assert summary["files_resumed"] == done and summary["files"] == len(paths)
+
+
+def test_vocab_needs_features_of_a_type_it_can_count(inprocess, shards):
+    from tf2_mapreduce.jobs import features
+
+    _, paths, _ = shards
+    with pytest.raises(UsageError, match=r"score holds floats"):
+        features.detect_types(features.parse_features("query,score"), paths)
+    with pytest.raises(UsageError, match=r"nope is in none of the first \d+ examples; give its type"):
+        features.detect_types(features.parse_features("nope"), paths)
+    assert features.detect_types(features.parse_features("user_id,query"), paths) == [
+        ("user_id", "int64"),
+        ("query", "string"),
+    ]
+    # A value of another type than declared is the file's error, named with it.
+    with pytest.raises(JobFailed, match=r"part-00000.tfrecord.gz: .*user_id"):
+        run(inprocess, mr.jobs.vocab([("user_id", "string")]), [paths[0]])
