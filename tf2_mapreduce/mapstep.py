@@ -12,6 +12,7 @@ __all__ = [
     "read_range",
     "read_range_through",
     "stream",
+    "file_sizes",
     "whole_files_bytes",
     "KINDS",
     "PIECES_IN_FLIGHT",
@@ -59,6 +60,13 @@ def read_files(paths):
     return tf.map_fn(tf.io.read_file, paths, parallel_iterations=PIECES_IN_FLIGHT)
 
 
+def file_sizes(paths):
+    """The size of each file of `paths` (1-D tf.string) now, as a 1-D tf.int64, for use
+    inside a `tf.function`; None without the native op (TensorFlow has none)."""
+    library = native.load()
+    return None if library is None else library.tf2_mapreduce_file_sizes(paths)
+
+
 def read_range(path, start, end, size):
     """Bytes [start, end) of the file at `path`, which must be `size` bytes long; for use
     inside a `tf.function`. A file of another size fails the read (`failures.file_failure` names it).
@@ -100,12 +108,11 @@ def stream(job, path, compression, read_size):
     text (decompressed with `compression`, TF's name: "", "GZIP", "ZLIB") in chunks of
     about `read_size` bytes cut at the job's record boundaries. For use inside a
     `tf.function`; memory is bounded by a batch, not by the file."""
-    if job.records == "tfrecord":
-        data = tf.data.TFRecordDataset(path, compression_type=compression, buffer_size=RANGE_BUFFER)
-        data = data.batch(RECORDS_PER_BATCH)
-    else:
-        from tf2_mapreduce import text_stream
+    from tf2_mapreduce import text_stream
 
+    if job.records == "tfrecord":
+        data = text_stream.records(path, compression).batch(RECORDS_PER_BATCH)
+    else:
         data = text_stream.chunks(path, compression, read_size, _SEPARATORS[job.records]).batch(1)
     return data.with_options(_no_dataset_rewrites())
 
@@ -134,7 +141,8 @@ def build(job, state, worker_steps, changed_files, kind, compression="", read_si
     A variant per kind: a per-piece tf.cond (or tf.debugging.Assert) halved the
     throughput on small files (measured). A whole file whose size changed since it
     was listed fails the step, recorded in `changed_files` (`reduce.ChangedFiles`): it
-    is not the file the job was asked to count.
+    is not the file the job was asked to count. So does a streamed file, where the
+    native op can tell its size (`file_sizes`).
     """
     signature = job.reducer.piece_spec()
     # AutoGraph only where the job wants it: converting the runner's own code costs
@@ -161,6 +169,9 @@ def build(job, state, worker_steps, changed_files, kind, compression="", read_si
                     return _map_piece(job, map_fn, read_range(*piece))
             else:
                 pieces = paths
+                now = file_sizes(paths)
+                if now is not None:  # a stream's length read is not its size: compared before it is read
+                    checks = [changed_files.check(ids, sizes, now)]
 
                 def map_one(path):
                     return _map_stream(job, map_fn, path, compression, read_size)

@@ -17,7 +17,7 @@ import tensorflow as tf
 
 __all__ = ["load", "unavailable", "cache_dir"]
 
-SOURCES = ("read_range.cc", "words.cc")
+SOURCES = ("read_range.cc", "words.cc", "text_stream.cc")
 # -O3: the word counter's loop is counted many bytes at a time only when vectorized.
 OPTIONS = ("-std=c++17", "-shared", "-fPIC", "-O3", "-w")  # -w: TensorFlow's headers warn by the hundred
 NATIVE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "native")
@@ -78,7 +78,9 @@ def _library_path():
 
 def load():
     """The op library (its ops as functions: `tf2_mapreduce_read_range`,
-    `tf2_mapreduce_count_words`, `tf2_mapreduce_word_counts`), or None
+    `tf2_mapreduce_count_words`, `tf2_mapreduce_word_counts`, and the dataset ops
+    `tf2_mapreduce_text_chunk_dataset` and `tf2_mapreduce_record_dataset`, which
+    text_stream.chunks and text_stream.records wrap), or None
     if it cannot be built or loaded here (`unavailable()` says why). Blocking: the first
     call on a machine builds it (tens of seconds); later ones load it from the cache."""
     if "ops" not in _loaded:
