@@ -7,11 +7,14 @@ import gzip
 import json
 import os
 import random
+import re
 import signal
+import subprocess
+import sys
 
 import pytest
 import tensorflow as tf
-from conftest import ConfiguredCluster, LiveCoordinator, oracle_vocab, read_tfrecords, task_env, tft_ordered
+from conftest import REPO, ConfiguredCluster, LiveCoordinator, oracle_vocab, read_tfrecords, task_env, tft_ordered
 
 import tf2_mapreduce as mr
 from tf2_mapreduce import inputs, output, runner, vocabulary
@@ -190,13 +193,16 @@ def test_a_corrupt_record_and_a_truncated_gzip_file_fail_or_are_skipped(inproces
     copies, bad = corrupt(paths, tmp_path)
     job = mr.jobs.vocab(FEATURES)
     with pytest.raises(
-        JobFailed, match=r"a map step failed: .*/part-\d+\.tfrecord(\.gz)?: (corrupted|truncated) record at \d+"
+        JobFailed,
+        match=r"a map step failed: .*/part-\d+\.tfrecord(\.gz)?: "
+        r"(corrupted record at \d+|truncated record at \d+|truncated GZIP file: it ends inside a compressed stream)",
     ):
         run(inprocess, job, copies, max_pieces=1)
     result = run(inprocess, job, copies, on_error="skip", max_pieces=4)
     skipped = dict(result.skipped)
     assert sorted(skipped) == sorted(bad)
-    assert "corrupted record at" in skipped[bad[0]] or "truncated record at" in skipped[bad[0]]
+    assert re.match(r"(corrupted|truncated) record at \d+$", skipped[bad[0]])  # the flipped byte: a record's CRC
+    assert re.match(r"truncated GZIP file|truncated record at \d+$", skipped[bad[1]])
     good = [p for p in copies if p not in bad]
     oracle = oracle_vocab(good, FEATURES)
     assert result.total == oracle["examples"] and result.files_done == len(good)
@@ -295,3 +301,62 @@ def test_vocab_needs_features_of_a_type_it_can_count(inprocess, shards):
     # A value of another type than declared is the file's error, named with it.
     with pytest.raises(JobFailed, match=r"part-00000.tfrecord.gz: .*user_id"):
         run(inprocess, mr.jobs.vocab([("user_id", "string")]), [paths[0]])
+
+
+def test_a_stream_file_that_changed_since_it_was_listed_is_not_counted(inprocess, shards, tmp_path):
+    _, paths, _ = shards
+    copies = []
+    for path in paths[:3]:
+        copy = tmp_path / os.path.basename(path)
+        copy.write_bytes(open(path, "rb").read())
+        copies.append(str(copy))
+    files = inputs.expand(copies).files
+    with tf.io.TFRecordWriter(str(tmp_path / "more.tfrecord")) as writer:
+        writer.write(b"one more record")
+    with open(copies[1], "ab") as f:  # a whole record more, valid but never listed
+        f.write(open(str(tmp_path / "more.tfrecord"), "rb").read())
+    job = mr.jobs.BUILT_IN["recordcount"]
+    with pytest.raises(JobFailed, match=r"%s: changed since it was listed \(\d+ bytes then, \d+ now\)" % copies[1]):
+        runner.JobRun(job, files, inprocess[1], inprocess[0]).run()
+    result = runner.JobRun(job, files, inprocess[1], inprocess[0], runner.Options(on_error="skip")).run()
+    assert [path for path, _ in result.skipped] == [copies[1]]
+    assert result.total == sum(len(read_tfrecords(p)) for p in (copies[0], copies[2]))
+
+
+def readme_walkthrough():
+    """The commands and the Python of README's vocab section, as written there."""
+    with open(os.path.join(REPO, "README.md"), encoding="utf-8") as f:
+        readme = f.read()
+    section = readme[readme.index("### vocab:") : readme.index("### Vocabulary files")]
+    blocks = re.findall(r"```(\w*)\n(.*?)```", section, re.S)
+    return blocks[0][1], next(code for kind, code in blocks if kind == "python")
+
+
+def test_the_readmes_vocab_walkthrough_runs_as_written(tmp_path):
+    commands, python = readme_walkthrough()
+    env = task_env(PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"])
+    shell = "cd %s && ln -s %s/scripts scripts && set -e\n%s" % (tmp_path, REPO, commands)
+    run = subprocess.run(["bash", "-c", shell], env=env, capture_output=True, timeout=300)
+    assert run.returncode == 0, run.stderr.decode(errors="replace")[-3000:]
+    paths = sorted(str(p) for p in (tmp_path / "shards").iterdir())
+    oracle = oracle_vocab(paths, FEATURES)
+    printed = run.stdout.decode()
+    assert "vocab: %d examples" % oracle["examples"] in printed
+    for name, _ in FEATURES:
+        counts = oracle["counts"][name]
+        assert (
+            "%s: %d values, %d distinct, %d examples missing it"
+            % (
+                name,
+                sum(counts.values()),
+                len(counts),
+                oracle["missing"][name],
+            )
+            in printed
+        )
+        assert read_lines(str(tmp_path / "vocab" / ("vocab_%s.txt" % name))) == [t for t, _ in tft_ordered(counts)]
+    lookup = subprocess.run([sys.executable, "-c", python], cwd=tmp_path, env=env, capture_output=True, timeout=120)
+    assert lookup.returncode == 0, lookup.stderr.decode(errors="replace")[-3000:]
+    first = tft_ordered(oracle["counts"]["query"])[0][0].decode()
+    assert '"%s", "never seen"' % first in python  # the README looks up the most frequent query
+    assert lookup.stdout.decode().split() == ["[1", "0]"]
