@@ -5,17 +5,21 @@ fault drawn at random at a random moment, the whole result checked against plain
     python scripts/soak.py --seed 7 --round 12           # replays round 12 of seed 7 exactly
 
 Each round starts 2 ps and 3 workers (`python -m tf2_mapreduce.server`, each with its own
-TF_CONFIG), runs one job (sum, vector sum and per-key sum in turn) and injects one fault:
+TF_CONFIG), runs one job (sum, vector sum, per-key sum, and vocabularies of tf.Example
+features, in turn; the text holds gzip and zlib files, the examples GZIP'd and plain
+TFRecord shards) and injects one fault:
 kill -9 of one or two workers, of a worker then restarted, of a ps (restarted; the same
 command run again), of the coordinator (run again), SIGSTOP of a worker, a second job on
 kept servers, or (as root, with iproute2) a worker's network link cut, in network
-namespaces. It then checks the result file against `bytes.split()` / `Counter` whole,
+namespaces. It then checks the result file (or every vocabulary file) against
+`bytes.split()` / `Counter` / protobuf parsing record by record, whole,
 that every server not killed exited 0 by itself, and that no process of the round is left.
 Exit status 0 when every round passed.
 """
 
 import argparse
 import collections
+import gzip
 import json
 import os
 import random
@@ -25,7 +29,9 @@ import subprocess
 import sys
 import tempfile
 import time
+import zlib
 
+import oracle_vocab
 import portpicker
 import switched_hosts
 
@@ -33,7 +39,8 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # before TensorFlow is impor
 from tf2_mapreduce import orphans, output  # noqa: E402  (its unescape reads a per-key table back)
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-JOBS = ("wordcount", "wc", "wordfreq")
+JOBS = ("wordcount", "wc", "wordfreq", "vocab")
+FEATURES = ("query", "tags", "user_id", "clicks")
 FAULTS = (
     "kill_worker",
     "kill_two_workers",
@@ -75,29 +82,129 @@ def write_corpus(directory, rng):
             parts.append(rng.choice(WHITESPACE))
         if parts and rng.random() < 0.5:
             parts.pop()  # no whitespace at the end of the file
-        path = os.path.join(directory, "f%03d.txt" % n)
+        data = b"".join(parts)
+        # Some files compressed (one of the large ones too): each is one piece, streamed.
+        path = os.path.join(directory, "f%03d.txt%s" % (n, COMPRESSED.get(n % 7, "")))
         with open(path, "wb") as f:
-            f.write(b"".join(parts))
+            f.write(
+                gzip.compress(data, mtime=0)
+                if path.endswith(".gz")
+                else zlib.compress(data)
+                if path.endswith(".zz")
+                else data
+            )
         paths.append(path)
     return paths
 
 
-def oracle(paths):
-    """Per file (lines, words, bytes) by plain Python, and every word's count."""
+COMPRESSED = {3: ".gz", 5: ".zz"}  # by file number modulo 7
+
+
+def text_of(path):
+    with open(path, "rb") as f:
+        data = f.read()
+    if path.endswith(".gz"):
+        return gzip.decompress(data)
+    return zlib.decompress(data) if path.endswith(".zz") else data
+
+
+def write_examples(directory):
+    """TFRecord shards of tf.Example records with every tricky value (scripts/make_examples.py):
+    GZIP'd ones and plain ones. Returns their paths."""
+    script = os.path.join(REPO, "scripts", "make_examples.py")
+    for seed, shards, compression in ((1, 24, "GZIP"), (2, 6, "NONE")):
+        subprocess.run(
+            [
+                sys.executable,
+                script,
+                "--output_dir",
+                directory,
+                "--shards",
+                str(shards),
+                "--examples",
+                str(shards * 800),
+                "--seed",
+                str(seed),
+                "--compression",
+                compression,
+                "--tricky",
+            ],
+            check=True,
+            capture_output=True,
+            timeout=300,
+        )
+    return sorted(os.path.join(directory, name) for name in os.listdir(directory))
+
+
+def oracle(paths, examples):
+    """Per file (lines, words, bytes) by plain Python, and every word's count; and for
+    `examples`, each feature's counts by protobuf itself (scripts/oracle_vocab.py)."""
     per_file, counts = {}, collections.Counter()
+    vocab = oracle_vocab.vocab_counts(examples, FEATURES)
     for path in paths:
-        with open(path, "rb") as f:
-            data = f.read()
+        data = text_of(path)
         words = data.split()
         lines = data.count(b"\n") + (1 if data and not data.endswith(b"\n") else 0)
         per_file[path] = (lines, len(words), len(data))
         counts.update(words)
-    return per_file, counts
+    return per_file, counts, vocab
+
+
+def holdable(term):
+    return bool(term) and b"\n" not in term and b"\r" not in term
+
+
+def read_lines(path):
+    with open(path, "rb") as f:
+        return f.read().split(b"\n")[:-1]
+
+
+def check_vocabularies(directory, vocab):
+    """Raises `Failed` unless every vocabulary file and the summary are the oracle's."""
+    try:
+        with open(os.path.join(directory, "summary.json")) as f:
+            summary = json.load(f)
+    except OSError as e:
+        raise Failed("no summary of the vocabularies: %s" % e) from None
+    examples = vocab[FEATURES[0]]["examples"]
+    if summary["examples"] != examples:
+        raise Failed("%d examples, oracle %d" % (summary["examples"], examples))
+    for name in FEATURES:
+        want = vocab[name]
+        ranked = oracle_vocab.ordered(want["counts"])
+        written = [(t, c) for t, c in ranked if holdable(t)]
+        terms = read_lines(os.path.join(directory, "vocab_%s.txt" % name))
+        counts = [line.split(b"\t", 1) for line in read_lines(os.path.join(directory, "counts_%s.tsv" % name))]
+        aside = [line.split(b"\t", 1) for line in read_lines(os.path.join(directory, "unwritable_%s.tsv" % name))]
+        if terms != [t for t, _ in written] or [(t, int(c)) for c, t in counts] != written:
+            got = dict((t, int(c)) for c, t in counts)
+            wrong = sorted(t for t in set(got) | {t for t, _ in written} if got.get(t) != want["counts"].get(t))
+            raise Failed(
+                "vocabulary %s: %d of %d terms wrong%s"
+                % (
+                    name,
+                    len(wrong),
+                    len(written),
+                    ", first %r: %s, oracle %s" % (wrong[0], got.get(wrong[0]), want["counts"].get(wrong[0]))
+                    if wrong
+                    else " (order)",
+                )
+            )
+        if [(output.unescape(t.decode()), int(c)) for c, t in aside] != [(t, c) for t, c in ranked if not holdable(t)]:
+            raise Failed("vocabulary %s: the unwritable terms are not the oracle's" % name)
+        got = summary["vocabularies"][name]
+        if (got["values"], got["distinct"], got["missing"]) != (want["values"], len(want["counts"]), want["missing"]):
+            raise Failed(
+                "vocabulary %s: summary %s, oracle %s" % (name, got, {k: want[k] for k in ("values", "missing")})
+            )
 
 
 def check_result(job, path, expected):
     """Raises `Failed` unless the result file at `path` is the oracle's, whole."""
-    per_file, counts = expected
+    per_file, counts, vocab = expected
+    if job == "vocab":
+        check_vocabularies(path, vocab)
+        return
     if job == "wordfreq":
         with open(path, encoding="utf-8") as f:
             rows = [line.rstrip("\n").split("\t") for line in f]
@@ -245,9 +352,10 @@ class Round:
             "tf2_mapreduce.coordinator",
             "--job=%s" % job,
             "--input",
-            self.corpus,
-            "--output",
+            self.corpus["examples" if job == "vocab" else "text"],
+            "--output_dir" if job == "vocab" else "--output",
             output,
+            *(["--features=" + ",".join(FEATURES)] if job == "vocab" else []),
             "--checkpoint_dir",
             checkpoint_dir,
             *self.flags,
@@ -256,6 +364,8 @@ class Round:
         return self.spawn("chief", argv, self.env("chief", 0), "coordinator-%d.log" % self.runs)
 
     def output(self, job, n=0):
+        if job == "vocab":
+            return os.path.join(self.dir, "vocabularies-%d" % n)
         return os.path.join(self.dir, "result-%d.%s" % (n, "tsv" if job == "wordfreq" else "json"))
 
     def log_tail(self, name, lines=3):
@@ -513,9 +623,9 @@ def main():
         % (seed, len(chosen), ",".join(faults), seed, ",".join(faults), ",".join(jobs)),
         flush=True,
     )
-    corpus = os.path.join(work_dir, "corpus")
-    paths = write_corpus(corpus, random.Random(1))
-    expected = oracle(paths)
+    corpus = {"text": os.path.join(work_dir, "corpus"), "examples": os.path.join(work_dir, "examples")}
+    paths = write_corpus(corpus["text"], random.Random(1))
+    expected = oracle(paths, write_examples(corpus["examples"]))
     tally = collections.defaultdict(lambda: [0, 0])  # fault or job -> [rounds, passed]
     failed = []
     for number in chosen:
