@@ -11,7 +11,10 @@ tasks (large files cut into whitespace-aligned ranges, small files batched: the
 strongest plain peer), `find | xargs cat | wc -w` on the tiny files, PySpark local[2]
 when it is importable, our map step in a single process, and our job on local clusters
 (the default command is "1ps+2w in-process"); and word frequencies, ours against
-collections.Counter in one process and in Pool(2). Each contender runs --repeats times,
+collections.Counter in one process and in Pool(2). A tf.Example dataset ("examples", 1 GB
+of GZIP'd TFRecord shards from make_examples.py) times a vocabulary of 3 features: ours
+against one plain tf.data + parse_example pass per core, and Pool(2) parsing with
+protobuf into Counters. Each contender runs --repeats times,
 in turns; the report gives medians with their range, ratios against wc -w and Pool(2),
 and the performance targets, each met or not. Every run's result must agree with the
 others, or the benchmark fails. Peak RSS is reported per role (coordinator, ps,
@@ -44,7 +47,12 @@ flags.DEFINE_integer("small_kb", 252, "Size of each small file, in KB.", lower_b
 flags.DEFINE_integer("tiny_files", 100_000, "Number of tiny files (about 100 bytes each).", lower_bound=0)
 flags.DEFINE_integer("huge_mb", 1024, "Size of the one huge file, in MB; 0 for none.", lower_bound=0)
 flags.DEFINE_integer("giant_mb", 4096, "Size of the one giant file, in MB; 0 for none.", lower_bound=0)
-flags.DEFINE_list("parts", ["small", "tiny", "huge", "giant"], "Parts of the corpus to time (all are made).")
+flags.DEFINE_integer(
+    "examples_mb", 1024, "Size of the tf.Example dataset (GZIP'd TFRecord shards), in MB; 0 for none.", lower_bound=0
+)
+flags.DEFINE_list(
+    "parts", ["small", "tiny", "huge", "giant", "examples"], "Parts of the corpus to time (all are made)."
+)
 flags.DEFINE_list("clusters", ["1x2", "1x1", "2x2"], "Local clusters to time, as PSxWORKERS.")
 flags.DEFINE_bool("wordfreq", True, "Also time word frequencies against collections.Counter.")
 flags.DEFINE_integer("repeats", 3, "Runs of each contender, taken in turns; the report gives medians.", lower_bound=1)
@@ -57,6 +65,11 @@ FIND_CAT = "find | xargs cat | wc -w"
 DEFAULT = "tf2_mapreduce 1ps+2w in-process"  # what the default command runs
 DEFAULT_FREQ = "freq: " + DEFAULT
 PARTS = ("small", "tiny", "huge", "giant")
+TFDATA = "tf.data + parse_example, 2 processes"  # one plain pass per core: the vocab target's yardstick
+POOL_EXAMPLES = "python Pool(2) protobuf + Counter"
+VOCAB = "tf2_mapreduce vocab 1ps+2w in-process"
+FEATURES = ("query", "tags", "user_id")
+EXAMPLE_BYTES = 293  # a make_examples.py example with --embedding_dim 64, GZIP'd (measured)
 TINY_PER_DIRECTORY = 1000
 BLOCK = 8 << 20
 BLOCKS = 16
@@ -133,7 +146,28 @@ def make_corpus(directory):
         print("made the corpus in %.0f s" % (time.monotonic() - started), flush=True)
     parts = {name: sorted(glob.glob(os.path.join(directory, name, "*.txt"))) for name in PARTS}
     parts["tiny"] = sorted(glob.glob(os.path.join(directory, "tiny", "*", "*.txt")))
+    parts["examples"] = make_examples(os.path.join(directory, "examples"))
     return {name: paths for name, paths in parts.items() if paths}
+
+
+def make_examples(directory):
+    """The tf.Example part (scripts/make_examples.py: 16 GZIP'd shards, a 64-float
+    embedding per example), unless the same one is there; returns its paths."""
+    spec = {"examples": FLAGS.examples_mb * 1000 * 1000 // EXAMPLE_BYTES, "shards": 16, "embedding_dim": 64}
+    stamp = os.path.join(directory, "examples.json")
+    if spec["examples"] and not (os.path.exists(stamp) and json.load(open(stamp)) == spec):
+        shutil.rmtree(directory, ignore_errors=True)
+        started = time.monotonic()
+        script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "make_examples.py")
+        subprocess.run(
+            [sys.executable, script, "--output_dir", directory]
+            + ["--%s=%d" % (name, value) for name, value in spec.items()],
+            check=True,
+            stdout=subprocess.DEVNULL,
+        )
+        json.dump(spec, open(stamp, "w"))
+        print("made the examples in %.0f s" % (time.monotonic() - started), flush=True)
+    return sorted(glob.glob(os.path.join(directory, "*.tfrecord.gz"))) if spec["examples"] else []
 
 
 # ---------------------------------------------------------------- peers, run as `--peer=NAME`
@@ -307,7 +341,80 @@ def peer_map_step(paths):
     return {"words": int(total.numpy()), "map_seconds": time.monotonic() - started}
 
 
+def _tfdata_pass(paths):
+    """One plain pass over `paths`: tf.data's reader, batches parsed by parse_example, the
+    values counted (so that nothing is optimized away); returns (examples, values, loop seconds)."""
+    import tensorflow as tf
+
+    spec = {name: tf.io.RaggedFeature(tf.int64 if name == "user_id" else tf.string) for name in FEATURES}
+
+    @tf.function
+    def run(paths):
+        def sizes(records):
+            parsed = tf.io.parse_example(records, spec)
+            values = tf.add_n([tf.size(parsed[name].flat_values, out_type=tf.int64) for name in FEATURES])
+            return tf.stack([tf.size(records, out_type=tf.int64), values])
+
+        batches = tf.data.TFRecordDataset(paths, "GZIP").batch(1024).map(sizes)
+        return batches.reduce(tf.zeros([2], tf.int64), lambda total, batch: total + batch)
+
+    started = time.monotonic()
+    examples, values = run(tf.constant(paths)).numpy().tolist()
+    return examples, values, time.monotonic() - started
+
+
+def peer_tfdata(paths):
+    with multiprocessing.Pool(2) as pool:
+        halves = pool.map(_tfdata_pass, [paths[0::2], paths[1::2]])
+    return {
+        "examples": sum(h[0] for h in halves),
+        "values": sum(h[1] for h in halves),
+        "map_seconds": max(h[2] for h in halves),
+    }
+
+
+def _example_counts(path):
+    import tensorflow as tf
+
+    counts = {name: collections.Counter() for name in FEATURES}
+    examples = 0
+    # Batches: TF's eager iterator costs tens of microseconds an element, more than parsing one.
+    for batch in tf.data.TFRecordDataset(path, "GZIP").batch(4096).as_numpy_iterator():
+        examples += len(batch)
+        for record in batch:
+            feature = tf.train.Example.FromString(record).features.feature
+            for name in FEATURES:
+                if name in feature:
+                    kind = feature[name]
+                    counts[name].update(
+                        [b"%d" % v for v in kind.int64_list.value] if name == "user_id" else kind.bytes_list.value
+                    )
+    return examples, counts
+
+
+def _vocab_result(examples, counts):
+    return {
+        "examples": examples,
+        "values": sum(sum(c.values()) for c in counts.values()),
+        "distinct": sum(len(c) for c in counts.values()),
+        "digest": _digest((name.encode() + b"/" + term, n) for name, c in counts.items() for term, n in c.items()),
+    }
+
+
+def peer_pool_examples(paths):
+    counts = {name: collections.Counter() for name in FEATURES}
+    examples = 0
+    with multiprocessing.Pool(2) as pool:
+        for n, part in pool.imap_unordered(_example_counts, paths):
+            examples += n
+            for name in FEATURES:
+                counts[name].update(part[name])
+    return _vocab_result(examples, counts)
+
+
 PEERS = {
+    "tfdata": peer_tfdata,
+    "pool_examples": peer_pool_examples,
     "python": peer_python,
     "multiprocessing": peer_multiprocessing,
     "counter": peer_counter,
@@ -417,6 +524,37 @@ def run_mawk(paths):
     return seconds, rss, {"words": int(out.strip())}
 
 
+def run_vocab(paths):
+    """Our vocab job, the default command (an in-process cluster), its vocabularies read back."""
+    listing = tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False)
+    listing.write("\n".join(paths))
+    listing.close()
+    output_dir = tempfile.mkdtemp()
+    command = [sys.executable, "-m", "tf2_mapreduce.coordinator", "--job=vocab", "--features=" + ",".join(FEATURES)]
+    command += ["--input", "@" + listing.name, "--output_dir", output_dir, "--progress_every=60"]
+    seconds, rss, _ = measure(command)
+    os.unlink(listing.name)
+    summary = json.load(open(os.path.join(output_dir, "summary.json")))
+    counts = {}
+    for name in FEATURES:
+        counts[name] = collections.Counter()
+        for kind in ("counts", "unwritable"):
+            with open(os.path.join(output_dir, "%s_%s.tsv" % (kind, name)), "rb") as f:
+                for line in f:
+                    count, term = line.rstrip(b"\n").split(b"\t", 1)
+                    counts[name][term if kind == "counts" else output_unescape(term)] = int(count)
+    shutil.rmtree(output_dir)
+    found = _vocab_result(summary["examples"], counts)
+    found.update(startup=summary["timings"]["total"] - summary["timings"]["map"], map_seconds=summary["timings"]["map"])
+    return seconds, rss, found
+
+
+def output_unescape(term):
+    from tf2_mapreduce import output
+
+    return output.unescape(term.decode())
+
+
 def run_ours(paths, job, num_ps, num_workers, local_cluster="processes"):
     listing = tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False)
     listing.write("\n".join(paths))
@@ -472,7 +610,7 @@ def main(argv):
     parts = make_corpus(FLAGS.dir)
     rows = []
     spark = _importable("pyspark") and shutil.which("java")
-    for part in [p for p in PARTS if p in parts and p in FLAGS.parts]:
+    for part in [p for p in PARTS + ("examples",) if p in parts and p in FLAGS.parts]:
         paths = parts[part]
         print("%s: %d files, %.0f MB" % (part, len(paths), sum(os.path.getsize(p) for p in paths) / MB), flush=True)
         size = sum(os.path.getsize(p) for p in paths) / MB
@@ -501,8 +639,16 @@ def _ours(paths, spec, job="wordcount", local_cluster="processes"):
 
 def _contenders(part, paths, spark):
     """[(name, run)] for one part of the corpus; each run returns (seconds, rss, result).
+    The tf.Example part gets a plain tf.data pass per core, Pool(2) with protobuf and
+    Counter, and our vocab job.
     Every part gets the plain peers and the default command; the small files get every
     cluster size and peer; word frequencies run on the small files and the huge file."""
+    if part == "examples":
+        return [
+            (TFDATA, lambda: run_peer("tfdata", paths)),
+            (POOL_EXAMPLES, lambda: run_peer("pool_examples", paths)),
+            (VOCAB, lambda: run_vocab(paths)),
+        ]
     contenders = [("wc -w", lambda: run_wc(paths)), (POOL, lambda: run_peer("multiprocessing", paths))]
     if part in ("small", "tiny"):
         contenders.append(("python bytes.split, 1 process", lambda: run_peer("python", paths)))
@@ -566,6 +712,21 @@ def _importable(module):
 
 
 def report(rows, spark):
+    words = [r for r in rows if r["part"] != "examples"]
+    if words:
+        report_words(words)
+    failures = report_examples([r for r in rows if r["part"] == "examples"])
+    if not spark:
+        print("\n(pyspark local[2] not run: pyspark or java is not installed)")
+    targets(rows)
+    if FLAGS.json:
+        json.dump(rows, open(FLAGS.json, "w"), indent=1)
+    if failures:
+        sys.exit("RESULTS DISAGREE:\n" + "\n".join(failures))
+
+
+def report_words(rows):
+    """The table of the word parts; exits if their results disagree."""
     print()
     print(
         "| part | run | wall s, median (min-max) | MB/s | wc -w / run | run / Pool(2) | start-up s | map s "
@@ -617,13 +778,45 @@ def report(rows, spark):
                     result,
                 )
             )
-    if not spark:
-        print("\n(pyspark local[2] not run: pyspark or java is not installed)")
-    targets(rows)
-    if FLAGS.json:
-        json.dump(rows, open(FLAGS.json, "w"), indent=1)
     if failures:
         sys.exit("RESULTS DISAGREE:\n" + "\n".join(failures))
+
+
+def report_examples(rows):
+    """The tf.Example part's table; returns its disagreements (every run must read the
+    same examples and values, and ours must have Pool(2)'s exact counts)."""
+    if not rows:
+        return []
+    print()
+    print(
+        "| part | run | wall s, median (min-max) | MB/s | run / tf.data pass | start-up s | map s | peak RSS MB | result |"
+    )
+    print("|---|---|---:|---:|---:|---:|---:|---|---|")
+    plain = next(r for r in rows if r["run"] == TFDATA)
+    for r in rows:
+        print(
+            "| examples | %s | %.2f (%.2f-%.2f) | %.0f | %.2fx | %s | %s | %s | %d examples, %d values%s |"
+            % (
+                r["run"],
+                r["seconds"],
+                r["low"],
+                r["high"],
+                r["mb"] / r["seconds"],
+                r["seconds"] / plain["seconds"],
+                "%.2f" % r["startup"] if r["startup"] else "",
+                "%.2f" % r["steady"] if r["steady"] else "",
+                ", ".join("%s %.0f" % (role, mb) for role, mb in sorted(r["rss"].items())),
+                r["result"]["examples"],
+                r["result"]["values"],
+                ", %d distinct" % r["result"]["distinct"] if "distinct" in r["result"] else "",
+            )
+        )
+    failures = []
+    if len({(r["result"]["examples"], r["result"]["values"]) for r in rows}) > 1:
+        failures.append("examples: runs read different examples or values: %s" % [r["result"] for r in rows])
+    if len({r["result"].get("digest") for r in rows if r["run"] != TFDATA}) > 1:
+        failures.append("examples: vocabularies disagree")
+    return failures
 
 
 def targets(rows):
@@ -660,6 +853,11 @@ def targets(rows):
         if (part, DEFAULT_FREQ) in by:
             peak = max(by[part, DEFAULT_FREQ]["rss"].values())
             checks.append(("%s: wordfreq, every process < 1000 MB peak RSS" % part, "%.0f MB" % peak, peak < 1000))
+    ratio("examples", VOCAB, TFDATA, 1.5, "vocab of 3 features, default command, end to end")
+    if ("examples", VOCAB) in by and ("examples", TFDATA) in by:
+        ours, plain = by["examples", VOCAB], by["examples", TFDATA]
+        value = ours["steady"] / plain["steady"]
+        checks.append(("examples: vocab's map phase <= 1.5x one tf.data pass per core", "%.2fx" % value, value <= 1.5))
     if ("tiny", DEFAULT) in by:
         peak = by["tiny", DEFAULT]["rss"].get("main", 0)  # the coordinator: the command itself
         checks.append(("tiny: coordinator peak RSS (1M files: < 1500 MB)", "%.0f MB" % peak, None))
