@@ -360,3 +360,40 @@ def test_the_readmes_vocab_walkthrough_runs_as_written(tmp_path):
     first = tft_ordered(oracle["counts"]["query"])[0][0].decode()
     assert '"%s", "never seen"' % first in python  # the README looks up the most frequent query
     assert lookup.stdout.decode().split() == ["[1", "0]"]
+
+
+API_SCRIPT = """
+import json, sys
+import tf2_mapreduce as mr
+from tf2_mapreduce.jobs import features
+
+shards, out = sys.argv[1:3]
+wanted = features.detect_types(features.parse_features("query,tags,user_id"), [shards + "/part-00000.tfrecord.gz"])
+with mr.Cluster.local(num_ps=2) as cluster:
+    handle = cluster.submit(mr.jobs.vocab(wanted), [shards], max_pieces=3)
+    result = handle.wait(240)
+    summary = result.write_vocabularies(out, min_count=2)
+    again = cluster.run(mr.jobs.BUILT_IN["recordcount"], [shards])
+print(json.dumps({"types": wanted, "total": result.total, "distinct": result.distinct,
+                  "examples": summary["examples"], "records": again.total}))
+"""
+
+
+def test_vocab_from_the_python_api_on_a_local_cluster(tmp_path, shards):
+    directory, paths, oracle = shards
+    run = subprocess.run(
+        [sys.executable, "-c", API_SCRIPT, directory, str(tmp_path / "vocab")],
+        env=task_env(),
+        capture_output=True,
+        timeout=300,
+    )
+    assert run.returncode == 0, run.stderr.decode(errors="replace")[-3000:]
+    got = json.loads(run.stdout.decode().splitlines()[-1])
+    assert got == {
+        "types": [list(feature) for feature in FEATURES],
+        "total": oracle["examples"],
+        "distinct": sum(len(oracle["counts"][name]) for name, _ in FEATURES),
+        "examples": oracle["examples"],
+        "records": oracle["examples"],
+    }
+    assert_vocabularies(str(tmp_path / "vocab"), oracle, min_count=2)
