@@ -286,7 +286,7 @@ def test_vocab_stopped_and_resumed_from_its_checkpoint(tmp_path, processes, shar
     assert summary["files_resumed"] == done and summary["files"] == len(paths)
 
 
-def test_vocab_needs_features_of_a_type_it_can_count(inprocess, shards):
+def test_vocab_needs_features_of_a_type_it_can_count(inprocess, shards, tmp_path):
     from tf2_mapreduce.jobs import features
 
     _, paths, _ = shards
@@ -298,6 +298,13 @@ def test_vocab_needs_features_of_a_type_it_can_count(inprocess, shards):
         ("user_id", "int64"),
         ("query", "string"),
     ]
+    # Files it cannot read, or records that are no Example, are passed over: the job reports them.
+    garbage = tmp_path / "garbage.tfrecord"
+    garbage.write_bytes(b"not a TFRecord file at all" * 100)
+    with tf.io.TFRecordWriter(str(tmp_path / "other.tfrecord")) as writer:
+        writer.write(b"\xff\xff not a protobuf")
+    found = features.detect_types([("query", None)], [str(garbage), str(tmp_path / "other.tfrecord"), paths[0]])
+    assert found == [("query", "string")]
     # A value of another type than declared is the file's error, named with it.
     with pytest.raises(JobFailed, match=r"part-00000.tfrecord.gz: .*user_id"):
         run(inprocess, mr.jobs.vocab([("user_id", "string")]), [paths[0]])

@@ -271,6 +271,7 @@ def _job(found):
     from tf2_mapreduce.jobs import features
 
     wanted = features.parse_features(FLAGS.features)
+    inputs.check_format(found.files, "tfrecord", FLAGS.format)  # before any file is read as TFRecord
     return jobs.vocab(features.detect_types(wanted, (f.path for f in found.files), FLAGS.compression))
 
 

@@ -2,6 +2,7 @@
 in one pass over TFRecord files, written as vocabulary files (`vocabulary`)."""
 
 import tensorflow as tf
+from google.protobuf.message import DecodeError
 
 from tf2_mapreduce import inputs as inputs_lib
 from tf2_mapreduce.errors import UsageError
@@ -44,6 +45,27 @@ def _kind_of(feature):
     return {"bytes_list": "string", "int64_list": "int64", "float_list": "float"}.get(kind)
 
 
+def _examples(paths, compression, most):
+    """Up to `most` `tf.train.Example`s from the first readable files of `paths`. A file
+    that cannot be read, or a record that is not an Example, is passed over: the job
+    itself reports it, under its --on_error."""
+    from tf2_mapreduce import text_stream
+
+    seen = 0
+    for path in paths:
+        try:
+            for record in text_stream.records(path, inputs_lib.compression_of(path, compression)).take(most - seen):
+                seen += 1
+                try:
+                    yield tf.train.Example.FromString(record.numpy())
+                except DecodeError:
+                    continue
+        except tf.errors.OpError:
+            continue
+        if seen >= most:
+            return
+
+
 def detect_types(features, paths, compression="auto", most=SAMPLE_RECORDS):
     """`features` with every type filled in from the first `most` records of the files
     at `paths` (read here, in the coordinator). Raises `UsageError` for a float feature,
@@ -51,18 +73,16 @@ def detect_types(features, paths, compression="auto", most=SAMPLE_RECORDS):
     untyped = {name for name, kind in features if kind is None}
     found = {}
     seen = 0
-    for path in paths:
-        if not untyped - found.keys() or seen >= most:
-            break
-        records = tf.data.TFRecordDataset(path, compression_type=inputs_lib.compression_of(path, compression))
-        for record in records.take(most - seen):
+    if untyped:
+        for example in _examples(paths, compression, most):
             seen += 1
-            example = tf.train.Example.FromString(record.numpy())
             for name in untyped - found.keys():
                 if name in example.features.feature:
                     kind = _kind_of(example.features.feature[name])
                     if kind:
                         found[name] = kind
+            if not untyped - found.keys():
+                break
     typed = []
     for name, kind in features:
         kind = kind or found.get(name)
