@@ -6,7 +6,7 @@
 // longest record + zlib's buffers) while every record stays whole within one chunk.
 // tf.io.read_file + tf.io.decode_compressed hold the whole file twice over;
 // TextLineDataset yields one element per line, each costing an op dispatch, and drops the
-// newlines and any final "\r", so its lines do not give the file's bytes.
+// newlines and every "\r" (docs/runtime.md, D3), so its lines do not give the file's bytes.
 //
 // Tf2MapreduceRecordDataset: the records of a TFRecord file, one element each, as
 // tf.data.TFRecordDataset yields them from a good file, in memory of one record plus the
