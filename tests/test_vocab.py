@@ -290,6 +290,11 @@ def test_vocab_needs_features_of_a_type_it_can_count(inprocess, shards, tmp_path
     from tf2_mapreduce.jobs import features
 
     _, paths, _ = shards
+    assert features.parse_features("a, b:int64,c:d:string") == [("a", None), ("b", "int64"), ("c:d", "string")]
+    with pytest.raises(UsageError, match=r"features: c has type 'd'"):
+        features.parse_features("c:d")
+    with pytest.raises(UsageError, match=r"features: a is named twice"):
+        features.parse_features("a,a:string")
     with pytest.raises(UsageError, match=r"score holds floats"):
         features.detect_types(features.parse_features("query,score"), paths)
     with pytest.raises(UsageError, match=r"nope is in none of the first \d+ examples; give its type"):

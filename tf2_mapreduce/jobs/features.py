@@ -17,13 +17,15 @@ SAMPLE_RECORDS = 1000  # records read at most to find an untyped feature's type
 
 
 def parse_features(spec):
-    """[(name, type or None)] from "a,b:int64,c:string" (a list of such items works too).
+    """[(name, type or None)] from "a,b:int64,c:string" (a list of such items, or of
+    (name, type) pairs, works too); a name holding ":" needs its type ("a:b:string").
     Raises `UsageError`."""
     items = spec.split(",") if isinstance(spec, str) else list(spec)
     features = []
     for item in items:
         if isinstance(item, str):
-            name, _, kind = item.strip().partition(":")
+            # From the right: a feature's name may hold ":" ("a:b:string"), its type cannot.
+            name, _, kind = item.strip().rpartition(":") if ":" in item else (item.strip(), "", "")
         else:
             name, kind = item
         if not name:
