@@ -14,10 +14,10 @@ the second kind). Terms print as UTF-8 with other bytes as \\xNN escapes.
 
 import collections
 import json
-import os
 import struct
 import zlib
 
+import oracle_count
 import tensorflow as tf
 from absl import app, flags
 
@@ -131,21 +131,10 @@ def ordered(counter):
     return sorted(counter.items(), key=lambda item: (item[1], item[0]), reverse=True)
 
 
-def files_under(path):
-    if not os.path.isdir(path):
-        yield path
-        return
-    for directory, subdirs, names in os.walk(path):
-        subdirs[:] = sorted(d for d in subdirs if not d.startswith((".", "_")))
-        for name in sorted(names):
-            if not name.startswith((".", "_")):
-                yield os.path.join(directory, name)
-
-
 def main(argv):
     if len(argv) < 2:
         raise app.UsageError("usage: oracle_vocab.py --features NAME,... PATH...")
-    paths = [name for path in argv[1:] for name in files_under(path)]
+    paths = [name for path in argv[1:] for name in oracle_count.files_under(path)]
     counts = vocab_counts(paths, FLAGS.features)
     summary = {"files": len(paths), "features": {}}
     for name, r in counts.items():
