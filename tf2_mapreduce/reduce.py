@@ -167,6 +167,10 @@ class PerPieceState:
         """Which pieces are committed, as a bool array in piece order."""
         return self._rows()[:, 0] > 0
 
+    def partial(self):
+        """Which pieces are committed on some ps tasks only: none, a piece's row lives on one."""
+        return np.zeros(self.num_pieces, bool)
+
     def file_values(self, piece_file, num_files, piece_done):
         """Each file's value (row): its done pieces folded; `piece_file` maps piece to file."""
         values = self.values()
@@ -376,20 +380,32 @@ class KeyedSum:
 
     def _stats_fn(self):
         done = tf.ones([self.num_pieces], tf.bool)
+        somewhere = tf.zeros([self.num_pieces], tf.bool)
         total = distinct = tf.constant(0, tf.int64)
         for shard in self.shards:
             shard_done = shard.done()
             done = tf.logical_and(done, shard_done)
+            somewhere = tf.logical_or(somewhere, shard_done)
             total += shard.total()
             distinct += shard.distinct(shard_done)
-        return done, total, distinct
+        return done, total, distinct, tf.logical_and(somewhere, tf.logical_not(done))
 
     def done(self):
         """Which pieces are committed on every ps, as a bool array in piece order."""
         return self._stats()[0].numpy()
 
+    def partial(self):
+        """Which pieces are committed on some ps tasks but not on all, as a bool array.
+
+        A step commits to each ps apart, so a checkpoint (each ps's table copied in its
+        own critical section) can hold a step's commit on one ps and not on another, and
+        so can the tables after a round that failed mid-step. Such a piece must run in a
+        step of its own: on a ps, a step's pieces are all done or none (`_KeyShard.commit`).
+        """
+        return self._stats()[3].numpy()
+
     def stats(self):
-        done, total, distinct = self._stats()
+        done, total, distinct, _ = self._stats()
         done = done.numpy()
         return Stats(int(done.sum()), int(self.sizes[done].sum()), int(total), int(distinct))
 

@@ -349,6 +349,11 @@ class JobRun:
         error)] of the steps that failed with an error of their own)."""
         pending_set = set(pending)
         self._groups = [g for g in ([i for i in group if i in pending_set] for group in self._groups) if g]
+        # A piece committed on some ps tasks only goes alone, never with pieces that are not.
+        partial = set(np.flatnonzero(self.ps.read(self.reducer.partial)).tolist()) & pending_set
+        if partial:
+            self._groups = [[i for i in group if i not in partial] for group in self._groups]
+            self._groups = [g for g in self._groups if g] + [[i] for i in sorted(partial)]
         round_ = rounds.Round(
             self.coordinator,
             self.steps,
