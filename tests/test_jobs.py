@@ -6,6 +6,7 @@ import json
 import os
 import random
 import re
+import threading
 import uuid
 
 import numpy as np
@@ -190,6 +191,8 @@ def test_wordfreq_checkpoint_resume_is_exact(inprocess, tmp_path):
     first.on_progress = lambda p: p.files_done and first.request_stop(15)
     with pytest.raises(Interrupted, match="checkpoint saved"):
         first.run()
+    # Stopped means stopped: no step of it is left to run, or to fail, in the next run's rounds.
+    assert not [t for t in threading.enumerate() if t.name == "tf2_mapreduce-schedule" and t.is_alive()]
     second = runner.JobRun(
         jobs.BUILT_IN["wordfreq"], files, inprocess[1], inprocess[0], runner.Options(checkpoint_dir=directory)
     ).run()

@@ -444,6 +444,11 @@ class Cluster:
             raise ClusterError("the cluster is not open: use it as a context manager (with Cluster...)")
         if self._running is not None:
             raise Error("job %s is still running on this cluster: wait for it first" % self._running)
+        if self._runs and not self._runs[-1].drained(runner.DRAIN_TIMEOUT):
+            raise ClusterError(
+                "the map steps of the stopped job before are still running after %gs (a worker hangs?)"
+                % runner.DRAIN_TIMEOUT
+            )
         found = inputs if isinstance(inputs, inputs_lib.Inputs) else inputs_lib.expand(list(inputs), on_error=on_error)
         run_options = runner.Options(on_error=on_error, checkpoint_dir=checkpoint_dir, **options)
         run = runner.JobRun(

@@ -59,6 +59,7 @@ class Round:
         self.first_schedule = None  # time.monotonic() when the first step was scheduled
         self.error = None
         self.finished = False
+        self._stopping = threading.Event()
         self._scheduled = []  # (piece ids, RemoteValue) of every step scheduled
         grouped = {i for group in groups for i in group}
         packed = [i for i in pending if i not in grouped]
@@ -84,6 +85,8 @@ class Round:
             for kind, dataset in self._splits:
                 step = self.steps[kind]
                 for split in dataset:
+                    if self._stopping.is_set():
+                        break
                     self.first_schedule = self.first_schedule or time.monotonic()
                     self._scheduled.append((split[0].numpy(), self.coordinator.schedule(step, args=split)))
             self.coordinator.join()
@@ -92,6 +95,12 @@ class Round:
         finally:
             self.finished = True
             self.wake.set()
+
+    def stop(self):
+        """Schedules no more steps; `finished` is set once those in flight have ended.
+        Non-blocking. A round left scheduling would hand its steps, and its errors, to
+        the join() of the next run on the same coordinator."""
+        self._stopping.set()
 
     def step_failures(self):
         """[(piece ids, error)] of the steps that failed with an error of their own.

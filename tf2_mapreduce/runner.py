@@ -21,6 +21,7 @@ __all__ = ["Options", "Progress", "Result", "JobRun", "connect"]
 
 TICK = 1.0  # seconds between the run loop's checks of workers, stop requests, checkpoints
 JOIN_GRACE = 5.0  # seconds join() gets to return once every piece is committed
+DRAIN_TIMEOUT = 30.0  # seconds a stopped run waits for its steps in flight to end
 
 
 @dataclass(frozen=True)
@@ -196,6 +197,7 @@ class JobRun:
         self._groups = []
         self._saved = None  # (path, files done) of the last checkpoint saved
         self._wake = threading.Event()
+        self._round_ = None  # the round running, or the last one
         self._stop_signal = None
         self._start = None
         self._first_schedule = None
@@ -223,6 +225,17 @@ class JobRun:
             yield
         except tf.errors.OpError as e:
             raise self._cluster_failure(e, "before the result was read") from e
+
+    def drained(self, timeout):
+        """Whether this run's last round has ended (no step of it scheduled or in flight),
+        waiting up to `timeout` s for it. Blocking."""
+        deadline = time.monotonic() + timeout
+        while self._round_ is not None and not self._round_.finished:
+            if time.monotonic() >= deadline:
+                return False
+            self._wake.wait(TICK / 10)
+            self._wake.clear()
+        return True
 
     def request_stop(self, signum=None):
         """Asks the run to checkpoint and stop: `run()` then raises `Interrupted` (for
@@ -368,6 +381,7 @@ class JobRun:
             self.options.max_pieces,
             self._wake,
         )
+        self._round_ = round_
         round_.start()
         complete = self._watch(round_)
         self._first_schedule = self._first_schedule or round_.first_schedule
@@ -396,6 +410,8 @@ class JobRun:
             self._wake.wait(min(TICK, self.options.progress_every))
             self._wake.clear()
             if self._stop_signal is not None:
+                round_.stop()
+                self.drained(DRAIN_TIMEOUT)
                 raise self._stopped()
             now = time.monotonic()
             if now >= next_progress:
