@@ -315,11 +315,14 @@ def peer_map_step(paths):
     """Our map step on one process, no cluster: read pieces, count, add."""
     import tensorflow as tf
 
-    from tf2_mapreduce import inputs, jobs, mapstep, reduce
+    import tf2_mapreduce as mr
+    from tf2_mapreduce import inputs, mapstep
+    from tf2_mapreduce.plan import Plan
+    from tf2_mapreduce.run_state import ChangedFiles
 
     files = inputs.expand(paths).files
-    pieces, _ = inputs.plan(files, 8 << 20, "words")
-    job = jobs.BUILT_IN["wordcount"]
+    plan = Plan(files, 8 << 20, "words")
+    job = mr.WordCount()
     total = tf.Variable(tf.constant(0, tf.int64))
 
     class Sum:
@@ -330,13 +333,13 @@ def peer_map_step(paths):
         def count_this_step(self):
             pass
 
-    changed_files = reduce.ChangedFiles(len(pieces), "/cpu:0")
+    changed_files = ChangedFiles(len(plan.pieces), "/cpu:0")
     started = time.monotonic()
     for whole in (True, False):
-        chosen = [i for i, p in enumerate(pieces) if inputs.whole_file(p, files) == whole]
+        chosen = [i for i in range(len(plan.pieces)) if plan.whole(i) == whole]
         if chosen:
             step = mapstep.build(job, Sum(), NoSteps(), changed_files, "whole" if whole else "range")
-            for split in inputs.splits(files, pieces, chosen, 64 << 20, 256):
+            for split in plan.splits(chosen, 64 << 20, 256):
                 step(*split)
     return {"words": int(total.numpy()), "map_seconds": time.monotonic() - started}
 

@@ -12,7 +12,7 @@ import re
 
 from absl import app, flags
 
-from tf2_mapreduce import cluster as cluster_lib
+from tf2_mapreduce import cluster_spec
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("out_dir", ".", "Directory to write config_<role>_<index>.sh files into.")
@@ -51,7 +51,7 @@ def build_cluster():
 
 
 def config_script(cluster, role, index):
-    tf_config = cluster_lib.Cluster(cluster, role, index).tf_config(role, index, indent=2)
+    tf_config = cluster_spec.ClusterSpec(cluster, role, index).tf_config(role, index, indent=2)
     command = "python -m tf2_mapreduce.%s" % ("coordinator --input ..." if role == "chief" else "server")
     return (
         "# TF_CONFIG for %s %d; source this file, then run: %s\n"

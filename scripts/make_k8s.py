@@ -17,7 +17,7 @@ import sys
 
 from absl import app, flags
 
-from tf2_mapreduce import cluster as cluster_lib
+from tf2_mapreduce import cluster_spec
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("name", "wordcount", "Name of the job; prefixes every object, and labels them.")
@@ -34,8 +34,8 @@ flags.DEFINE_integer("backoff_limit", 6, "Restarts of a task's pod before Kubern
 flags.mark_flag_as_required("image")
 
 JOB_LABEL, ROLE_LABEL = (
-    cluster_lib.K8S_JOB_LABEL,
-    cluster_lib.K8S_ROLE_LABEL,
+    cluster_spec.K8S_JOB_LABEL,
+    cluster_spec.K8S_ROLE_LABEL,
 )  # what --cluster_resolver=kubernetes selects on
 TASK_LABEL = "tf2-mapreduce/task"
 NAME = re.compile(r"^[a-z]([-a-z0-9]{0,40}[a-z0-9])?$")  # leaves room for "-worker-NNN" in a DNS label

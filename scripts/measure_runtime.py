@@ -20,7 +20,7 @@ COORDINATOR_TIMEOUT = 120  # seconds for one coordinator process, import of Tens
 # (id, key in a coordinator's report, expected value, the fact).
 FACTS = [
     ("R1", "default_table", 1, "MutableHashTable made eagerly (table_<n>): the new process gets the old one's entries"),
-    ("R2", "run_table", 0, "reduce._RunTable with a fresh shared name per run: new and empty"),
+    ("R2", "run_table", 0, "ps_state.RunTable with a fresh shared name per run: new and empty"),
     ("R3", "variable", 0, "tf.Variable made eagerly, same name= in both processes: new, initial value"),
     ("R4", "kept_table", 1, "a table of a fixed shared name outlives the process that made it"),
     ("R5", "released_table", 0, "the same, freed by DestroyResourceOp: the name is then a new, empty table"),
@@ -63,22 +63,22 @@ def as_coordinator(jobs, run):
 
     import tensorflow as tf
 
-    from tf2_mapreduce.reduce import _RunTable
+    from tf2_mapreduce.ps_state import RunTable
 
     resolver = tf.distribute.cluster_resolver.SimpleClusterResolver(
         tf.train.ClusterSpec(jobs), task_type="chief", task_id=0, rpc_layer="grpc"
     )
     strategy = tf.distribute.experimental.ParameterServerStrategy(resolver)
     tf.distribute.coordinator.ClusterCoordinator(strategy)
-    # Outside the strategy's scope, as reduce.py makes its state: the device scope holds.
+    # Outside the strategy's scope, as slots.py and tables.py make a run's state: the device scope holds.
     with tf.device(PS):
         tables = {
             # TF names it "table_<n>", n from a per-process counter: the same n in both
             # processes, since both run this same code.
             "default_table": tf.lookup.experimental.MutableHashTable(tf.string, tf.int64, default_value=0),
-            "run_table": _RunTable("measure_runtime/%s/table" % uuid.uuid4().hex),
-            "kept_table": _RunTable("measure_runtime/kept"),
-            "released_table": _RunTable("measure_runtime/released"),
+            "run_table": RunTable("measure_runtime/%s/table" % uuid.uuid4().hex),
+            "kept_table": RunTable("measure_runtime/kept"),
+            "released_table": RunTable("measure_runtime/released"),
         }
         # PerPieceState names its slots so; the name given is not the resource's name.
         variable = tf.Variable(tf.constant(0, tf.int64), trainable=False, name="slots_0")
@@ -91,7 +91,7 @@ def as_coordinator(jobs, run):
     after = {key: int(table.size()) for key, table in tables.items()}
     after["variable"] = int(variable.numpy())
     if run == 1:
-        # As reduce._destroy frees a run's state: eager runs it on the resource's device.
+        # As ps_state.destroy frees a run's state: eager runs it on the resource's device.
         tf.raw_ops.DestroyResourceOp(resource=tables["released_table"].resource_handle, ignore_lookup_error=False)
         try:
             tables["released_table"].size().numpy()

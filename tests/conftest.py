@@ -82,26 +82,40 @@ INPROCESS_PS, INPROCESS_WORKERS = 2, 2
 
 @pytest.fixture(scope="session")
 def inprocess():
-    """A cluster of 2 ps and 2 worker servers inside this test process, which is their
-    chief: yields (Cluster, ClusterCoordinator). TF cannot stop servers, so they live
-    as long as the process, and one cluster serves every test of the session."""
-    import tensorflow as tf
+    """A connected `Cluster` of 2 ps and 2 worker servers inside this test process, its
+    chief (the public API's `Cluster.local()`). TF cannot stop servers, and lets a
+    process connect to one cluster in its life: one serves every test of the session."""
+    import tf2_mapreduce as mr
 
-    from tf2_mapreduce import cluster as cluster_lib
+    with mr.Cluster.local(INPROCESS_PS, INPROCESS_WORKERS) as cluster:
+        yield cluster
+
+
+def job_run(cluster, job, files, on_progress=None, **options):
+    """A `runner.JobRun` of `job` over `files` (`inputs.InputFile`s) on `cluster`, planned
+    and not yet run: for tests that change inputs between planning and reading."""
     from tf2_mapreduce import runner
+    from tf2_mapreduce.inputs import Inputs
 
-    jobs = {
-        role: ["localhost:%d" % portpicker.pick_unused_port() for _ in range(count)]
-        for role, count in (("chief", 1), ("ps", INPROCESS_PS), ("worker", INPROCESS_WORKERS))
-    }
-    cluster = cluster_lib.Cluster(jobs, "chief", 0)
-    servers = cluster_lib.start_in_process(cluster)
-    resolver = tf.distribute.cluster_resolver.SimpleClusterResolver(
-        tf.train.ClusterSpec(jobs), task_type="chief", task_id=0, rpc_layer="grpc"
+    return runner.JobRun(
+        job,
+        Inputs(files=list(files)),
+        cluster._coordinator,
+        cluster.spec,
+        runner.Options.of(**options),
+        None,
+        on_progress,
     )
-    devices = cluster.devices()
-    yield cluster, runner.connect(resolver, devices)
-    del servers
+
+
+def run_job(cluster, job, files, on_progress=None, **options):
+    """`cluster.run(job, ...)` over `files`: `inputs.InputFile`s as listed, or specs."""
+    from tf2_mapreduce.inputs import InputFile, Inputs
+
+    files = list(files)
+    if files and all(isinstance(f, InputFile) for f in files):
+        files = Inputs(files=files)
+    return cluster.run(job, files, on_progress=on_progress, **options)
 
 
 def task_env(**extra):

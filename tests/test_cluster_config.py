@@ -8,7 +8,7 @@ import sys
 import pytest
 from conftest import SCRIPTS
 
-from tf2_mapreduce import cluster
+from tf2_mapreduce import cluster_spec
 from tf2_mapreduce.errors import UsageError
 
 GOOD = {
@@ -18,7 +18,7 @@ GOOD = {
 
 
 def test_valid_tf_config():
-    c = cluster.from_tf_config(json.dumps(GOOD))
+    c = cluster_spec.from_tf_config(json.dumps(GOOD))
     assert (c.task_type, c.task_index, c.address) == ("worker", 1, "[::1]:2223")
     assert (c.num_ps, c.num_workers) == (1, 2)
     assert json.loads(c.tf_config("ps", 0)) == {"cluster": GOOD["cluster"], "task": {"type": "ps", "index": 0}}
@@ -47,7 +47,7 @@ def test_valid_tf_config():
 )
 def test_malformed_tf_config_is_one_clear_line(text, fragment):
     with pytest.raises(UsageError) as e:
-        cluster.from_tf_config(text, expect_roles=("ps", "worker"))
+        cluster_spec.from_tf_config(text, expect_roles=("ps", "worker"))
     assert str(e.value).startswith("malformed TF_CONFIG: ")
     assert fragment in str(e.value)
     assert "\n" not in str(e.value)
@@ -91,7 +91,7 @@ def test_make_configs_consecutive_ports_one_cluster(tmp_path):
         assert config == {"cluster": expected, "task": {"type": role, "index": int(index)}}
         # Every file is accepted by the program that will read it.
         roles = ("chief",) if role == "chief" else ("ps", "worker")
-        assert cluster.from_tf_config(json.dumps(config), expect_roles=roles).address == expected[role][int(index)]
+        assert cluster_spec.from_tf_config(json.dumps(config), expect_roles=roles).address == expected[role][int(index)]
 
 
 def test_make_configs_explicit_hosts(tmp_path):

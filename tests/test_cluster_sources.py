@@ -13,8 +13,7 @@ from absl import flags
 from absl.testing import flagsaver
 from conftest import assert_matches_oracle, read_result, run_cli, task_env, write_corpus
 
-from tf2_mapreduce import cluster as cluster_lib
-from tf2_mapreduce import cluster_sources
+from tf2_mapreduce import cluster_sources, cluster_spec
 from tf2_mapreduce.errors import UsageError
 
 FLAGS = flags.FLAGS
@@ -33,7 +32,7 @@ def test_vertex_ai_tf_config_is_accepted_as_is():
         "task": {"type": "ps", "index": 0, "trial": "1"},
         "job": {"python_module": "tf2_mapreduce.server", "worker_pool_specs": [{"replica_count": 1}]},
     }
-    c = cluster_lib.from_tf_config(json.dumps(config), expect_roles=("ps", "worker"))
+    c = cluster_spec.from_tf_config(json.dumps(config), expect_roles=("ps", "worker"))
     assert (c.task_type, c.task_index, c.address) == ("ps", 0, "cmle-training-workerpool2-ab-0:2222")
     assert sorted(c.jobs) == ["chief", "ps", "worker"]
 

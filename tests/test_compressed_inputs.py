@@ -10,13 +10,14 @@ import zlib
 import pytest
 from conftest import write_corpus
 
-from tf2_mapreduce import inputs, jobs, runner
+import tf2_mapreduce as mr
 from tf2_mapreduce.errors import JobFailed
 
+JOBS = {"wordcount": mr.WordCount(), "linecount": mr.LineCount(), "wc": mr.Wc()}
 
-def run(inprocess, job, specs, on_error="fail", **options):
-    files = inputs.expand(specs, on_error=on_error).files
-    return runner.JobRun(job, files, inprocess[1], inprocess[0], runner.Options(on_error=on_error, **options)).run()
+
+def run(inprocess, job, specs, **options):
+    return inprocess.run(job, specs, **options)
 
 
 def compress(path, kind):
@@ -67,17 +68,16 @@ def lines(text):
 def test_compressed_text_counts_as_its_decompressed_bytes(inprocess, corpus, name, oracle):
     directory, texts = corpus
     # A small read_size: the large file streams in many chunks, each cut at a record boundary.
-    result = run(inprocess, jobs.BUILT_IN[name], [directory], read_size=64 << 10)
-    values = result.file_values()
-    got = {f.path: values[n].tolist() for n, f in enumerate(result.files)}
+    result = run(inprocess, JOBS[name], [directory], read_size=64 << 10)
+    got = {f.path: list(f.value) if name == "wc" else f.value for f in result.per_file}
     assert got == {path: list(oracle(text)) if name == "wc" else oracle(text) for path, text in texts.items()}
 
 
 def test_wordfreq_over_compressed_text_matches_counter(inprocess, corpus):
     directory, texts = corpus
-    result = run(inprocess, jobs.BUILT_IN["wordfreq"], [directory], read_size=64 << 10)
+    result = run(inprocess, mr.WordFreq(), [directory], read_size=64 << 10)
     expected = collections.Counter(word for text in texts.values() for word in text.split())
-    assert dict(result.reducer.entries()) == expected
+    assert dict(result.entries()) == expected
 
 
 def test_a_truncated_or_corrupt_compressed_file_fails_or_is_skipped(inprocess, corpus, tmp_path):
@@ -93,7 +93,7 @@ def test_a_truncated_or_corrupt_compressed_file_fails_or_is_skipped(inprocess, c
     packed[len(packed) // 2] ^= 0xFF
     with open(corrupt, "wb") as f:
         f.write(bytes(packed))
-    job = jobs.BUILT_IN["wordcount"]
+    job = mr.WordCount()
     with pytest.raises(JobFailed, match=r"cut.txt.gz: truncated GZIP file|bad.txt.zz: corrupt ZLIB file"):
         run(inprocess, job, good + [truncated, corrupt])
     result = run(inprocess, job, good + [truncated, corrupt], on_error="skip")

@@ -9,8 +9,7 @@ import sys
 import pytest
 from conftest import SCRIPTS
 
-from tf2_mapreduce import cluster as cluster_lib
-from tf2_mapreduce import cluster_sources
+from tf2_mapreduce import cluster_sources, cluster_spec
 
 
 def make_k8s(*args):
@@ -69,7 +68,7 @@ def test_manifest_has_a_service_and_a_job_per_task_agreeing_on_one_cluster():
         (container,) = pod["spec"]["containers"]
         env = {e["name"]: e["value"] for e in container["env"]}
         role = pod["metadata"]["labels"][cluster_sources.K8S_ROLE_LABEL]
-        parsed = cluster_lib.from_tf_config(env["TF_CONFIG"], expect_roles=(role,))
+        parsed = cluster_spec.from_tf_config(env["TF_CONFIG"], expect_roles=(role,))
         # This task's address is its own Service's name and port.
         assert parsed.address == "%s:%d" % (name, service["spec"]["ports"][0]["port"])
         assert container["ports"][0]["containerPort"] == 2222

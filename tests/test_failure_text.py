@@ -4,8 +4,9 @@ captured from real multi-process runs."""
 
 import tensorflow as tf
 
-from tf2_mapreduce import failures, mapstep, reduce
+from tf2_mapreduce import failures, mapstep
 from tf2_mapreduce.errors import op_error_cause
+from tf2_mapreduce.run_state import ChangedFiles
 
 # A failed step as the coordinator received it in a real run (2 ps, 2 workers): one
 # worker's range read of a file that shrank, relayed through ps 1.
@@ -40,7 +41,7 @@ def raised(fn):
 
 
 def test_a_changed_file_fails_the_step_and_its_sizes_come_back_as_data():
-    changed_files = reduce.ChangedFiles(10, "/cpu:0")
+    changed_files = ChangedFiles(10, "/cpu:0")
     ids = tf.constant([3, 7, 8], tf.int64)
 
     @tf.function(autograph=False)
@@ -83,5 +84,6 @@ def test_a_relayed_error_names_its_input_and_the_ps_it_came_through():
     failure = failures.file_failure(op_error_cause(tf.errors.InvalidArgumentError(None, None, RELAYED)))
     assert failure.path == "/tmp/pytest-of-root/pytest-24/test_a_file_changed_under_a_ra0/big.txt"
     assert failure.why == "changed size since it was listed"
-    assert failures.ps_tasks_named(RELAYED) == [1]
-    assert failures.ps_tasks_named("Socket closed") == []
+    assert failures.tasks_named(RELAYED) == [1]
+    assert failures.tasks_named(RELAYED, "worker") == [0]
+    assert failures.tasks_named("Socket closed") == []

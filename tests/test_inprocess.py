@@ -1,28 +1,29 @@
 """The job on an in-process cluster (2 ps, 2 workers inside this test process)."""
 
+import logging
 import os
 
 import numpy as np
 import pytest
 import tensorflow as tf
-from conftest import INPROCESS_PS, oracle_words, write_corpus
+from conftest import INPROCESS_PS, oracle_words, run_job, write_corpus
 
-from tf2_mapreduce import cluster as cluster_lib
-from tf2_mapreduce import inputs, runner
+import tf2_mapreduce as mr
+from tf2_mapreduce import cluster_spec, inputs, runner
 from tf2_mapreduce.errors import JobFailed, UsageError
-from tf2_mapreduce.jobs import BUILT_IN
-from tf2_mapreduce.reduce import PerPieceState, Stats
-from tf2_mapreduce.reducers import Sum
+from tf2_mapreduce.ps_state import Stats
 
-WORDCOUNT = BUILT_IN["wordcount"]
-PS_DEVICES = [cluster_lib.device("ps", i) for i in range(INPROCESS_PS)]
+WORDCOUNT = mr.WordCount()
+PS_DEVICES = [cluster_spec.device("ps", i) for i in range(INPROCESS_PS)]
 
 
-def run(inprocess, files, on_progress=None, log=None, **options):
-    job = runner.JobRun(
-        WORDCOUNT, files, inprocess[1], inprocess[0], runner.Options(**options), on_progress=on_progress, log=log
-    )
-    return job.run()
+def run(inprocess, files, on_progress=None, **options):
+    return run_job(inprocess, WORDCOUNT, files, on_progress=on_progress, **options)
+
+
+def logged(caplog):
+    """The lines the library logged (`log`), as a Python caller sees them."""
+    return [str(record.msg) for record in caplog.records if record.name == "tf2_mapreduce"]
 
 
 @pytest.fixture(scope="module")
@@ -36,8 +37,9 @@ def corpus(tmp_path_factory):
 def test_total_and_per_file_counts_match_oracle(inprocess, corpus, max_pieces):
     result = run(inprocess, corpus, max_pieces=max_pieces)
     assert result.total == oracle_words(f.path for f in corpus)
-    assert result.reducer.values().tolist() == [oracle_words([f.path]) for f in corpus]
-    assert result.total_bytes == sum(os.path.getsize(f.path) for f in corpus)
+    assert [f.value for f in result.per_file] == [oracle_words([f.path]) for f in corpus]
+    assert [f.path for f in result.per_file] == [f.path for f in corpus]
+    assert result.bytes_done == sum(os.path.getsize(f.path) for f in corpus)
 
 
 def test_progress_reports_are_consistent(inprocess, corpus):
@@ -48,14 +50,14 @@ def test_progress_reports_are_consistent(inprocess, corpus):
         assert before.files_done <= after.files_done and before.value <= after.value
     for report in reports:
         assert report.files_total == len(corpus) and report.value <= result.total
-        assert report.bytes_total == result.total_bytes and report.bytes_done <= report.bytes_total
+        assert report.bytes_total == result.bytes_done and report.bytes_done <= report.bytes_total
 
 
 def test_a_retried_commit_does_not_double_count(inprocess, tmp_path):
     # What schedule() does when a worker dies after its step reached the ps: the
     # same files are committed again. Slots make the second commit a no-op.
     files = inputs.expand(write_corpus(str(tmp_path), 9, seed=3)).files
-    reducer = PerPieceState([f.size for f in files], PS_DEVICES, Sum("words"))
+    reducer = mr.Sum("words").new_state([f.size for f in files], PS_DEVICES, "unused: variables are named by TF")
     ids = tf.constant(list(range(len(files))), tf.int64)
     values = tf.constant([oracle_words([f.path]) for f in files], tf.int64)
     commit = tf.function(reducer.commit)
@@ -63,7 +65,8 @@ def test_a_retried_commit_does_not_double_count(inprocess, tmp_path):
     once = reducer.stats()
     commit(ids[2:5], values[2:5])
     commit(ids, values)
-    assert reducer.stats() == once == Stats(len(files), sum(f.size for f in files), oracle_words(f.path for f in files))
+    assert once == Stats(len(files), sum(f.size for f in files), oracle_words(f.path for f in files))
+    assert reducer.stats() == once
     assert np.array_equal(reducer.values(), values.numpy())
 
 
@@ -99,22 +102,22 @@ def test_skip_pins_down_each_bad_file_in_a_batch(inprocess, corpus, tmp_path):
 
 def test_checkpoint_resume_counts_each_file_once(inprocess, corpus, tmp_path):
     directory = str(tmp_path / "ckpt")
-    first = runner.JobRun(WORDCOUNT, corpus, inprocess[1], inprocess[0], runner.Options(checkpoint_dir=directory))
-    whole = first.run()
+    whole = run(inprocess, corpus, checkpoint_dir=directory)
     assert whole.resumed_from is None
     # A new run of the same job finds every file done and schedules nothing.
-    again = runner.JobRun(WORDCOUNT, corpus, inprocess[1], inprocess[0], runner.Options(checkpoint_dir=directory)).run()
+    again = run(inprocess, corpus, checkpoint_dir=directory)
     assert again.resumed_from and again.files_resumed == len(corpus)
     assert again.total == whole.total == oracle_words(f.path for f in corpus)
 
 
-def run_logged(inprocess, files, checkpoint_dir):
+def run_logged(inprocess, files, checkpoint_dir, caplog):
     """Runs wordcount with a checkpoint directory; returns the result and the lines logged."""
-    warnings = []
-    return run(inprocess, files, log=warnings.append, checkpoint_dir=str(checkpoint_dir)), warnings
+    caplog.clear()
+    caplog.set_level(logging.INFO, logger="tf2_mapreduce")
+    return run(inprocess, files, checkpoint_dir=str(checkpoint_dir)), logged(caplog)
 
 
-def test_torn_or_damaged_checkpoints_fall_back_to_a_good_one(inprocess, corpus, tmp_path):
+def test_torn_or_damaged_checkpoints_fall_back_to_a_good_one(inprocess, corpus, tmp_path, caplog):
     directory = tmp_path / "ckpt"
     run(inprocess, corpus, checkpoint_dir=str(directory))  # ckpt-1, at the end
     run(inprocess, corpus, checkpoint_dir=str(directory))  # ckpt-2: resumed, saved again
@@ -126,7 +129,7 @@ def test_torn_or_damaged_checkpoints_fall_back_to_a_good_one(inprocess, corpus, 
     # The newest checkpoint the index names is damaged after the fact.
     data = next(directory.glob("ckpt-2.data-*"))
     data.write_bytes(data.read_bytes()[:5])
-    result, warnings = run_logged(inprocess, corpus, directory)
+    result, warnings = run_logged(inprocess, corpus, directory, caplog)
     assert result.resumed_from == str(directory / "ckpt-1") and result.files_resumed == len(corpus)
     assert result.total == oracle_words(f.path for f in corpus)
     assert any(w.startswith("checkpoint %s cannot be read" % (directory / "ckpt-2")) for w in warnings), warnings
@@ -153,7 +156,7 @@ def test_more_ps_than_files(inprocess, tmp_path):
 
 @pytest.mark.parametrize("damaged", [0, 1, 2])
 def test_a_start_over_after_every_checkpoint_failed_to_restore_keeps_nothing_of_them(
-    inprocess, corpus, tmp_path, damaged
+    inprocess, corpus, tmp_path, damaged, caplog
 ):
     directory = tmp_path / "ckpt"
     run(inprocess, corpus, checkpoint_dir=str(directory))
@@ -161,8 +164,8 @@ def test_a_start_over_after_every_checkpoint_failed_to_restore_keeps_nothing_of_
     shards = sorted(directory.glob("ckpt-1.data-*"))
     assert len(shards) == 1 + INPROCESS_PS
     shards[damaged].write_bytes(shards[damaged].read_bytes()[:5])
-    result, warnings = run_logged(inprocess, corpus, directory)
+    result, warnings = run_logged(inprocess, corpus, directory, caplog)
     assert any(w.startswith("checkpoint %s cannot be read" % (directory / "ckpt-1")) for w in warnings), warnings
     assert result.resumed_from is None and result.files_resumed == 0
     assert result.total == oracle_words(f.path for f in corpus)
-    assert result.reducer.values().tolist() == [oracle_words([f.path]) for f in corpus]
+    assert [f.value for f in result.per_file] == [oracle_words([f.path]) for f in corpus]

@@ -1,7 +1,6 @@
 """Input specs -> files: directories, globs, @lists, and a one-line error for each bad input."""
 
 import os
-import random
 import shutil
 import subprocess
 import sys
@@ -202,57 +201,3 @@ def test_unreadable_file_is_refused(tmp_path):
         command = ["setpriv", "--bounding-set=" + caps, "--inh-caps=" + caps] + command
     out = subprocess.run(command, capture_output=True, timeout=120, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
     assert out.stdout.decode().strip() == "%s: permission denied" % secret, out.stderr.decode()[-2000:]
-
-
-def test_splits_pack_chosen_pieces_by_bytes_and_count(tmp_path):
-    files = [inputs.InputFile(touch(str(tmp_path / ("f%d" % i)), b"x" * 10), 10, 0) for i in range(6)]
-    pieces = [inputs.Piece(i, 0, 10) for i in range(6)]
-    steps = [
-        [tuple(column.numpy().tolist()) for column in split]
-        for split in inputs.splits(files, pieces, [0, 1, 2, 4, 5], 25, 4)
-    ]
-    paths = [os.fsencode(f.path) for f in files]
-    assert steps == [
-        [(0, 1), (paths[0], paths[1]), (0, 0), (10, 10), (10, 10)],
-        [(2, 4), (paths[2], paths[4]), (0, 0), (10, 10), (10, 10)],
-        [(5,), (paths[5],), (0,), (10,), (10,)],
-    ]
-    assert [len(s[0]) for s in [list(x) for x in inputs.splits(files, pieces, list(range(6)), 1000, 4)]] == [4, 2]
-
-
-@pytest.mark.parametrize("records", ["words", "lines"])
-def test_plan_cuts_at_record_starts_for_any_piece_size(tmp_path, records):
-    # The boundary rule: every word (line) lies in exactly one piece, the one where it starts.
-    rng = random.Random(9)
-    path = str(tmp_path / "f.txt")
-    for _ in range(150):
-        data = bytes(rng.choice(b"ab \t\n\r\x0b\x0c\xa0") for _ in range(rng.randint(0, 400)))
-        with open(path, "wb") as f:
-            f.write(data)
-        files = inputs.expand([path]).files
-        read_size = rng.choice([1, 2, 3, 5, 8, 13, 64, 1000])
-        pieces, skipped = inputs.plan(files, read_size, records)
-        assert not skipped
-        assert [p.start for p in pieces][:1] == [0] and pieces[-1].end == len(data)
-        assert all(a.end == b.start and a.size > 0 for a, b in zip(pieces, pieces[1:]))
-        parts = [data[p.start : p.end] for p in pieces]
-        if records == "words":
-            assert [w for part in parts for w in part.split()] == data.split(), (data, read_size)
-        else:
-            assert [line for part in parts for line in part.split(b"\n")[:-1]] == data.split(b"\n")[:-1], (
-                data,
-                read_size,
-            )
-            assert all(part.endswith(b"\n") for part in parts[:-1])
-
-
-def test_plan_of_a_file_gone_before_planning(tmp_path):
-    path = touch(str(tmp_path / "big.txt"), b"word " * 100)
-    files = inputs.expand([path]).files
-    os.unlink(path)
-    with pytest.raises(InputError, match="cannot be read to plan its pieces: no such file or directory"):
-        inputs.plan(files, 10)
-    assert inputs.plan(files, 10, on_error="skip") == (
-        [],
-        [(path, "cannot be read to plan its pieces: no such file or directory")],
-    )

@@ -12,15 +12,15 @@ import uuid
 import numpy as np
 import pytest
 import tensorflow as tf
-from conftest import INPROCESS_PS, oracle_counter, oracle_words, write_corpus, write_zipf_corpus
+from conftest import INPROCESS_PS, job_run, oracle_counter, oracle_words, run_job, write_corpus, write_zipf_corpus
 
-from tf2_mapreduce import cluster as cluster_lib
-from tf2_mapreduce import inputs, jobs, native, output, reduce, reducers, runner
+import tf2_mapreduce as mr
+from tf2_mapreduce import cluster_spec, inputs, jobs, native, output, tables
 from tf2_mapreduce.errors import Interrupted, UsageError
+from tf2_mapreduce.plan import Plan
+from tf2_mapreduce.ps_state import Stats
 
-
-def run(inprocess, job, files, **options):
-    return runner.JobRun(job, files, inprocess[1], inprocess[0], runner.Options(**options)).run()
+run = run_job
 
 
 @pytest.fixture(scope="module")
@@ -64,33 +64,32 @@ def texts(tmp_path_factory):
 
 def test_wordfreq_matches_counter_on_two_ps(inprocess, zipf):
     files, oracle = zipf
-    result = run(inprocess, jobs.BUILT_IN["wordfreq"], files, max_pieces=3)
+    result = run(inprocess, mr.WordFreq(), files, max_pieces=3)
     assert result.total == sum(oracle.values())
-    assert result.stats.distinct == len(oracle) >= 20_000
-    assert collections.Counter(dict(result.reducer.entries())) == oracle
+    assert result.distinct == len(oracle) >= 20_000
+    assert collections.Counter(dict(result.entries())) == oracle
     # Keys are spread over both ps tables.
-    assert all(int(shard.table.size()) > 0 for shard in result.reducer.shards)
-    top = result.reducer.top(25)
+    assert all(int(shard.table.size()) > 0 for shard in result._state.shards)
+    top = result.top(25)
     assert top == sorted(oracle.items(), key=lambda kv: (-kv[1], kv[0]))[:25]
 
 
 def test_wordfreq_output_round_trips_with_escaping(inprocess, zipf, tmp_path, monkeypatch):
     files, oracle = zipf
     # Small chunks and runs: the table is fetched in pieces and sorted through disk.
-    monkeypatch.setattr(reduce, "CHUNK", 3000)
+    monkeypatch.setattr(tables, "CHUNK", 3000)
     monkeypatch.setattr(output, "RUN_SIZE", 4000)
-    result = run(inprocess, jobs.BUILT_IN["wordfreq"], files)
-    found = inputs.Inputs(files=files)
+    result = run(inprocess, mr.WordFreq(), files)
     ordered = sorted(oracle.items(), key=lambda kv: (-kv[1], kv[0]))
     tsv = str(tmp_path / "vocab.tsv")
-    output.write(tsv, result, found)
+    result.write(tsv)
     with open(tsv, encoding="utf-8") as f:
         rows = [line.rstrip("\n").split("\t") for line in f]
     assert all(len(row) == 2 for row in rows)
     assert [(output.unescape(word), int(count)) for word, count in rows] == ordered
     assert any("\\x" in word for word, _ in rows) and any("\\\\" in word for word, _ in rows)
     as_json = str(tmp_path / "vocab.json")
-    output.write(as_json, result, found, min_count=3)
+    result.write(as_json, min_count=3)
     with open(as_json, encoding="utf-8") as f:
         document = json.load(f)
     assert [(output.unescape(word), count) for word, count in document["words"]] == [kv for kv in ordered if kv[1] >= 3]
@@ -118,12 +117,12 @@ def test_sorted_entries_spills_to_disk_and_merges():
     assert list(output.sorted_entries(iter(entries))) == expected
 
 
-PS_DEVICES = [cluster_lib.device("ps", i) for i in range(INPROCESS_PS)]
-WORDS = reducers.KeySum(unit="words")
+PS_DEVICES = [cluster_spec.device("ps", i) for i in range(INPROCESS_PS)]
+WORDS = mr.KeySum(unit="words")
 
 
 def test_a_retried_per_key_commit_does_not_double_count(inprocess):
-    reducer = reduce.KeyedSum([10, 10, 10], PS_DEVICES, uuid.uuid4().hex, WORDS)
+    reducer = WORDS.new_state([10, 10, 10], PS_DEVICES, uuid.uuid4().hex)
     commit = tf.function(reducer.commit)
     # Keys that look like the table's own markers and total are keys like any other.
     words = tf.constant([b"a", b"b", b"a", b"c", b"d0", b"t", b"", b"k"])
@@ -133,7 +132,7 @@ def test_a_retried_per_key_commit_does_not_double_count(inprocess):
     commit(tf.constant([1], tf.int64), (words[:1], counts[:1]))
     assert dict(reducer.entries()) == {b"a": 3, b"b": 1, b"c": 1, b"d0": 1, b"t": 1, b"": 1, b"k": 1}
     assert reducer.done().tolist() == [True, True, True]
-    assert reducer.stats() == reduce.Stats(3, 30, 9, 7)
+    assert reducer.stats() == Stats(3, 30, 9, 7)
     assert reducer.top(2) == [(b"a", 3), (b"", 1)]
 
 
@@ -145,7 +144,7 @@ def test_a_per_key_commit_changes_each_ps_in_one_op(inprocess):
     flags and a total written by three ops, one run counted a total twice and its table
     once. So each ps's part of a commit must make every change in one op (an insert),
     whatever ops read or compute around it."""
-    reducer = reduce.KeyedSum([10, 10], PS_DEVICES, uuid.uuid4().hex, WORDS)
+    reducer = WORDS.new_state([10, 10], PS_DEVICES, uuid.uuid4().hex)
     commit = tf.function(reducer.commit).get_concrete_function(
         tf.TensorSpec([None], tf.int64), (tf.TensorSpec([None], tf.string), tf.TensorSpec([None], tf.int64))
     )
@@ -160,19 +159,19 @@ def test_per_key_state_on_a_ps_belongs_to_one_run(inprocess):
     `leftover` finds state a run did not write (as a rerun on servers that outlived a
     coordinator found, while tables had TF's own per-process names)."""
     first_run = uuid.uuid4().hex
-    first = reduce.KeyedSum([10], PS_DEVICES, first_run, WORDS)
+    first = WORDS.new_state([10], PS_DEVICES, first_run)
     tf.function(first.commit)(tf.constant([0], tf.int64), (tf.constant([b"a", b"b"]), tf.constant([2, 3], tf.int64)))
     assert first.leftover() in {"the table on %s" % device for device in PS_DEVICES}
-    second = reduce.KeyedSum([10], PS_DEVICES, uuid.uuid4().hex, WORDS)
+    second = WORDS.new_state([10], PS_DEVICES, uuid.uuid4().hex)
     assert second.leftover() is None  # another run never sees the first run's state
     assert dict(second.entries()) == {} and dict(first.entries()) == {b"a": 2, b"b": 3}
-    assert reduce.KeyedSum([10], PS_DEVICES, first_run, WORDS).leftover() is not None
+    assert WORDS.new_state([10], PS_DEVICES, first_run).leftover() is not None
     first.reset()  # as after a restore that failed half-way
     assert first.leftover() is None and dict(first.entries()) == {} and first.done().tolist() == [False]
     tf.function(first.commit)(tf.constant([0], tf.int64), (tf.constant([b"a"]), tf.constant([1], tf.int64)))
     assert dict(first.entries()) == {b"a": 1}
     first.release()
-    assert reduce.KeyedSum([10], PS_DEVICES, first_run, WORDS).leftover() is None  # released: nothing was left
+    assert WORDS.new_state([10], PS_DEVICES, first_run).leftover() is None  # released: nothing was left
 
 
 def test_wordfreq_checkpoint_resume_is_exact(inprocess, tmp_path):
@@ -180,24 +179,25 @@ def test_wordfreq_checkpoint_resume_is_exact(inprocess, tmp_path):
     paths = write_zipf_corpus(str(tmp_path / "corpus"), 400, distinct=5_000, samples=20_000, seed=4)
     files, oracle = inputs.expand(paths).files, oracle_counter(paths)
     directory = str(tmp_path / "ckpt")
-    first = runner.JobRun(
-        jobs.BUILT_IN["wordfreq"],
-        files,
-        inprocess[1],
-        inprocess[0],
-        runner.Options(checkpoint_dir=directory, max_pieces=1, progress_every=0.1),
-    )
+    stopping = []
     # Stopped as by SIGTERM once some files are done: a checkpoint is saved mid-job.
-    first.on_progress = lambda p: p.files_done and first.request_stop(15)
+    first = job_run(
+        inprocess,
+        mr.WordFreq(),
+        files,
+        on_progress=lambda p: p.files_done and stopping[0].request_stop(15),
+        checkpoint_dir=directory,
+        max_pieces=1,
+        progress_every=0.1,
+    )
+    stopping.append(first)
     with pytest.raises(Interrupted, match="checkpoint saved"):
         first.run()
     # Stopped means stopped: no step of it is left to run, or to fail, in the next run's rounds.
     assert not [t for t in threading.enumerate() if t.name == "tf2_mapreduce-schedule" and t.is_alive()]
-    second = runner.JobRun(
-        jobs.BUILT_IN["wordfreq"], files, inprocess[1], inprocess[0], runner.Options(checkpoint_dir=directory)
-    ).run()
+    second = run(inprocess, mr.WordFreq(), files, checkpoint_dir=directory)
     assert 0 < second.files_resumed < len(files)
-    assert collections.Counter(dict(second.reducer.entries())) == oracle
+    assert collections.Counter(dict(second.entries())) == oracle
 
 
 def test_a_resume_from_pieces_committed_on_one_ps_only_is_exact(inprocess, tmp_path):
@@ -210,9 +210,9 @@ def test_a_resume_from_pieces_committed_on_one_ps_only_is_exact(inprocess, tmp_p
 
     paths = write_zipf_corpus(str(tmp_path / "corpus"), 40, distinct=300, samples=4_000, seed=9)
     files, oracle = inputs.expand(paths).files, oracle_counter(paths)
-    job = jobs.BUILT_IN["wordfreq"]
-    pieces, _ = inputs.plan(files, 8 << 20, job.records)
-    state = reduce.KeyedSum([p.size for p in pieces], PS_DEVICES, uuid.uuid4().hex, job.reducer)
+    job = mr.WordFreq()
+    plan = Plan(files, 8 << 20, job.records)
+    state = job.reducer.new_state(plan.sizes, PS_DEVICES, uuid.uuid4().hex)
     partial = oracle_counter([paths[1], paths[3]])
     keys = tf.constant(list(partial))
     on_ps0 = tf.strings.to_hash_bucket_fast(keys, INPROCESS_PS) == 0
@@ -223,27 +223,25 @@ def test_a_resume_from_pieces_committed_on_one_ps_only_is_exact(inprocess, tmp_p
     )
     assert np.flatnonzero(state.partial()).tolist() == [1, 3]
     directory = str(tmp_path / "ckpt")
-    manifest = checkpoint.manifest(job, INPROCESS_PS, files, pieces, 8 << 20, ["" for _ in files])
+    manifest = checkpoint.manifest(job, INPROCESS_PS, plan)
     checkpoint.JobCheckpoint(directory, manifest, state.checkpoint_state()).save()
     state.release()
     reports = []
-    resumed = runner.JobRun(
-        job, files, inprocess[1], inprocess[0], runner.Options(checkpoint_dir=directory), on_progress=reports.append
-    ).run()
+    resumed = run(inprocess, job, files, on_progress=reports.append, checkpoint_dir=directory)
     assert resumed.resumed_from is not None and resumed.files_resumed == 0
     assert reports[-1].rounds_rerun == 0  # no step failed
-    assert collections.Counter(dict(resumed.reducer.entries())) == oracle
+    assert collections.Counter(dict(resumed.entries())) == oracle
 
 
 def test_linecount_wc_and_grep_match_their_oracles(inprocess, texts):
     data = [read(f.path) for f in texts]
-    lines = run(inprocess, jobs.BUILT_IN["linecount"], texts)
+    lines = run(inprocess, mr.LineCount(), texts)
     assert lines.total == sum(len(oracle_lines(d)) for d in data)
-    wc = run(inprocess, jobs.BUILT_IN["wc"], texts, max_pieces=4)
+    wc = run(inprocess, mr.Wc(), texts, max_pieces=4)
     assert wc.total == (lines.total, oracle_words(f.path for f in texts), sum(len(d) for d in data))
-    assert wc.reducer.values().tolist() == [[len(oracle_lines(d)), len(d.split()), len(d)] for d in data]
+    assert [f.value for f in wc.per_file] == [(len(oracle_lines(d)), len(d.split()), len(d)) for d in data]
     for pattern in [".*the.*", "the .*", "[a-z]+ [a-z]+", ".*é.*", ""]:
-        grep = run(inprocess, jobs.resolve("grep", pattern), texts)
+        grep = run(inprocess, mr.Grep(pattern), texts)
         assert grep.total == sum(oracle_grep(d, pattern) for d in data), pattern
 
 
@@ -253,10 +251,10 @@ def test_a_user_defined_job(inprocess, texts):
             tf.cast(tf.io.decode_raw(text, tf.uint8), tf.int32), minlength=256, maxlength=256, dtype=tf.int64
         )
 
-    job = jobs.Job(
+    job = mr.Job(
         "bytes",
-        jobs.per_text(byte_histogram, shape=(256,)),
-        jobs.VectorSum(names=tuple("%02x" % b for b in range(256))),
+        mr.per_text(byte_histogram, shape=(256,)),
+        mr.VectorSum(names=tuple("%02x" % b for b in range(256))),
     )
     result = run(inprocess, job, texts)
     expected = np.zeros(256, np.int64)
@@ -268,12 +266,12 @@ def test_a_user_defined_job(inprocess, texts):
 def test_max_min_and_signed_sums_per_file_and_overall_with_files_cut_into_pieces(inprocess, texts, tmp_path):
     data = {f.path: read(f.path) for f in texts}
     longest = {path: max(len(line) for line in d.split(b"\n")) for path, d in data.items()}
-    result = run(inprocess, jobs.BUILT_IN["longestline"], texts, read_size=64, max_pieces=3)
-    assert len(result.pieces) > 2 * len(texts)  # files were cut: a file's value folds its pieces
+    result = run(inprocess, mr.LongestLine(), texts, read_size=64, max_pieces=3)
+    assert len(Plan(texts, 64, "lines").pieces) > 2 * len(texts)  # files were cut: a file's value folds its pieces
     assert result.total == max(longest.values())
-    assert dict(zip((f.path for f in texts), result.file_values().tolist())) == longest
+    assert {f.path: f.value for f in result.per_file} == longest
     document_path = str(tmp_path / "longest.json")
-    output.write(document_path, result, inputs.Inputs(files=texts))
+    result.write(document_path)
     with open(document_path) as f:
         document = json.load(f)
     assert document["longest_line_bytes"] == max(longest.values())
@@ -292,18 +290,18 @@ def test_max_min_and_signed_sums_per_file_and_overall_with_files_cut_into_pieces
 
     shortest = run(
         inprocess,
-        jobs.Job("shortest", jobs.per_text(shortest_word), jobs.Min("shortest word", "bytes"), records="words"),
+        mr.Job("shortest", mr.per_text(shortest_word), mr.Min("shortest word", "bytes"), records="words"),
         texts,
         read_size=64,
     )
     oracle_shortest = {path: min([len(w) for w in d.split()] + [1 << 30]) for path, d in data.items()}
     assert shortest.total == min(oracle_shortest.values())
-    assert dict(zip(data, shortest.file_values().tolist())) == oracle_shortest
-    signed = run(inprocess, jobs.Job("signed", jobs.per_text(words_minus_lines), jobs.Sum("points")), texts)
+    assert {f.path: f.value for f in shortest.per_file} == oracle_shortest
+    signed = run(inprocess, mr.Job("signed", mr.per_text(words_minus_lines), mr.Sum("points")), texts)
     per_file = {path: len(d.split()) - 2 * len(oracle_lines(d)) for path, d in data.items()}
     assert any(v < 0 for v in per_file.values())  # negative values are values, not "not done yet"
-    assert signed.total == sum(per_file.values()) and signed.stats.pieces_done == len(signed.pieces)
-    assert dict(zip(data, signed.file_values().tolist())) == per_file
+    assert signed.total == sum(per_file.values()) and signed.files_done == len(texts) and not signed.skipped
+    assert {f.path: f.value for f in signed.per_file} == per_file
 
 
 @pytest.mark.parametrize(
@@ -337,15 +335,15 @@ def test_every_job_is_exact_when_files_are_cut_into_pieces(inprocess, texts, mon
     files = texts[-6:]  # among them lines.txt, with its unterminated and non-UTF-8 lines
     data = [read(f.path) for f in files]
     options = dict(read_size=read_size, split_size=150)
-    words = run(inprocess, jobs.BUILT_IN["wordcount"], files, **options)
-    assert len(words.pieces) > 2 * len(files)
+    words = run(inprocess, mr.WordCount(), files, **options)
+    assert len(Plan(files, read_size, "words").pieces) > 2 * len(files)
     assert words.total == sum(len(d.split()) for d in data)
-    assert words.file_values().tolist() == [len(d.split()) for d in data]
-    freq = run(inprocess, jobs.BUILT_IN["wordfreq"], files, **options)
-    assert collections.Counter(dict(freq.reducer.entries())) == collections.Counter(w for d in data for w in d.split())
-    wc = run(inprocess, jobs.BUILT_IN["wc"], files, **options)
+    assert [f.value for f in words.per_file] == [len(d.split()) for d in data]
+    freq = run(inprocess, mr.WordFreq(), files, **options)
+    assert collections.Counter(dict(freq.entries())) == collections.Counter(w for d in data for w in d.split())
+    wc = run(inprocess, mr.Wc(), files, **options)
     assert wc.total == (sum(len(oracle_lines(d)) for d in data), words.total, sum(len(d) for d in data))
-    grep = run(inprocess, jobs.resolve("grep", ".*the.*"), files, **options)
+    grep = run(inprocess, mr.Grep(".*the.*"), files, **options)
     assert grep.total == sum(oracle_grep(d, ".*the.*") for d in data)
 
 
@@ -355,15 +353,13 @@ def test_a_file_changed_under_a_range_read_is_named_with_its_bytes(inprocess, tm
     small = tmp_path / "small.txt"
     small.write_bytes(b"one two")
     files = inputs.expand([str(big), str(small)]).files
-    job = runner.JobRun(
-        jobs.BUILT_IN["wordcount"], files, inprocess[1], inprocess[0], runner.Options(read_size=300, on_error="skip")
-    )
+    job = job_run(inprocess, mr.WordCount(), files, read_size=300, on_error="skip")
     big.write_bytes(b"alpha beta " * 3)  # planned already: its pieces now cover bytes it no longer has
     result = job.run()
     assert result.total == 2
     assert result.skipped == [
         ("%s (bytes %d-%d)" % (big, p.start, p.end), "changed size since it was listed")
-        for p in job.pieces
+        for p in job.plan.pieces
         if p.file == 0
     ]
     assert result.files_done == 1
@@ -380,8 +376,8 @@ def test_bad_files_among_many_are_found_in_parts_and_the_rest_counted_once(inpro
     os.unlink(deleted)
     with open(grown, "ab") as f:
         f.write(b" more")
-    job = runner.JobRun(jobs.BUILT_IN[job_name], files, inprocess[1], inprocess[0], runner.Options(on_error="skip"))
-    result = job.run()
+    job = {"wordcount": mr.WordCount(), "wordfreq": mr.WordFreq()}[job_name]
+    result = run(inprocess, job, files, on_error="skip")
     good = [p for p in paths if p not in (deleted, grown)]
     assert sorted(result.skipped) == sorted(
         [
@@ -391,11 +387,9 @@ def test_bad_files_among_many_are_found_in_parts_and_the_rest_counted_once(inpro
     )
     if job_name == "wordcount":
         assert result.total == oracle_words(good)
-        assert result.file_values()[result.file_done].tolist() == [
-            oracle_words([f.path]) for f, done in zip(files, result.file_done) if done
-        ]
+        assert [(f.path, f.value) for f in result.per_file] == [(p, oracle_words([p])) for p in good]
     else:
-        assert collections.Counter(dict(result.reducer.entries())) == oracle_counter(good)
+        assert collections.Counter(dict(result.entries())) == oracle_counter(good)
     # The first round packs about 3000 / 16 files a step (8 steps for each of 2 workers):
     # one step per file of the two failed steps would be twice that many steps.
     assert sum(result.steps_per_worker) < 3000 // 16, result.steps_per_worker

@@ -5,14 +5,20 @@ import shutil
 
 import pytest
 
-from tf2_mapreduce import cluster
+from tf2_mapreduce import cluster_spec, local_cluster
 from tf2_mapreduce.errors import ClusterError, UsageError
 
 
+def child_servers(num_ps, num_workers):
+    servers = local_cluster.ChildServers(local_cluster.local_spec(num_ps, num_workers))
+    servers.start()
+    return servers
+
+
 def test_children_come_up_and_are_reaped():
-    local = cluster.LocalCluster(num_ps=1, num_workers=2).start()
+    local = child_servers(num_ps=1, num_workers=2)
     try:
-        cluster.wait_for_tasks(local.cluster, timeout=120, check=local.check_alive)
+        cluster_spec.wait_for_tasks(local.spec, timeout=120, check=local.check_alive)
         assert sorted(local.processes) == [("ps", 0), ("worker", 0), ("worker", 1)]
         assert all(proc.poll() is None for proc in local.processes.values())
     finally:
@@ -22,11 +28,11 @@ def test_children_come_up_and_are_reaped():
 
 
 def test_a_child_that_dies_is_named_and_its_log_kept():
-    local = cluster.LocalCluster(num_ps=1, num_workers=1).start()
+    local = child_servers(num_ps=1, num_workers=1)
     try:
         local.processes["worker", 0].kill()
         with pytest.raises(ClusterError) as e:
-            cluster.wait_for_tasks(local.cluster, timeout=120, check=local.check_alive)
+            cluster_spec.wait_for_tasks(local.spec, timeout=120, check=local.check_alive)
         assert str(e.value).startswith("local worker 0 exited with status -9")
         assert local.log_path("worker", 0) in str(e.value)
     finally:
@@ -39,4 +45,4 @@ def test_a_child_that_dies_is_named_and_its_log_kept():
 
 def test_sizes_are_checked():
     with pytest.raises(UsageError, match="at least 1 ps and 1 worker"):
-        cluster.LocalCluster(num_ps=0, num_workers=2)
+        local_cluster.local_spec(num_ps=0, num_workers=2)

@@ -21,7 +21,7 @@ from conftest import (
 sys.path.insert(0, SCRIPTS)
 import switched_hosts  # noqa: E402  (scripts/, shared with the soak)
 
-from tf2_mapreduce import cluster as cluster_lib
+from tf2_mapreduce import cluster_spec
 
 OUTAGE = 8  # seconds
 WHY_NOT = switched_hosts.why_not()
@@ -45,7 +45,7 @@ def start_cluster(hosts, processes, tmp_path):
         "ps": [hosts.addresses["ps0"]],
         "worker": [hosts.addresses["worker%d" % i] for i in range(2)],
     }
-    cluster = cluster_lib.Cluster(jobs, "chief", 0)
+    cluster = cluster_spec.ClusterSpec(jobs, "chief", 0)
     servers = {}
     for role, index, _ in cluster.tasks():
         name = "ps0" if role == "ps" else "worker%d" % index

@@ -265,17 +265,19 @@ def test_local_cluster_sizes_and_output(tmp_path):
     assert_nothing_left(run)
 
 
-def test_local_run_with_bad_input_leaves_nothing(tmp_path):
-    run = run_cli(["--input", str(tmp_path / "missing.txt")], env=task_env())
+@pytest.mark.parametrize("local_cluster", ["inprocess", "processes"])
+def test_local_run_with_bad_input_fails_before_its_cluster_starts(tmp_path, local_cluster):
+    run = run_cli(["--input", str(tmp_path / "missing.txt"), "--local_cluster=" + local_cluster], env=task_env())
     assert run.returncode == 2
     assert "error: %s: no such file or directory" % (tmp_path / "missing.txt") in run.stderr
-    assert_nothing_left(run)
+    assert "started a local cluster" not in run.stderr
+    assert servers_of(run.pid) == []
 
 
 USER_JOB = """
 import tensorflow as tf
 
-from tf2_mapreduce.jobs import Job, KeySum
+from tf2_mapreduce import Job, KeySum
 
 
 def caseless_words(texts):

@@ -8,8 +8,7 @@ import subprocess
 import pytest
 from conftest import LiveCoordinator, assert_matches_oracle, live_args, read_result, servers_of, task_env, write_corpus
 
-from tf2_mapreduce import cluster as cluster_lib
-from tf2_mapreduce import netns
+from tf2_mapreduce import cluster_spec, netns
 
 NUM_FILES = 800
 
@@ -46,7 +45,7 @@ def network_namespace(pid):
 @pytest.mark.skipif(WHY_NOT is not None, reason="no private network namespaces here: %s" % WHY_NOT)
 def test_local_cluster_ports_do_not_answer_from_outside(tmp_path, processes):
     job, addresses, output = start_job(tmp_path, processes)
-    assert {address: cluster_lib.probe(address) for address in addresses} == {
+    assert {address: cluster_spec.probe(address) for address in addresses} == {
         a: "connection refused" for a in addresses
     }
     # Asked while the servers were up: they were listening, in the coordinator's namespace.
@@ -65,7 +64,7 @@ def test_local_cluster_ports_do_not_answer_from_outside(tmp_path, processes):
 
 def test_without_a_private_network_the_ports_answer_and_a_warning_says_so(tmp_path, processes):
     job, addresses, output = start_job(tmp_path, processes, "--noprivate_network")
-    assert {address: cluster_lib.probe(address) for address in addresses} == {a: None for a in addresses}
+    assert {address: cluster_spec.probe(address) for address in addresses} == {a: None for a in addresses}
     code, _, stderr = job.finish()
     assert code == 0, stderr
     warning = re.search(

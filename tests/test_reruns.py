@@ -139,15 +139,14 @@ def test_a_worker_that_comes_back_after_the_end_is_told_and_exits_0(tmp_path, pr
 
 
 def test_an_earlier_coordinators_late_end_of_job_message_is_ignored(tmp_path, processes):
-    from tf2_mapreduce import cluster as cluster_lib
-    from tf2_mapreduce import server_channel
+    from tf2_mapreduce import cluster_spec, server_channel
 
     cluster = ConfiguredCluster(tmp_path, processes, num_ps=1, num_workers=1)
     cluster.start_all()
     for role, index in cluster.tasks:
         wait_serving(cluster, role, index)
     jobs = {role: [cluster.addresses[role, 0]] for role in ("chief", "ps", "worker")}
-    tasks = cluster_lib.Cluster(jobs, "chief", 0)
+    tasks = cluster_spec.ClusterSpec(jobs, "chief", 0)
     earlier, current = server_channel.new_coordinator_id(), server_channel.new_coordinator_id()
     with server_channel.Heartbeats(tasks, current) as heartbeats:
         deadline = time.monotonic() + SERVER_EXIT_TIMEOUT

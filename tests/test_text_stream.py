@@ -2,7 +2,7 @@
 against Python's gzip and zlib: its chunks concatenate to the file's text byte for byte,
 each ends at a separator and is about chunk_bytes long, every gzip member is read, a
 truncated or corrupt file is an error that names it, and a file of 300 MB is streamed in
-far less memory than its size. The fallback in TensorFlow ops gives the same text.
+far less memory than its size. Without the native ops there is no stream: it is refused.
 Its TFRecord reader gives tf.data.TFRecordDataset's records from a good file, and an
 error naming the file, with TFRecordDataset's offsets, where that reader gives a short
 count or an error."""
@@ -25,7 +25,7 @@ import tensorflow as tf
 from conftest import REPO, die_with_the_tests
 
 from tf2_mapreduce import failures, native, text_stream
-from tf2_mapreduce.errors import op_error_cause
+from tf2_mapreduce.errors import UsageError, op_error_cause
 
 LINES = b"\n"
 WORDS = b" \t\n\r\x0b\x0c"
@@ -143,11 +143,6 @@ def test_every_member_of_a_multi_member_gzip_is_read(tmp_path):
     path = tmp_path / "cat.gz"
     path.write_bytes(data)
     assert b"".join(native_chunks(path, "GZIP", 333, LINES)) == gzip.decompress(data)
-    # TensorFlow's own inflating (the fallback's) ends the text at an empty member without
-    # an error and refuses zero padding: it is given neither.
-    plain_cat = tmp_path / "plain-cat.gz"
-    plain_cat.write_bytes(gzip.compress(DATA[:1000]) + gzip.compress(DATA[1000:]))
-    assert b"".join(text_stream.chunks_in_tf(str(plain_cat), "GZIP").as_numpy_iterator()) == DATA
 
 
 def broken_files(data):
@@ -219,12 +214,9 @@ def without_native(monkeypatch):
     monkeypatch.setattr(native, "load", lambda: None)
 
 
-@pytest.mark.parametrize("implementation", ["native", "tf"])
-def test_inside_a_tf_function_with_reduce(tmp_path, compression, implementation, request):
-    if implementation == "tf":
-        request.getfixturevalue("without_native")
+def test_inside_a_tf_function_with_reduce(tmp_path, compression):
     path = write(tmp_path, DATA, compression)
-    expected = expected_chunks(DATA, 4096, LINES) if implementation == "native" else [DATA]
+    expected = expected_chunks(DATA, 4096, LINES)
     ends = sum(c.endswith(b"\n") for c in expected)
     # Every argument a tensor, as in a map step; traced here, so after load() is replaced.
     counted = tf.function(count, autograph=False)(
@@ -233,12 +225,14 @@ def test_inside_a_tf_function_with_reduce(tmp_path, compression, implementation,
     assert [int(t.numpy()) for t in counted] == [len(expected), len(DATA), ends]
 
 
-@pytest.mark.parametrize("data", [DATA, b"", b"no separator\r"], ids=["text", "empty", "one-record"])
-def test_without_the_native_library_the_text_is_one_chunk(tmp_path, compression, data, without_native):
-    path = write(tmp_path, data, compression)
-    assert native_chunks(path, compression, 10, LINES) == ([data] if data else [])
-    result = tf.function(lambda p: text_stream.chunks(p, compression, 10, LINES).reduce(tf.constant(""), tf.add))
-    assert result(tf.constant(str(path))).numpy() == data
+def test_without_the_native_library_there_is_no_stream_to_read_short(tmp_path, compression, without_native):
+    """TensorFlow's own readers read a truncated file short without an error
+    (docs/runtime.md, D1-D2): without the native ops a stream is refused, not made of them."""
+    path = write(tmp_path, DATA, compression)
+    with pytest.raises(UsageError, match="reading a compressed or TFRecord file needs the native ops"):
+        text_stream.chunks(str(path), compression, 10, LINES)
+    with pytest.raises(UsageError, match="reading a compressed or TFRecord file needs the native ops"):
+        text_stream.records(str(path), compression)
 
 
 MEMORY_PROBE = textwrap.dedent(
@@ -485,10 +479,7 @@ def test_an_unknown_compression_is_refused_for_records(tmp_path):
         native_records(path, "SNAPPY")
 
 
-@pytest.mark.parametrize("implementation", ["native", "tf"])
-def test_records_inside_a_tf_function_with_reduce(tmp_path, compression, implementation, request):
-    if implementation == "tf":
-        request.getfixturevalue("without_native")
+def test_records_inside_a_tf_function_with_reduce(tmp_path, compression):
     path = write(tmp_path, FRAMED, compression)
 
     def count(path, compression):

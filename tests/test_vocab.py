@@ -14,10 +14,19 @@ import sys
 
 import pytest
 import tensorflow as tf
-from conftest import REPO, ConfiguredCluster, LiveCoordinator, oracle_vocab, read_tfrecords, task_env, tft_ordered
+from conftest import (
+    REPO,
+    ConfiguredCluster,
+    LiveCoordinator,
+    oracle_vocab,
+    read_tfrecords,
+    run_job,
+    task_env,
+    tft_ordered,
+)
 
 import tf2_mapreduce as mr
-from tf2_mapreduce import inputs, output, runner, vocabulary
+from tf2_mapreduce import inputs, output, vocabulary
 from tf2_mapreduce.errors import InputError, JobFailed, UsageError
 
 FEATURES = [("query", "string"), ("tags", "string"), ("user_id", "int64")]
@@ -26,14 +35,13 @@ ODD_TERMS = [b"", b"a\nb", b"c\rd", b"\xff\xfe", "caf\u00e9".encode(), b"x\x0by"
 SUFFIX = {"": ".tfrecord", "GZIP": ".tfrecord.gz", "ZLIB": ".tfrecord.zz"}
 
 
-def run(inprocess, job, specs, on_error="fail", **options):
-    files = inputs.expand(specs, on_error=on_error).files
-    return runner.JobRun(job, files, inprocess[1], inprocess[0], runner.Options(on_error=on_error, **options)).run()
+def run(inprocess, job, specs, **options):
+    return inprocess.run(job, specs, **options)
 
 
 def write(result, directory, **options):
-    """The vocabularies of a run's table, as `Result.write_vocabularies` writes them."""
-    return vocabulary.write(result.job.reducer, result.reducer.entries(), directory, **options)
+    """The vocabularies of a run's table (`Result.write_vocabularies`); returns the summary."""
+    return result.write_vocabularies(directory, **options)
 
 
 def example(rng, vocabulary):
@@ -124,9 +132,9 @@ def assert_vocabularies(directory, oracle, top_k=None, min_count=1):
 def test_vocab_matches_protobuf_record_by_record(inprocess, shards, tmp_path):
     directory, paths, oracle = shards
     assert all(oracle["counts"][name] for name, _ in FEATURES) and oracle["missing"]["tags"] > 0
-    result = run(inprocess, mr.jobs.vocab(FEATURES), [directory], max_pieces=5)
+    result = run(inprocess, mr.Vocab(FEATURES), [directory], max_pieces=5)
     assert (result.total, result.files_done) == (oracle["examples"], len(paths))
-    assert result.stats.distinct == sum(len(oracle["counts"][name]) for name, _ in FEATURES)
+    assert result.distinct == sum(len(oracle["counts"][name]) for name, _ in FEATURES)
     write(result, str(tmp_path / "all"))
     assert_vocabularies(str(tmp_path / "all"), oracle)
     write(result, str(tmp_path / "cut"), top_k=40, min_count=3)
@@ -142,10 +150,9 @@ def test_vocab_matches_protobuf_record_by_record(inprocess, shards, tmp_path):
 
 def test_recordcount_over_every_compression_counts_each_file(inprocess, shards):
     directory, paths, oracle = shards
-    result = run(inprocess, mr.jobs.BUILT_IN["recordcount"], [directory])
+    result = run(inprocess, mr.RecordCount(), [directory])
     assert result.total == oracle["examples"]
-    values = result.file_values()
-    assert {f.path: int(values[n]) for n, f in enumerate(result.files)} == {p: len(read_tfrecords(p)) for p in paths}
+    assert {f.path: f.value for f in result.per_file} == {p: len(read_tfrecords(p)) for p in paths}
 
 
 def test_a_name_that_contradicts_the_job_is_refused(inprocess, shards, tmp_path):
@@ -153,18 +160,18 @@ def test_a_name_that_contradicts_the_job_is_refused(inprocess, shards, tmp_path)
     with pytest.raises(
         InputError, match=r"part-00000.tfrecord.gz: a tfrecord file by its name, but the job reads text"
     ):
-        run(inprocess, mr.jobs.BUILT_IN["wordcount"], [paths[0]])
+        run(inprocess, mr.WordCount(), [paths[0]])
     with pytest.raises(UsageError, match=r"format=text, but the job reads tfrecord"):
-        run(inprocess, mr.jobs.BUILT_IN["recordcount"], [paths[0]], format="text")
+        run(inprocess, mr.RecordCount(), [paths[0]], format="text")
     with pytest.raises(UsageError, match=r"compression=bzip2: not a compression"):
-        run(inprocess, mr.jobs.BUILT_IN["recordcount"], [paths[0]], compression="bzip2")
+        run(inprocess, mr.RecordCount(), [paths[0]], compression="bzip2")
     # Named otherwise, the same bytes are read as the job says: by its name, or as told.
     plain = tmp_path / "data.bin"
     plain.write_bytes(gzip.decompress(open(paths[0], "rb").read()))
-    assert run(inprocess, mr.jobs.BUILT_IN["recordcount"], [str(plain)]).total == len(read_tfrecords(paths[0]))
+    assert run(inprocess, mr.RecordCount(), [str(plain)]).total == len(read_tfrecords(paths[0]))
     packed = tmp_path / "data.gzipped"
     packed.write_bytes(open(paths[0], "rb").read())
-    result = run(inprocess, mr.jobs.BUILT_IN["recordcount"], [str(packed)], compression="gzip")
+    result = run(inprocess, mr.RecordCount(), [str(packed)], compression="gzip")
     assert result.total == len(read_tfrecords(paths[0]))
 
 
@@ -191,7 +198,7 @@ def corrupt(paths, tmp_path):
 def test_a_corrupt_record_and_a_truncated_gzip_file_fail_or_are_skipped(inprocess, shards, tmp_path):
     _, paths, _ = shards
     copies, bad = corrupt(paths, tmp_path)
-    job = mr.jobs.vocab(FEATURES)
+    job = mr.Vocab(FEATURES)
     with pytest.raises(
         JobFailed,
         match=r"a map step failed: .*/part-\d+\.tfrecord(\.gz)?: "
@@ -213,7 +220,7 @@ def test_a_corrupt_record_and_a_truncated_gzip_file_fail_or_are_skipped(inproces
 def test_wordfreq_writes_a_vocabulary_that_lookups_load(inprocess, tmp_path):
     words = [b"w%d" % (i % 37) for i in range(5000)] + [b"caf\xc3\xa9", b"\xff", b"x\x0cy"]
     (tmp_path / "in.txt").write_bytes(b" ".join(words) + b"\n")
-    result = run(inprocess, mr.jobs.BUILT_IN["wordfreq"], [str(tmp_path / "in.txt")])
+    result = run(inprocess, mr.WordFreq(), [str(tmp_path / "in.txt")])
     summary = write(result, str(tmp_path / "out"), min_count=2)
     oracle = collections.Counter((b" ".join(words)).split())
     expected = [(t, c) for t, c in tft_ordered(oracle) if c >= 2]
@@ -312,7 +319,7 @@ def test_vocab_needs_features_of_a_type_it_can_count(inprocess, shards, tmp_path
     assert found == [("query", "string")]
     # A value of another type than declared is the file's error, named with it.
     with pytest.raises(JobFailed, match=r"part-00000.tfrecord.gz: .*user_id"):
-        run(inprocess, mr.jobs.vocab([("user_id", "string")]), [paths[0]])
+        run(inprocess, mr.Vocab([("user_id", "string")]), [paths[0]])
 
 
 def test_a_stream_file_that_changed_since_it_was_listed_is_not_counted(inprocess, shards, tmp_path):
@@ -327,10 +334,10 @@ def test_a_stream_file_that_changed_since_it_was_listed_is_not_counted(inprocess
         writer.write(b"one more record")
     with open(copies[1], "ab") as f:  # a whole record more, valid but never listed
         f.write(open(str(tmp_path / "more.tfrecord"), "rb").read())
-    job = mr.jobs.BUILT_IN["recordcount"]
+    job = mr.RecordCount()
     with pytest.raises(JobFailed, match=r"%s: changed since it was listed \(\d+ bytes then, \d+ now\)" % copies[1]):
-        runner.JobRun(job, files, inprocess[1], inprocess[0]).run()
-    result = runner.JobRun(job, files, inprocess[1], inprocess[0], runner.Options(on_error="skip")).run()
+        run_job(inprocess, job, files)
+    result = run_job(inprocess, job, files, on_error="skip")
     assert [path for path, _ in result.skipped] == [copies[1]]
     assert result.total == sum(len(read_tfrecords(p)) for p in (copies[0], copies[2]))
 
@@ -382,10 +389,10 @@ from tf2_mapreduce.jobs import features
 shards, out = sys.argv[1:3]
 wanted = features.detect_types(features.parse_features("query,tags,user_id"), [shards + "/part-00000.tfrecord.gz"])
 with mr.Cluster.local(num_ps=2) as cluster:
-    handle = cluster.submit(mr.jobs.vocab(wanted), [shards], max_pieces=3)
+    handle = cluster.submit(mr.Vocab(wanted), [shards], max_pieces=3)
     result = handle.wait(240)
     summary = result.write_vocabularies(out, min_count=2)
-    again = cluster.run(mr.jobs.BUILT_IN["recordcount"], [shards])
+    again = cluster.run(mr.RecordCount(), [shards])
 print(json.dumps({"types": wanted, "total": result.total, "distinct": result.distinct,
                   "examples": summary["examples"], "records": again.total}))
 """

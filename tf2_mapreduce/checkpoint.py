@@ -9,6 +9,7 @@ import os
 
 import tensorflow as tf
 
+from tf2_mapreduce import log
 from tf2_mapreduce.errors import UsageError, connectivity_errors, first_line
 
 __all__ = ["JobCheckpoint", "manifest"]
@@ -17,21 +18,19 @@ MANIFEST = "manifest.json"
 FORMAT = 3  # 2: per-piece rows carry a committed marker; 3: per-key done markers in the table
 
 
-def manifest(job, num_ps, files, pieces, read_size, compressions=None):
+def manifest(job, num_ps, plan):
     """What makes a checkpoint belong to a job: the job and its parameters, its ps
     layout, its inputs with their sizes and modification times, how they were cut
-    into pieces (the unit of its state), and how each is decompressed
-    (`compressions`, TF's names per file; None: none is)."""
-    cuts = hashlib.sha256(json.dumps([[p.file, p.start, p.end] for p in pieces]).encode()).hexdigest()
+    into pieces (`plan`: the unit of its state), and how each is decompressed."""
     return {
         "format": FORMAT,
         "job": job.name,
         "config": job.config,
         "num_ps": num_ps,
-        "read_size": read_size,
-        "pieces": cuts,
-        "files": [[f.path, f.size, f.mtime_ns] for f in files],
-        "compressed": {f.path: c for f, c in zip(files, compressions or ()) if c},
+        "read_size": plan.read_size,
+        "pieces": plan.fingerprint(),
+        "files": [[f.path, f.size, f.mtime_ns] for f in plan.files],
+        "compressed": {f.path: c for f, c in zip(plan.files, plan.compressions) if c},
     }
 
 
@@ -120,11 +119,11 @@ class JobCheckpoint:
             json.dump(self.manifest, f)
         tf.io.gfile.rename(temporary, path, overwrite=True)
 
-    def restore(self, warn=print):
+    def restore(self):
         """Restores the newest readable checkpoint; returns its path, or None if none.
 
-        Blocking. A checkpoint that cannot be read (damaged files) is reported with
-        `warn` and the one before it is tried; if none can be, the job starts over.
+        Blocking. A checkpoint that cannot be read (damaged files) is logged as a
+        warning and the one before it is tried; if none can be, the job starts over.
         A task that cannot be reached raises (one of `connectivity_errors()`): that
         says nothing about the files, and the caller may retry.
         """
@@ -134,7 +133,7 @@ class JobCheckpoint:
             except connectivity_errors():
                 raise
             except Exception as e:  # damaged files fail in many ways: DataLoss, a short read's IndexError...
-                warn("checkpoint %s cannot be read (%s); trying an older one" % (path, first_line(e)))
+                log.warning("checkpoint %s cannot be read (%s); trying an older one" % (path, first_line(e)))
                 continue
             if self._fingerprint.numpy().decode() != self._expected:
                 raise self._refuse("checkpoint %s does not match its %s" % (path, MANIFEST))

@@ -1,10 +1,9 @@
 """The CLI, run as `python -m tf2_mapreduce.coordinator` (TensorFlow's `chief` task).
 
 On a configured cluster (TF_CONFIG, or see `cluster_sources`) it runs the job there; without
-one, it starts a local cluster first, in a private network. Prints progress to stderr
-and the result to stdout.
-Modules that import TensorFlow are imported inside functions, after the local
-servers were started, so that they boot while TensorFlow loads here.
+one, it starts a local cluster first, in a private network. Every check that needs no
+cluster comes first; TensorFlow is imported after child servers were started, so that
+they boot while it loads. Progress and the library's log go to stderr, the result to stdout.
 """
 
 import contextlib
@@ -17,9 +16,10 @@ import traceback
 from absl import flags
 from absl import logging as absl_logging
 
-from tf2_mapreduce import client, cluster_sources, inputs, netns, quiet
-from tf2_mapreduce import cluster as cluster_lib
+from tf2_mapreduce import cluster_sources, console, inputs, jobs, native, netns, output, quiet
 from tf2_mapreduce import listing as listing_lib
+from tf2_mapreduce.cluster_spec import ROLES, TASK_ENV
+from tf2_mapreduce.console import say
 from tf2_mapreduce.errors import Error, Interrupted, UsageError
 
 __all__ = ["main"]
@@ -182,170 +182,99 @@ flags.DEFINE_float(
 )
 
 
-def _say(line):
-    print("tf2_mapreduce: " + line, file=sys.stderr, flush=True)
+_LOCAL_ONLY = ("num_ps", "num_workers", "local_cluster")
 
 
-def _human_bytes(n):
-    for unit in ("B", "KB", "MB", "GB", "TB"):
-        if n < 1000 or unit == "TB":
-            return ("%d %s" if unit == "B" else "%.1f %s") % (n, unit)
-        n /= 1000.0
+def _check_flags(configured):
+    """Every check of the flags that needs neither TensorFlow nor a cluster; raises `UsageError`."""
+    jobs.check(FLAGS.job, FLAGS.pattern, FLAGS.features)
+    native.mode()
+    if configured:
+        for name in _LOCAL_ONLY:
+            if FLAGS[name].present:
+                raise UsageError("--%s is for the local cluster; %s already defines the cluster" % (name, configured))
+    elif FLAGS.keep_serving:
+        raise UsageError("--keep_serving needs a configured cluster (TF_CONFIG...); a local cluster ends with its job")
+    for path, check in ((FLAGS.output, output.check_path), (FLAGS.output_dir, output.check_directory)):
+        if path and inputs.local_path(path) is not None:  # elsewhere: once TensorFlow can reach it
+            check(path)
 
 
-def _steps_summary(steps):
-    if len(steps) <= 8:
-        return " ".join(str(n) for n in steps)
-    ordered = sorted(steps)
-    return "min %d, median %d, max %d" % (ordered[0], ordered[len(ordered) // 2], ordered[-1])
+def _cluster(spec):
+    """The `Cluster` to run on: the configured one (`spec`), or a local one (its children started)."""
+    from tf2_mapreduce.client import Cluster
 
-
-def _amount(job, value, distinct=None):
-    """A value in words: "901 words", "12 lines, 901 words, 4997 bytes", "901 words (450 distinct)"."""
-    return job.reducer.describe(value, distinct)
-
-
-def _progress_line(job, p):
-    rate = p.bytes_done / p.seconds if p.seconds > 0 else 0.0
-    eta = "%.0fs" % ((p.bytes_total - p.bytes_done) / rate) if rate > 0 else "--"
-    percent = 100.0 * p.files_done / p.files_total
-    skipped = ", %d skipped" % p.files_skipped if p.files_skipped else ""
-    return "[%6.1fs] %d/%d files (%.0f%%)%s, %s of %s, %s so far, %s/s, ETA %s, steps by worker: %s" % (
-        p.seconds,
-        p.files_done,
-        p.files_total,
-        percent,
-        skipped,
-        _human_bytes(p.bytes_done),
-        _human_bytes(p.bytes_total),
-        _amount(job, p.value, p.distinct),
-        _human_bytes(rate),
-        eta,
-        _steps_summary(p.steps_per_worker),
-    )
-
-
-def _print_vocabularies(summary):
-    for name, v in summary["vocabularies"].items():
-        missing = ", %d examples missing it" % v["missing"] if "missing" in v else ""
-        aside = ", %d unwritable terms aside" % v["unwritable"] if v.get("unwritable") else ""
-        print(
-            "  %s: %d values, %d distinct%s; %d terms kept%s"
-            % (name, v["values"], v["distinct"], missing, v["written"], aside)
-        )
-
-
-def _print_result(job, result, vocabularies):
-    """The summary on stdout: the total, the top keys of a per-key job (or each
-    vocabulary's summary), what was skipped."""
-    from tf2_mapreduce import output
-
-    print(
-        "%s: %s in %d files (%d bytes), %.2f s"
-        % (job.name, _amount(job, result.total, result.distinct), result.files_done, result.bytes_done, result.seconds)
-    )
-    if vocabularies:
-        _print_vocabularies(vocabularies)
-    elif job.reducer.keyed and FLAGS.top_k != 0:
-        top = result.top(20 if FLAGS.top_k is None else FLAGS.top_k, FLAGS.min_count)
-        print("top %d %s (count, %s; non-printable bytes as \\xHH):" % (len(top), job.reducer.unit, job.reducer.unit))
-        for key, count in top:
-            print("%12d  %s" % (count, output.escape(key)))
-    if result.skipped:
-        print("%d input(s) skipped (--on_error=skip):" % len(result.skipped))
-        for path, reason in result.skipped:
-            print("  %s: %s" % (path, reason))
-    sys.stdout.flush()
+    timeouts = dict(connect_timeout=FLAGS.connect_timeout, verbose=FLAGS["verbosity"].present)
+    if spec:
+        return Cluster(spec, keep_serving=FLAGS.keep_serving, shutdown_timeout=FLAGS.shutdown_timeout, **timeouts)
+    processes = FLAGS.local_cluster == "processes"
+    cluster = Cluster.local(FLAGS.num_ps, FLAGS.num_workers, processes=processes, **timeouts)
+    if processes:
+        cluster.start()  # child servers boot while TensorFlow is imported here
+    return cluster
 
 
 def _job(found):
-    """The job the flags name; for --job=vocab, with each feature's type read from `found`."""
-    from tf2_mapreduce import jobs
+    """The job the flags name, fit to the inputs `found`; fails before the cluster starts
+    where it cannot be run or its result cannot be written as asked."""
+    from tf2_mapreduce import formats
 
-    if FLAGS.job != "vocab":
-        if FLAGS.features:
-            raise UsageError("--features is for --job=vocab")
-        return jobs.resolve(FLAGS.job, FLAGS.pattern)
-    if not FLAGS.features:
-        raise UsageError("--job=vocab needs --features (feature names, comma-separated)")
-    from tf2_mapreduce.jobs import features
-
-    wanted = features.parse_features(FLAGS.features)
-    inputs.check_format(found.files, "tfrecord", FLAGS.format)  # before any file is read as TFRecord
-    return jobs.vocab(features.detect_types(wanted, (f.path for f in found.files), FLAGS.compression))
-
-
-def _check_outputs(job):
-    """Fails before the job, not after it, where the result could not be written as asked."""
-    from tf2_mapreduce import output
-
-    if FLAGS.output_dir and not job.reducer.keyed:
-        raise UsageError("--output_dir is for per-key jobs (wordfreq, vocab); --job=%s writes --output" % job.name)
+    job = jobs.resolve(FLAGS.job, FLAGS.pattern, FLAGS.features)
+    formats.check(
+        found.files, formats.format_read_by(job.records), FLAGS.format, FLAGS.compression, native.unavailable()
+    )
+    job = job.prepared(found.files, FLAGS.compression)
     if FLAGS.output:
-        if job.reducer.vocabularies_only:
-            raise UsageError("--output: --job=%s writes a vocabulary per feature: use --output_dir" % job.name)
-        output.check_path(FLAGS.output, job)
+        output.check_path(FLAGS.output)
+        job.reducer.check_output(FLAGS.output)
+    if FLAGS.output_dir:
+        job.reducer.check_output_dir()
+        output.check_directory(FLAGS.output_dir)
+    return job
 
 
-def _list_inputs(specs, listing, job_name, mr_cluster):
-    """The inputs `listing` found for `specs`, with notes on what was left out; says
-    what runs where."""
+def _inputs(specs, listing, cluster):
+    """The inputs `listing` found for `specs`, with notes on what was left out; says what runs where."""
     if not specs:
-        _say("no --input given: using the sample corpus in %s" % listing.specs[0])
+        say("no --input given: using the sample corpus in %s" % listing.specs[0])
     found = listing.result()
-    if found.hidden:
-        _say(
-            "note: skipped %d hidden name(s) such as %s (names starting with '.' or '_'; "
-            "name them explicitly to include them)" % (len(found.hidden), found.hidden[0])
-        )
-    if found.duplicates:
-        _say(
-            "note: %d path(s) were given more than once and are counted once, such as %s"
-            % (len(found.duplicates), found.duplicates[0])
-        )
-    for path, reason in found.skipped:
-        _say("skipping %s: %s" % (path, reason))
-    where = mr_cluster.cluster.describe() + (" (local)" if mr_cluster.local_processes else "")
-    _say("%s over %d files (%s) on %s" % (job_name, len(found.files), _human_bytes(found.total_bytes), where))
-    if any(f.size > FLAGS.read_size for f in found.files):
-        from tf2_mapreduce import native
-
-        if native.unavailable():
-            _say("warning: files larger than --read_size are read the slow way: %s" % native.unavailable())
+    for line in console.input_notes(found):
+        say(line)
+    where = cluster.spec.describe() + (" (local)" if cluster.local_processes else "")
+    say("%s over %d files (%s) on %s" % (FLAGS.job, len(found.files), console.human_bytes(found.total_bytes), where))
     return found
 
 
-def _run(specs, listing, mr_cluster, stop_requests, started):
-    """Everything after the cluster is chosen and its local servers started: flags in,
-    the Python API's calls, the result out. Returns the process exit status."""
-    quiet.import_tensorflow(verbose=FLAGS["verbosity"].present)  # after local servers started: they boot meanwhile
-    if FLAGS.job != "vocab":  # a bad job name or pattern is told before the inputs are listed
-        _check_outputs(_job(None))
-    found = _list_inputs(specs, listing, FLAGS.job, mr_cluster)
-    job = _job(found)
-    _check_outputs(job)
-    mr_cluster.connect()
+def _start_local(cluster, exposed):
+    cluster.start()
+    tasks = ", ".join("%s %s" % (role, address) for role, _, address in cluster.spec.tasks())
+    say("started a local cluster%s: %s" % ("" if cluster.local_processes else " in this process", tasks))
+    if exposed:
+        ports = ",".join(address.rsplit(":", 1)[1] for _, _, address in cluster.spec.tasks(ROLES))
+        say(
+            "warning: while the job runs, anyone who reaches this machine can run code on the local "
+            "cluster's ports %s (%s)" % (ports, exposed)
+        )
+
+
+def _run(job, found, cluster, stop_requests, started):
+    """Runs `job` on the connected `cluster`, then prints and writes its result."""
     with contextlib.ExitStack() as stack:
-        reporters = [lambda p: _say(_progress_line(job, p))]
+        reporters = [lambda p: say(console.progress_line(job.reducer, p))]
         if FLAGS.logdir:
             from tf2_mapreduce import summaries
 
-            writer = summaries.Summaries(FLAGS.logdir, job)
+            writer = summaries.Summaries(FLAGS.logdir, job.reducer)
             stack.callback(writer.close)
             reporters.append(writer.write)
-
-        def report(progress):
-            for reporter in reporters:
-                reporter(progress)
-
-        handle = mr_cluster.submit(
+        handle = cluster.submit(
             job,
             found,
+            on_progress=lambda progress: [report(progress) for report in reporters],
             on_error=FLAGS.on_error,
             format=FLAGS.format,
             compression=FLAGS.compression,
             checkpoint_dir=FLAGS.checkpoint_dir,
-            on_progress=report,
             split_size=FLAGS.split_size,
             read_size=FLAGS.read_size,
             max_pieces=FLAGS.files_per_step,
@@ -357,31 +286,16 @@ def _run(specs, listing, mr_cluster, stop_requests, started):
         result = handle.wait()
         # Before the servers are told to exit: per-key results are read from the ps tasks.
         vocabularies = None
-        if FLAGS.output_dir or job.reducer.vocabularies_only:
+        if FLAGS.output_dir:
             vocabularies = result.write_vocabularies(
                 FLAGS.output_dir, FLAGS.top_k, FLAGS.min_count, FLAGS.vocabulary_format, since=started
             )
-        _print_result(job, result, vocabularies)
+        console.print_result(result, FLAGS.top_k, FLAGS.min_count, vocabularies)
         if FLAGS.output_dir:
-            _say("wrote %d vocabularies to %s" % (len(vocabularies["vocabularies"]), FLAGS.output_dir))
+            say("wrote %d vocabularies to %s" % (len(vocabularies["vocabularies"]), FLAGS.output_dir))
         if FLAGS.output:
-            # Timed from the process start: imports and cluster start-up count too.
-            result.write(FLAGS.output, FLAGS.min_count, since=started)
-            _say("wrote %s" % FLAGS.output)
-    return 0
-
-
-def _shutdown_retry(role, index, address, why):
-    _say(
-        "could not tell %s %d at %s that the job is over yet (%s); trying for up to %gs (--shutdown_timeout)"
-        % (role, index, address, why, FLAGS.shutdown_timeout)
-    )
-
-
-def _shutdown_failure(role, index, why):
-    _say(
-        "warning: could not tell %s %d that the job is over: %s; it exits after its --idle_timeout" % (role, index, why)
-    )
+            result.write(FLAGS.output, FLAGS.min_count, since=started)  # timed from the process start
+            say("wrote %s" % FLAGS.output)
 
 
 def _handle_stop_signals(stop_requests):
@@ -390,8 +304,7 @@ def _handle_stop_signals(stop_requests):
 
     def on_signal(signum, frame):
         if stop_requests:
-            request = stop_requests.pop()
-            request(signum)
+            stop_requests.pop()(signum)
         else:
             raise Interrupted(signum, "stopped by signal %d" % signum)
 
@@ -399,91 +312,63 @@ def _handle_stop_signals(stop_requests):
         signal.signal(signum, on_signal)
 
 
+def _steps(specs, started, stop_requests, holder):
+    """The CLI's steps, in order; the cluster made is put in `holder` for `main` to close."""
+    spec = cluster_sources.resolve(FLAGS, expect_roles=("chief",))
+    configured = cluster_sources.describe(FLAGS) if spec else None
+    _check_flags(configured)
+    # Listing many files takes seconds: started first, it runs while TF is imported.
+    listing = holder["listing"] = listing_lib.BackgroundListing(specs or [inputs.sample_corpus()], FLAGS.on_error)
+    outputs = [FLAGS.output, FLAGS.output_dir, FLAGS.checkpoint_dir, FLAGS.logdir]
+    exposed = None if configured else netns.isolate(FLAGS.private_network, specs + outputs)
+    cluster = holder["cluster"] = _cluster(spec)
+    quiet.import_tensorflow(verbose=FLAGS["verbosity"].present)
+    native.load()  # the first run on a machine builds the native ops, and says so
+    jobs.resolve(FLAGS.job, FLAGS.pattern, FLAGS.features)  # a bad pattern is told before the listing
+    found = _inputs(specs, listing, cluster)
+    job = _job(found)
+    if not configured:
+        _start_local(cluster, exposed)
+    cluster.connect()
+    _run(job, found, cluster, stop_requests, started)
+
+
 def main(argv):
-    start = time.monotonic()
+    started = time.monotonic()
     if not FLAGS["verbosity"].present:
         absl_logging.set_verbosity(absl_logging.WARNING)  # TF logs its whole config at INFO
+    console.show_log()
+    for name, value in TASK_ENV.items():
+        os.environ.setdefault(name, value)
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     specs = (FLAGS.input or []) + argv[1:]
-    # Listing many files takes seconds: started first, it runs while TF is imported.
-    listing = listing_lib.BackgroundListing(specs or [inputs.sample_corpus()], FLAGS.on_error)
-    mr_cluster = None
     stop_requests = []
     _handle_stop_signals(stop_requests)
+    holder = {}
     error = None
+    code = 0
     try:
-        for name, value in cluster_lib.TASK_ENV.items():
-            os.environ.setdefault(name, value)
-        os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-        cluster = cluster_sources.resolve(FLAGS, expect_roles=("chief",))
-        options = dict(
-            keep_serving=FLAGS.keep_serving,
-            connect_timeout=FLAGS.connect_timeout,
-            shutdown_timeout=FLAGS.shutdown_timeout,
-            log=_say,
-            on_shutdown_retry=_shutdown_retry,
-            on_shutdown_failure=_shutdown_failure,
-            verbose=FLAGS["verbosity"].present,
-        )
-        if cluster:
-            for name in ("num_ps", "num_workers", "local_cluster"):
-                if FLAGS[name].present:
-                    raise UsageError(
-                        "--%s is for the local cluster; %s already defines the cluster"
-                        % (name, cluster_sources.describe(FLAGS))
-                    )
-            mr_cluster = client.Cluster(cluster, **options)
-        else:
-            if FLAGS.keep_serving:
-                raise UsageError(
-                    "--keep_serving needs a configured cluster (TF_CONFIG...); a local cluster ends with its job"
-                )
-            exposed = _isolate(specs)
-            processes = FLAGS.local_cluster == "processes"
-            mr_cluster = client.Cluster.local(FLAGS.num_ps, FLAGS.num_workers, processes=processes, **options)
-            mr_cluster.start()
-            tasks = ", ".join("%s %s" % (r, a) for r, _, a in mr_cluster.cluster.tasks())
-            _say("started a local cluster%s: %s" % ("" if processes else " in this process", tasks))
-            if exposed:
-                ports = ",".join(a.rsplit(":", 1)[1] for _, _, a in mr_cluster.cluster.tasks(cluster_lib.ROLES))
-                _say(
-                    "warning: while the job runs, anyone who reaches this machine can run code on the local "
-                    "cluster's ports %s (%s)" % (ports, exposed)
-                )
-        code = _run(specs, listing, mr_cluster, stop_requests, start)
+        _steps(specs, started, stop_requests, holder)
     except Interrupted as e:
-        error = e
-        _say(e.cli_message())
-        code = e.exit_code
+        error, code = e, e.exit_code
+        say(e.cli_message())
     except Error as e:
-        error = e
-        _say("error: %s" % e.cli_message())
-        code = e.exit_code
+        error, code = e, e.exit_code
+        say("error: %s" % e.cli_message())
     except Exception as e:  # a bug: say so, then leave through the same exit as every run
-        error = e
+        error, code = e, 1
         traceback.print_exc()
-        _say("error: internal error, a bug in tf2_mapreduce: please report it with the traceback above")
-        code = 1
+        say("error: internal error, a bug in tf2_mapreduce: please report it with the traceback above")
     finally:
-        listing.close()
-        if mr_cluster:
-            mr_cluster.close(error)
+        if "listing" in holder:
+            holder["listing"].close()
+        if "cluster" in holder:
+            holder["cluster"].close(error)
     if code == 0:
-        _say("done in %.1f s" % (time.monotonic() - start))
+        say("done in %.1f s" % (time.monotonic() - started))
     sys.stdout.flush()
     sys.stderr.flush()
-    # The servers were told to exit (or live in this process, held by `mr_cluster`):
-    # a normal interpreter teardown would only try to release TF's remote state on
-    # them and log a screen of connection errors.
+    # The servers were told to exit (or live in this process): a normal interpreter
+    # teardown would only try to release TF's remote state on them and log a screen
+    # of connection errors.
     os._exit(code)
-
-
-def _isolate(specs):
-    """Moves this process, before it starts the local cluster, into a private network
-    (`--private_network`); returns None, or why the cluster's ports stay exposed."""
-    if not FLAGS.private_network:
-        return "--noprivate_network"
-    remote = netns.network_path(specs + [FLAGS.output, FLAGS.checkpoint_dir, FLAGS.logdir])
-    if remote:
-        return "%s needs the network, so no private network" % remote
-    refused = netns.enter_private_network()
-    return refused and "no private network: %s" % refused

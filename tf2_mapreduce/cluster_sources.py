@@ -11,13 +11,13 @@ import os
 
 from absl import flags
 
-from tf2_mapreduce import cluster as cluster_lib
+from tf2_mapreduce import cluster_spec
 from tf2_mapreduce.errors import UsageError, first_line
 
 __all__ = ["SOURCES", "define_flags", "describe", "resolve"]
 
 SOURCES = ("tf_config", "slurm", "kubernetes", "tpu", "flags")
-K8S_JOB_LABEL, K8S_ROLE_LABEL = cluster_lib.K8S_JOB_LABEL, cluster_lib.K8S_ROLE_LABEL
+K8S_JOB_LABEL, K8S_ROLE_LABEL = cluster_spec.K8S_JOB_LABEL, cluster_spec.K8S_ROLE_LABEL
 
 
 def define_flags(values):
@@ -102,7 +102,7 @@ HOST_FLAGS = ("chief_host", "ps_hosts", "worker_hosts")
 
 
 def resolve(values, expect_roles):
-    """This process's `Cluster` from the source `values` (the CLI's flags) choose, or None when no cluster
+    """This process's `cluster_spec.ClusterSpec` from the source `values` (the CLI's flags) choose, or None when no cluster
     is configured (no TF_CONFIG, nothing else asked for). Blocking: Kubernetes and
     TPU sources ask their APIs. Raises `UsageError` naming the source and what is
     wrong."""
@@ -116,7 +116,7 @@ def resolve(values, expect_roles):
         source = "flags"
     if source == "tf_config":
         text = os.environ.get("TF_CONFIG")
-        return cluster_lib.from_tf_config(text, expect_roles) if text else None
+        return cluster_spec.from_tf_config(text, expect_roles) if text else None
     if source == "flags":
         return _from_flags(values, expect_roles)
     if source == "slurm":
@@ -153,7 +153,7 @@ def _from_flags(values, expect_roles):
             "%s: --%s is missing (give --chief_host, --ps_hosts and --worker_hosts)" % (source, missing[0])
         )
     jobs = {"chief": [values.chief_host], "ps": list(values.ps_hosts), "worker": list(values.worker_hosts)}
-    return cluster_lib.validated(jobs, *_task(values, expect_roles, source), expect_roles, source)
+    return cluster_spec.validated(jobs, *_task(values, expect_roles, source), expect_roles, source)
 
 
 def _from_slurm(values, expect_roles):
@@ -181,7 +181,7 @@ def _from_slurm(values, expect_roles):
         ) from None
     except (RuntimeError, ValueError) as e:
         raise UsageError("%s: %s" % (source, e)) from None
-    return cluster_lib.validated(spec, resolver.task_type, resolver.task_id, expect_roles, source)
+    return cluster_spec.validated(spec, resolver.task_type, resolver.task_id, expect_roles, source)
 
 
 def _from_kubernetes(values, expect_roles):
@@ -191,7 +191,7 @@ def _from_kubernetes(values, expect_roles):
     if not values.k8s_job:
         raise UsageError("%s: give --k8s_job, the value of the pods' %s label" % (source, K8S_JOB_LABEL))
     mapping = {
-        role: ["%s=%s,%s=%s" % (K8S_JOB_LABEL, values.k8s_job, K8S_ROLE_LABEL, role)] for role in cluster_lib.ROLES
+        role: ["%s=%s,%s=%s" % (K8S_JOB_LABEL, values.k8s_job, K8S_ROLE_LABEL, role)] for role in cluster_spec.ROLES
     }
     try:
         resolver = tf.distribute.cluster_resolver.KubernetesClusterResolver(
@@ -202,7 +202,7 @@ def _from_kubernetes(values, expect_roles):
         raise UsageError("%s needs the Kubernetes client: pip install kubernetes" % source) from None
     except Exception as e:  # a pod not running yet, no API access, no RBAC permission...
         raise UsageError("%s: cannot list the pods: %s" % (source, first_line(e))) from None
-    return cluster_lib.validated(spec, *_task(values, expect_roles, source), expect_roles, source)
+    return cluster_spec.validated(spec, *_task(values, expect_roles, source), expect_roles, source)
 
 
 class _PodIPs:
@@ -240,7 +240,7 @@ def _from_tpu(values, expect_roles):
         raise UsageError("%s: give --tpu, the Cloud TPU's name" % source)
     try:
         resolver = tpu_resolver(values.tpu, values.tpu_zone, values.tpu_project)
-        hosts = [cluster_lib.split_address(a)[0] for a in resolver.cluster_spec().job_tasks("worker")]
+        hosts = [cluster_spec.split_address(a)[0] for a in resolver.cluster_spec().job_tasks("worker")]
     except Exception as e:  # no cloud-tpu-client, no credentials, no such TPU...
         raise UsageError("%s: cannot list the hosts of TPU %s: %s" % (source, values.tpu, first_line(e))) from None
     if len(hosts) < values.ps_tasks:
@@ -253,4 +253,4 @@ def _from_tpu(values, expect_roles):
         "ps": ["%s:%d" % (host, port + 1) for host in hosts[: values.ps_tasks]],
         "worker": ["%s:%d" % (host, port + 2) for host in hosts],
     }
-    return cluster_lib.validated(jobs, *_task(values, expect_roles, source), expect_roles, source)
+    return cluster_spec.validated(jobs, *_task(values, expect_roles, source), expect_roles, source)

@@ -11,12 +11,15 @@ __all__ = [
     "UsageError",
     "InputError",
     "ClusterError",
+    "OutputError",
     "JobFailed",
     "Interrupted",
     "Cancelled",
     "setting",
+    "SETTING",
     "EXIT_OK",
     "op_error_cause",
+    "cause_of",
     "first_line",
     "connectivity_errors",
 ]
@@ -26,7 +29,7 @@ EXIT_OK = 0
 
 # How a message names one of the job's settings: the CLI shows it as its flag
 # (--read_size), Python as the keyword argument (read_size).
-_SETTING = re.compile(r"\{setting:(\w+)\}")
+SETTING = re.compile(r"\{setting:(\w+)\}")
 
 
 def setting(name):
@@ -42,10 +45,10 @@ class Error(Exception):
     exit_code = 1
 
     def __str__(self):
-        return _SETTING.sub(r"\1", super().__str__())
+        return SETTING.sub(r"\1", super().__str__())
 
     def cli_message(self):
-        return _SETTING.sub(r"--\1", super().__str__())
+        return SETTING.sub(r"--\1", super().__str__())
 
 
 class JobFailed(Error):
@@ -67,12 +70,23 @@ class InputError(Error):
 
     def __init__(self, path, reason):
         super().__init__("%s: %s" % (path, reason))
-        self.path = _SETTING.sub(r"\1", path)
+        self.path = SETTING.sub(r"\1", path)
         self.reason = reason
         self._given_path = path
 
     def __reduce__(self):  # pickled as it was made (`listing` sends it between processes)
         return type(self), (self._given_path, self.reason)
+
+
+class OutputError(Error):
+    """The result cannot be written where it was asked for: `path`, and why (`reason`)."""
+
+    exit_code = 1
+
+    def __init__(self, path, reason):
+        super().__init__("%s: %s" % (path, reason))
+        self.path = path
+        self.reason = reason
 
 
 class ClusterError(Error):
@@ -144,3 +158,14 @@ def op_error_cause(error):
         if line.strip() and not line[0].isspace() and not line.startswith(_BOILERPLATE):
             return line.split("}} ", 1)[-1].strip()
     return type(error).__name__
+
+
+def cause_of(error):
+    """A lower-case cause of any error met reading or writing a file: an OSError's
+    ("no such file or directory", "permission denied"), a TensorFlow error's one line
+    (`op_error_cause`), or the first line of anything else."""
+    if isinstance(error, OSError):
+        return (error.strerror or str(error)).lower()
+    if hasattr(error, "message") and hasattr(error, "error_code"):  # a tf.errors.OpError
+        return op_error_cause(error)
+    return first_line(error)

@@ -1,14 +1,31 @@
-"""What a failed map step means, read from TensorFlow's errors: which errors are an
-input's fault, which input and why, which ps a message names. Pure functions over TF's
-message text, each tested on messages TensorFlow produced (tests/test_failure_text.py).
+"""What a failed round of map steps means, and what the run does next: retry it, stop for
+the cluster, run a failed step's pieces in parts, skip an input, or fail the job. Pure:
+read from TensorFlow's errors and the facts the runner gathered, and tested on messages
+TensorFlow produced (tests/test_failure_text.py). Matching TF's text is confined to the
+small functions below, each with the reason it exists.
 """
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import tensorflow as tf
 
-__all__ = ["FILE_ERRORS", "FileFailure", "file_failure", "ps_tasks_named"]
+from tf2_mapreduce.errors import ClusterError, JobFailed, connectivity_errors, op_error_cause
+
+__all__ = [
+    "FILE_ERRORS",
+    "FileFailure",
+    "file_failure",
+    "missing_op",
+    "tasks_named",
+    "COMMITTED_IN_PART",
+    "FailurePolicy",
+    "Steps",
+    "RETRY",
+    "CLUSTER",
+    "MISSING_OP",
+    "STEPS",
+]
 
 # Errors that a map step raises because of one input file, not because of the cluster.
 FILE_ERRORS = (
@@ -19,6 +36,9 @@ FILE_ERRORS = (
     tf.errors.DataLossError,
     tf.errors.OutOfRangeError,
 )
+# The assertion a per-key commit fails with if a step's pieces are done on a ps in part:
+# never an input's fault, but a bug (`tables._KeyShard.commit`, `runner` keeps it from happening).
+COMMITTED_IN_PART = "tf2_mapreduce: a step's pieces were committed in part"
 
 # A file read by byte range that changed size: the native op's words (native/read_range.cc),
 # or FixedLengthRecordDataset's where the native op could not be built.
@@ -26,7 +46,13 @@ _RANGE_CHANGED_LINE = re.compile(r'input file "(.*)" (?:changed size: |has body 
 # TF's file-system errors: "<path>; <strerror>".
 _READ_ERROR_LINE = re.compile(r"^(.*); ([^;]*)$")
 # gRPC's relay of an error, naming the task it came from.
-_PS_TARGET = re.compile(r"remote target /job:ps/replica:\d+/task:(\d+)")
+_TARGET = re.compile(r"remote target /job:(ps|worker)/replica:\d+/task:(\d+)")
+# A task whose binary lacks an op that the step uses: a scheduled function's words, and
+# an eager op's (`native.missing_on`). Both are NotFoundErrors, which are otherwise an
+# input's fault (a file deleted since it was listed).
+_MISSING_OP = re.compile(
+    r"Op type not registered '(\w+)' in binary|'(\w+)' is neither a type of a primitive operation nor a name of a function"
+)
 
 
 @dataclass(frozen=True)
@@ -53,6 +79,103 @@ def file_failure(cause: str, not_found: bool = False) -> FileFailure:
     return FileFailure(path, why)
 
 
-def ps_tasks_named(message: str) -> list:
-    """The indices of the ps tasks a TF error message says it was relayed from."""
-    return [int(index) for index in _PS_TARGET.findall(message)]
+def missing_op(message: str):
+    """The op a task could not run because its process does not have it (a worker
+    started without tf2_mapreduce's native ops), or None."""
+    found = _MISSING_OP.search(message)
+    return (found.group(1) or found.group(2)) if found else None
+
+
+def tasks_named(message: str, role: str = "ps") -> list:
+    """The indices of the tasks of `role` a TF error message says it was relayed from."""
+    return [int(index) for kind, index in _TARGET.findall(message) if kind == role]
+
+
+def _message(error):
+    return error.message if isinstance(error, tf.errors.OpError) else str(error)
+
+
+# What a failed round is, for the run (`FailurePolicy.round`).
+RETRY = "retry"  # workers could not reach a ps that is fine: wait a little, run the round again
+CLUSTER = "cluster"  # a ps failed, or the cluster failed otherwise: stop (a checkpoint, how to resume)
+MISSING_OP = "missing op"  # a worker cannot run the map step's ops: stop, naming it
+STEPS = "steps"  # inputs' faults: see each failed step (`FailurePolicy.steps`)
+
+
+@dataclass
+class Steps:
+    """What to do about the steps of a round that failed on inputs: run the pieces of each
+    of `regroup` in parts, leave out the pieces of `skip` (id -> why), fail with `fail`, or
+    stop for `cluster`, a step's error that is not an input's (the run says what it means)."""
+
+    regroup: list = field(default_factory=list)
+    skip: dict = field(default_factory=dict)
+    fail: Exception | None = None
+    cluster: Exception | None = None
+
+
+class FailurePolicy:
+    """What the run does after a round failed, with `on_error` ("fail" or "skip") for an
+    input that cannot be read. Holds no state; every method is pure."""
+
+    def __init__(self, on_error: str):
+        self.on_error = on_error
+
+    def round(self, error, ps_failed: dict) -> str:
+        """What the round's `error` (the one join() raised) is: `RETRY`, `CLUSTER`,
+        `MISSING_OP` or `STEPS`. `ps_failed`: {ps index: why} of the ps tasks found down
+        or named as lost (`ps_health.PsHealth.failed`)."""
+        if ps_failed:
+            return CLUSTER
+        if missing_op(_message(error)):
+            return MISSING_OP
+        if COMMITTED_IN_PART in _message(error):
+            return CLUSTER
+        if isinstance(error, FILE_ERRORS):
+            return STEPS
+        return RETRY if isinstance(error, connectivity_errors()) else CLUSTER
+
+    def missing_op_error(self, error, workers: dict, hint: str) -> ClusterError:
+        """The error that stops a job whose map step uses an op that a worker lacks;
+        `workers`: index -> address; `hint`: how to resume."""
+        message = _message(error)
+        named = ["worker %d at %s" % (i, workers[i]) for i in tasks_named(message, "worker") if i in workers]
+        return ClusterError(
+            "%s cannot run the map step: its process does not have the op %s (tf2_mapreduce's native ops "
+            "could not be built or loaded there, or TF2_MAPREDUCE_NATIVE=off). Restart it where they load, "
+            "or start every task with TF2_MAPREDUCE_NATIVE=off%s"
+            % (" and ".join(named) or "a worker", missing_op(message), hint)
+        )
+
+    def steps(self, error, step_failures, changed: dict, describe, path_of) -> Steps:
+        """What to do about a round that failed with `error` on inputs (`STEPS`), from
+        [(piece ids, error)] of each step that failed with an error of its own.
+        `changed`: {piece: size now} of whole files a step found changed
+        (`run_state.ChangedFiles`); `describe(piece)`: the piece as users know it;
+        `path_of(piece)`: (its file's path, size listed)."""
+        decision = Steps()
+        if not step_failures:
+            decision.fail = JobFailed("a map step failed: %s" % op_error_cause(error))
+            return decision
+        for ids, error in step_failures:
+            if not isinstance(error, FILE_ERRORS) or missing_op(_message(error)):
+                decision.cluster = error
+                return decision
+            if len(ids) > 1:
+                decision.regroup.append(sorted(int(i) for i in ids))
+                continue
+            piece = int(ids[0])
+            if piece in changed:
+                path, size = path_of(piece)
+                failure = FileFailure(
+                    path, "changed since it was listed (%d bytes then, %d now)" % (size, changed[piece])
+                )
+            else:
+                failure = file_failure(op_error_cause(error), not_found=isinstance(error, tf.errors.NotFoundError))
+            where = describe(piece)
+            if self.on_error == "fail":
+                named = where if failure.path is None or where.startswith(failure.path) else failure.path
+                decision.fail = JobFailed("a map step failed: %s: %s" % (named, failure.why))
+                return decision
+            decision.skip[piece] = failure.why
+        return decision

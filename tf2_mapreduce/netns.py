@@ -12,7 +12,7 @@ import struct
 
 from tf2_mapreduce.errors import ClusterError
 
-__all__ = ["enter_private_network", "network_path"]
+__all__ = ["enter_private_network", "network_path", "isolate"]
 
 CLONE_NEWUSER = 0x10000000
 CLONE_NEWNET = 0x40000000
@@ -92,3 +92,16 @@ def network_path(specs):
             except OSError:
                 pass  # reported with its path when the inputs are listed
     return None
+
+
+def isolate(enabled, paths):
+    """Moves this process, before it starts a local cluster, into a private network if
+    `enabled` (`--private_network`) and none of `paths` (inputs and outputs) needs the
+    network; returns None, or why the cluster's ports stay exposed."""
+    if not enabled:
+        return "--noprivate_network"
+    remote = network_path(paths)
+    if remote:
+        return "%s needs the network, so no private network" % remote
+    refused = enter_private_network()
+    return refused and "no private network: %s" % refused

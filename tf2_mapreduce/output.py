@@ -1,6 +1,6 @@
-"""Results as users get them: --output files (JSON for sums; TSV or JSON for per-key
-tables, sorted; both streamed, so neither a vocabulary nor a per-file list has to fit
-in the coordinator's memory) and the reversible escaping of keys whose bytes are not printable.
+"""Writing results where users asked: files written aside and renamed into place, JSON
+streamed a line at a time, tables sorted in bounded memory, keys escaped reversibly;
+and the checks, before a job runs, that its outputs can be written at all.
 """
 
 import heapq
@@ -9,12 +9,19 @@ import os
 import struct
 import tempfile
 
-import tensorflow as tf
+from tf2_mapreduce import inputs
+from tf2_mapreduce.errors import OutputError, UsageError, cause_of
 
-from tf2_mapreduce.client import PerFile
-from tf2_mapreduce.errors import UsageError
-
-__all__ = ["escape", "unescape", "sorted_entries", "check_path", "header", "write", "AtomicFile"]
+__all__ = [
+    "escape",
+    "unescape",
+    "sorted_entries",
+    "check_path",
+    "check_directory",
+    "AtomicFile",
+    "write_json",
+    "write_table",
+]
 
 RUN_SIZE = 500_000  # entries sorted in memory at a time; more spill to sorted runs on disk
 _RECORD = struct.Struct(">qI")  # count, key length; then the key bytes
@@ -104,19 +111,79 @@ def sorted_entries(entries, run_size=RUN_SIZE, order=_order):
         yield from heapq.merge(*(_read_run(path) for path in runs), key=order)
 
 
-def check_path(path, job):
-    """Fails before the job, not after it, if the result could not be written as asked."""
-    if tf.io.gfile.isdir(path):
-        raise UsageError("{setting:output} %s: is a directory" % path)
+def _gfile():
+    import tensorflow as tf  # here: the CLI checks local outputs before it imports TensorFlow
+
+    return tf.io.gfile
+
+
+def _probe(directory, setting, target):
+    """Writes and removes a small file in `directory`: a target that cannot be written is
+    refused before the job, not found after it (its work lost)."""
+    probe = os.path.join(directory or ".", ".tf2_mapreduce-probe-%d" % os.getpid())
+    local = inputs.local_path(probe)
+    try:
+        if local is not None:
+            with open(local, "wb") as f:
+                f.write(b"probe")
+            os.unlink(local)
+        else:
+            with _gfile().GFile(probe, "wb") as f:
+                f.write(b"probe")
+            _gfile().remove(probe)
+    except Exception as e:  # noqa: BLE001 - OSError locally, TensorFlow's errors elsewhere
+        raise UsageError("%s %s: cannot be written there: %s" % (setting, target, cause_of(e))) from None
+
+
+def _isdir(path):
+    local = inputs.local_path(path)
+    return os.path.isdir(local) if local is not None else _gfile().isdir(path)
+
+
+def check_path(path, setting="{setting:output}"):
+    """Fails before the job, not after it, where a file cannot be written at `path`: a
+    directory there, no parent directory, or one that refuses a file. Raises
+    `UsageError`."""
+    if _isdir(path):
+        raise UsageError("%s %s: is a directory" % (setting, path))
     parent = os.path.dirname(path)
-    if parent and not tf.io.gfile.isdir(parent):
-        raise UsageError("{setting:output} %s: directory %s does not exist" % (path, parent))
-    if not job.reducer.keyed and not path.endswith(".json"):
-        raise UsageError("{setting:output} %s: {setting:job}=%s writes JSON; name the file *.json" % (path, job.name))
+    if parent and not _isdir(parent):
+        raise UsageError("%s %s: directory %s does not exist" % (setting, path, parent))
+    _probe(parent, setting, path)
+
+
+def check_directory(path, setting="{setting:output_dir}"):
+    """Fails before the job where files cannot be written under the directory `path`
+    (made if it does not exist). Raises `UsageError`."""
+    local = inputs.local_path(path)
+    try:
+        if local is not None:
+            os.makedirs(local, exist_ok=True)
+        else:
+            _gfile().makedirs(path)
+    except Exception as e:  # noqa: BLE001 - as in _probe
+        raise UsageError("%s %s: cannot be made: %s" % (setting, path, cause_of(e))) from None
+    _probe(path, setting, path)
+
+
+class _Writes:
+    """A file's `write`, its failures an `OutputError` naming the file: an error of what
+    is written (a ps lost while its table is read) stays that error."""
+
+    def __init__(self, file, path):
+        self._file, self._path = file, path
+
+    def write(self, data):
+        try:
+            self._file.write(data)
+        except Exception as e:  # noqa: BLE001 - OSError locally, TensorFlow's errors elsewhere
+            raise OutputError(self._path, cause_of(e)) from None
 
 
 class AtomicFile:
-    """A file written aside and renamed into place, so readers never see half of it."""
+    """A file written aside and renamed into place, so readers never see half of it.
+    A failure to write is an `OutputError` naming the file; the file is discarded if
+    what it was written from fails."""
 
     def __init__(self, path, mode="w"):
         self.path = path
@@ -124,75 +191,45 @@ class AtomicFile:
         self.temporary = "%s.tmp-%d" % (path, os.getpid())
 
     def __enter__(self):
-        self.file = tf.io.gfile.GFile(self.temporary, self.mode)
-        return self.file
+        try:
+            self.file = _gfile().GFile(self.temporary, self.mode)
+        except Exception as e:  # noqa: BLE001 - as in _probe
+            raise OutputError(self.path, cause_of(e)) from None
+        return _Writes(self.file, self.path)
 
-    def __exit__(self, kind, *rest):
-        self.file.close()
-        if kind is None:
-            tf.io.gfile.rename(self.temporary, self.path, overwrite=True)
-        else:
-            tf.io.gfile.remove(self.temporary)
+    def __exit__(self, kind, error, traceback):
+        try:
+            self.file.close()
+            if kind is None:
+                _gfile().rename(self.temporary, self.path, overwrite=True)
+        except Exception as e:  # noqa: BLE001 - as in _probe
+            self._discard()
+            raise OutputError(self.path, cause_of(e)) from None
+        if kind is not None:
+            self._discard()
 
-
-def header(result, found, timings):
-    """What every JSON result says, besides the values."""
-    skipped = list(found.skipped) + result.skipped
-    return {
-        "job": result.job.name,
-        "config": result.job.config,
-        "files": result.files_done,
-        "bytes": result.total_bytes,
-        "seconds": round(result.seconds, 3),
-        "timings": {name: round(value, 3) for name, value in timings.items()},
-        "resumed_from": result.resumed_from,
-        "files_resumed": result.files_resumed,
-        "steps_per_worker": list(result.steps_per_worker),
-        "skipped": [{"path": path, "reason": reason} for path, reason in skipped],
-        "skipped_hidden": found.hidden,
-        "duplicates_ignored": found.duplicates,
-    }
+    def _discard(self):
+        try:
+            _gfile().remove(self.temporary)
+        except Exception:  # noqa: BLE001 - it may never have been made
+            pass
 
 
-def _per_file(result):
-    """Yields each file's entry, made as it is written: a million files never make a
-    million dicts at once."""
-    reducer = result.job.reducer
-    for f in PerFile(result.files, result.file_values(), result.file_done, reducer.to_python):
-        yield dict(path=f.path, size=f.size, **reducer.fields(f.value))
-
-
-def _write_json(f, document, name, items):
-    """Writes `document` with one more member, `name`: a list of `items` written one at
-    a time (one line each) as they come."""
-    f.write(json.dumps(document, indent=1)[:-2])  # without the closing "\n}", to append the list
-    f.write(',\n "%s": [' % name)
-    for n, item in enumerate(items):
-        f.write("%s\n  %s" % ("," if n else "", json.dumps(item)))
-    f.write("\n ]\n}\n")
-
-
-def write(path, result, found, min_count=1, timings=None):
-    """Writes `result` to `path`: JSON for sums; for a per-key table, TSV lines of
-    escaped key, tab, count (or JSON if `path` ends in .json), sorted by count
-    descending then key bytes ascending, keys with fewer than `min_count` left out.
-    `timings` (name -> seconds) go into JSON as they are. Blocking; streams a table
-    from the ps tasks, which must still be up."""
-    timings = timings or {}
+def write_json(path, document, name, items):
+    """Writes `document` to `path` as JSON, atomically, with one more member, `name`: a
+    list of `items` written one at a time (one line each) as they come, so that a
+    million of them need not be held at once."""
     with AtomicFile(path) as f:
-        if not result.job.reducer.keyed:
-            document = header(result, found, timings)
-            document.update(result.job.reducer.total_fields(result.total))
-            _write_json(f, document, "per_file", _per_file(result))
-            return
-        entries = sorted_entries(result.reducer.entries(min_count))
-        if not path.endswith(".json"):
-            for key, count in entries:
-                f.write("%s\t%d\n" % (escape(key), count))
-            return
-        unit = result.job.reducer.unit
-        document = header(result, found, timings)
-        document.update(
-            {"total_" + unit: result.total, "distinct_" + unit: result.stats.distinct, "min_count": min_count}
-        )
-        _write_json(f, document, unit, ([escape(key), count] for key, count in entries))
+        f.write(json.dumps(document, indent=1)[:-2])  # without the closing "\n}", to append the list
+        f.write(',\n "%s": [' % name)
+        for n, item in enumerate(items):
+            f.write("%s\n  %s" % ("," if n else "", json.dumps(item)))
+        f.write("\n ]\n}\n")
+
+
+def write_table(path, entries):
+    """Writes (key bytes, count) `entries` to `path` as TSV lines of escaped key, tab,
+    count, in their order, atomically."""
+    with AtomicFile(path) as f:
+        for key, count in entries:
+            f.write("%s\t%d\n" % (escape(key), count))

@@ -6,8 +6,7 @@ import time
 
 import tensorflow as tf
 
-from tf2_mapreduce import cluster as cluster_lib
-from tf2_mapreduce import failures
+from tf2_mapreduce import cluster_spec, failures
 from tf2_mapreduce.errors import ClusterError, JobFailed, connectivity_errors, op_error_cause
 
 __all__ = ["PsHealth", "CONNECTIVITY_ERRORS", "RETRY_BUDGET"]
@@ -29,7 +28,7 @@ class PsHealth:
         """{ps index: reason} for the ps tasks that do not accept connections. Blocking, about a second at most."""
         down = {}
         for _, index, address in self.cluster.tasks(roles=("ps",)):
-            reason = cluster_lib.probe(address)
+            reason = cluster_spec.probe(address)
             if reason:
                 down[index] = reason
         return down
@@ -39,7 +38,7 @@ class PsHealth:
         failed = self.down()
         if not failed and not isinstance(error, failures.FILE_ERRORS):
             message = error.message if isinstance(error, tf.errors.OpError) else str(error)
-            for index in failures.ps_tasks_named(message):
+            for index in failures.tasks_named(message, "ps"):
                 failed[index] = op_error_cause(error)
         return failed
 

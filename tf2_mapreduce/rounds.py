@@ -8,9 +8,7 @@ import time
 
 import tensorflow as tf
 
-from tf2_mapreduce import inputs as inputs_lib
-
-__all__ = ["Round", "STEPS_PER_WORKER", "MAX_PIECES_PER_STEP", "PARTS"]
+__all__ = ["Round", "STEPS_PER_WORKER", "MAX_PIECES_PER_STEP", "PARTS", "split_bytes"]
 
 # ClusterCoordinator costs ~0.5 ms a closure (docs/runtime.md); more splits than this per
 # worker buys no balance, fewer leaves a worker idle at the end.
@@ -24,14 +22,21 @@ MAX_PIECES_PER_STEP = 4096
 PARTS = 8
 
 
+def split_bytes(total_bytes, num_workers, split_size, steps_per_worker=STEPS_PER_WORKER):
+    """Bytes per split: at most `split_size`, and small enough that every worker gets
+    about `steps_per_worker` splits, so that none idles at the end."""
+    return max(1, min(split_size, math.ceil(total_bytes / (steps_per_worker * num_workers))))
+
+
 class Round:
-    """Map steps over `pending` pieces, packed several to a step. The pieces of each
-    of `groups` (a step that failed on a file) run in `PARTS` steps, so that a failure
-    is pinned on one piece in a few rounds. A step of whole files holds at most
-    `whole_split_size` bytes of them, since it reads them all at once. A step holds
-    pieces of one kind only: `kind_of(piece id)` says which (a key of `steps`, the
-    map step for that kind). Steps run at least once, as ClusterCoordinator runs them;
-    the steps (`mapstep.build`) commit exactly once.
+    """Map steps over `pending` pieces of `plan` (`plan.Plan`), packed several to a step.
+    The pieces of each of `groups` run in steps of their own, `PARTS` steps a group (a
+    step that failed on a file: so that a failure is pinned on one piece in a few
+    rounds; a piece committed on some ps tasks only: alone). A step of whole files
+    holds at most `whole_split_size` bytes of them, since it reads them all at once.
+    A step holds pieces of one kind only (`plan.kind`; `steps` maps a kind to its map
+    step). Steps run at least once, as ClusterCoordinator runs them; the steps
+    (`mapstep.build`) commit exactly once.
 
     `start()` is non-blocking: schedule() blocks while TF's queue is full and join()
     until every step ran, so both happen on a thread of the round's own, which sets
@@ -39,43 +44,30 @@ class Round:
     """
 
     def __init__(
-        self,
-        coordinator,
-        steps,
-        kind_of,
-        files,
-        pieces,
-        pending,
-        groups,
-        num_workers,
-        split_size,
-        whole_split_size,
-        max_pieces,
-        wake,
+        self, coordinator, steps, plan, pending, groups, num_workers, split_size, whole_split_size, max_pieces, wake
     ):
         self.coordinator = coordinator
-        self.steps = steps  # a kind of piece (see kind_of) -> its map step, made when first asked for
+        self.steps = steps  # a kind of piece (`plan.Plan.kind`) -> its map step, made when first asked for
         self.wake = wake
         self.first_schedule = None  # time.monotonic() when the first step was scheduled
         self.error = None
         self.finished = False
         self._stopping = threading.Event()
+        self._ended = threading.Event()
         self._scheduled = []  # (piece ids, RemoteValue) of every step scheduled
         grouped = {i for group in groups for i in group}
         packed = [i for i in pending if i not in grouped]
-        per_step = inputs_lib.split_bytes(
-            sum(pieces[i].size for i in packed), num_workers, split_size, STEPS_PER_WORKER
-        )
+        per_step = split_bytes(int(plan.sizes[packed].sum()), num_workers, split_size)
         batches = [(packed, per_step, max_pieces or MAX_PIECES_PER_STEP)]
         batches += [(group, split_size, math.ceil(len(group) / PARTS)) for group in groups]
         self._splits = []  # (kind, tf.data pipeline of splits)
         for ids, size, most in batches:
             by_kind = {}
             for i in ids:
-                by_kind.setdefault(kind_of(i), []).append(i)
+                by_kind.setdefault(plan.kind(i), []).append(i)
             for kind, chosen in by_kind.items():
                 cap = min(size, whole_split_size) if kind[0] == "whole" else size
-                self._splits.append((kind, inputs_lib.splits(files, pieces, chosen, cap, most)))
+                self._splits.append((kind, plan.splits(chosen, cap, most)))
 
     def start(self):
         threading.Thread(target=self._drive, name="tf2_mapreduce-schedule", daemon=True).start()
@@ -94,7 +86,12 @@ class Round:
             self.error = e
         finally:
             self.finished = True
+            self._ended.set()
             self.wake.set()
+
+    def wait(self, timeout: float) -> bool:
+        """Whether the round has `finished`, waiting up to `timeout` s for it. Blocking."""
+        return self._ended.wait(timeout)
 
     def stop(self):
         """Schedules no more steps; `finished` is set once those in flight have ended.

@@ -11,8 +11,7 @@ import time
 
 from absl import app, flags
 
-from tf2_mapreduce import cluster as cluster_lib
-from tf2_mapreduce import cluster_sources, orphans, quiet
+from tf2_mapreduce import cluster_sources, cluster_spec, console, native, orphans, quiet
 from tf2_mapreduce.errors import ClusterError, Error, UsageError, op_error_cause
 
 __all__ = ["serve"]
@@ -31,19 +30,23 @@ def serve(cluster, keep_serving=False, idle_timeout=0, log=print):
     """
     import tensorflow as tf
 
-    from tf2_mapreduce import native, server_channel
+    from tf2_mapreduce import server_channel
 
     role, index = cluster.task_type, cluster.task_index
-    # Before serving: a map step that arrives must find the native op registered.
-    if native.load() is None:
-        log("tf2_mapreduce server: warning: byte ranges are read the slow way: %s" % native.unavailable())
+    # Before serving: a map step that arrives must find the native ops registered. Said
+    # either way, so that each task's log tells whether it has them.
+    loaded = native.load() is not None
+    log(
+        "tf2_mapreduce server: %s %d: native ops %s"
+        % (role, index, "loaded" if loaded else "not loaded (%s)" % native.unavailable())
+    )
     try:
         server = tf.distribute.Server(
             tf.train.ClusterSpec(cluster.jobs),
             job_name=role,
             task_index=index,
             protocol="grpc",
-            config=cluster_lib.server_config(cluster.num_workers),
+            config=cluster_spec.server_config(cluster.num_workers),
             start=True,
         )
     except (tf.errors.OpError, ValueError) as e:
@@ -79,6 +82,7 @@ def serve(cluster, keep_serving=False, idle_timeout=0, log=print):
 
 FLAGS = flags.FLAGS
 cluster_sources.define_flags(FLAGS)
+flags.adopt_module_key_flags(cluster_sources)  # for --help: absl lists the main module's own
 flags.DEFINE_bool("keep_serving", False, "Keep serving after a job ends, for the next coordinator.")
 flags.DEFINE_float(
     "idle_timeout",
@@ -92,12 +96,13 @@ flags.DEFINE_integer(
 
 
 def main(argv):
+    console.show_log("tf2_mapreduce server: ")
     if len(argv) > 1:
         raise app.UsageError("unexpected arguments: %s" % " ".join(argv[1:]))
     try:
         if FLAGS.parent_pid:
             orphans.die_with_parent(FLAGS.parent_pid)
-        for name, value in cluster_lib.TASK_ENV.items():  # before TensorFlow is imported
+        for name, value in cluster_spec.TASK_ENV.items():  # before TensorFlow is imported
             os.environ.setdefault(name, value)
         cluster = cluster_sources.resolve(FLAGS, expect_roles=("ps", "worker"))
         if cluster is None:
@@ -107,6 +112,7 @@ def main(argv):
             )
         if FLAGS.idle_timeout and FLAGS.idle_timeout < 5:
             raise UsageError("--idle_timeout=%g: use 0 (never) or at least 5 seconds" % FLAGS.idle_timeout)
+        native.mode()
         quiet.import_tensorflow(verbose=FLAGS["verbosity"].present)
         code = serve(
             cluster,

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import tensorflow as tf
 
-from tf2_mapreduce import cluster as cluster_lib
+from tf2_mapreduce import cluster_spec
 from tf2_mapreduce.errors import op_error_cause
 
 __all__ = ["Heartbeats", "ControlQueue", "Message", "request_exit", "new_coordinator_id", "JOB_OVER", "HEARTBEAT"]
@@ -70,7 +70,7 @@ class _Channel:
     def __init__(self, role, index, address):
         self.address = address
         self.target = "grpc://" + address
-        self.device = cluster_lib.task_name(role, index)
+        self.device = cluster_spec.task_name(role, index)
         self.graph = tf.Graph()
         with self.graph.as_default():
             self.kind = tf.compat.v1.placeholder(tf.int64, [])
@@ -83,7 +83,7 @@ class _Channel:
     def send(self, message, timeout=SEND_TIMEOUT):
         """Blocks until the task queued `message` (a `Message`); raises ConnectionError
         or tf.errors.OpError otherwise, within about `timeout` s."""
-        refused = cluster_lib.probe(self.address)
+        refused = cluster_spec.probe(self.address)
         if refused:  # fails at once, where TF would retry until the timeout
             self.session = None
             raise ConnectionError(refused)
@@ -102,7 +102,7 @@ def _gone_within(address, seconds):
     deadline = time.monotonic() + seconds
     while True:
         try:
-            socket.create_connection(cluster_lib.split_address(address), timeout=1.0).close()
+            socket.create_connection(cluster_spec.split_address(address), timeout=1.0).close()
         except ConnectionRefusedError:
             return True
         except OSError:
@@ -233,7 +233,7 @@ class ControlQueue:
     """The server side: this task's queue, read in a session of the server's own."""
 
     def __init__(self, server, role, index):
-        device = cluster_lib.task_name(role, index)
+        device = cluster_spec.task_name(role, index)
         self._graph = tf.Graph()
         with self._graph.as_default():
             self._dequeue = tf.raw_ops.QueueDequeueV2(handle=_queue(device), component_types=[tf.int64, tf.int64])

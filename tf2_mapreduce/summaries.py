@@ -12,12 +12,12 @@ SCALAR = tf.compat.v1.SummaryMetadata(plugin_data=tf.compat.v1.SummaryMetadata.P
 
 
 class Summaries:
-    """Writes one set of scalars per `runner.Progress`; the step is milliseconds since
+    """Writes one set of scalars per `Progress`; the step is milliseconds since
     the run started. Blocking, local: the event file is written by the coordinator."""
 
-    def __init__(self, logdir, job):
+    def __init__(self, logdir, reducer):
         self._writer = tf.summary.create_file_writer(logdir)
-        self._job = job
+        self._reducer = reducer  # names the job's value (`Reducer.fields`, `Reducer.rates`)
         self._last = None  # the previous Progress, for rates over the last interval
 
     def write(self, p):
@@ -37,10 +37,8 @@ class Summaries:
         if self._last is not None and p.seconds > self._last.seconds:
             interval = p.seconds - self._last.seconds
             values["throughput/bytes_per_second"] = (p.bytes_done - self._last.bytes_done) / interval
-            if self._job.reducer.additive:
-                last = self._totals(self._last)
-                for name, value in totals.items():
-                    values["throughput/%s_per_second" % name] = (value - last[name]) / interval
+            for name, rate in self._reducer.rates(self._last.value, p.value, interval).items():
+                values["throughput/%s_per_second" % name] = rate
         self._last = p
         step = int(p.seconds * 1000)
         with self._writer.as_default():
@@ -49,7 +47,7 @@ class Summaries:
         self._writer.flush()
 
     def _totals(self, p):
-        return {name: value for name, value in self._job.reducer.fields(p.value).items() if value is not None}
+        return {name: value for name, value in self._reducer.fields(p.value).items() if value is not None}
 
     def close(self):
         self._writer.close()

@@ -1,13 +1,15 @@
 """A file, possibly compressed, as a tf.data stream in bounded memory (native/text_stream.cc):
-text in chunks cut at record boundaries, or a TFRecord file's records, exactly or an error."""
-
-import functools
+text in chunks cut at record boundaries, or a TFRecord file's records, exactly or an error.
+There is no fallback in TensorFlow's own ops: its readers read a truncated file short
+without an error (docs/runtime.md, D1-D2), so without the native ops such inputs are
+refused (`formats.check`)."""
 
 import tensorflow as tf
 
 from tf2_mapreduce import native
+from tf2_mapreduce.errors import UsageError
 
-__all__ = ["chunks", "chunks_in_tf", "records", "COMPRESSIONS"]
+__all__ = ["chunks", "records", "COMPRESSIONS"]
 
 # As TextLineDataset and tf.io.decode_compressed name them.
 COMPRESSIONS = ("", "GZIP", "ZLIB")
@@ -30,14 +32,9 @@ def chunks(path, compression, chunk_bytes, separators) -> tf.data.Dataset:
     GZIP file: ..." (failures.file_failure reads the path from it); a missing file is
     TensorFlow's NotFoundError.
 
-    Usable inside a tf.function (`chunks(...).reduce(...)` in a map step). Where the native
-    library cannot be built (`native.load()` is None) this is `chunks_in_tf`: one element
-    of the whole text, so memory grows with the file, and the text is as
-    tf.io.decode_compressed reads it: a truncated compressed file, or a gzip file with an
-    empty member, reads as a short text without an error (TF 2.21)."""
-    ops = native.load()
-    if ops is None:
-        return chunks_in_tf(path, compression)
+    Usable inside a tf.function (`chunks(...).reduce(...)` in a map step). Needs the
+    native library (`native.load()`): raises `UsageError` without it."""
+    ops = _ops()
     variant = ops.tf2_mapreduce_text_chunk_dataset(
         filename=tf.convert_to_tensor(path, tf.string),
         compression_type=tf.convert_to_tensor(compression, tf.string),
@@ -60,14 +57,8 @@ def records(path, compression) -> tf.data.Dataset:
     match), or the truncated or corrupt GZIP/ZLIB file of `chunks`; a missing file is
     TensorFlow's NotFoundError.
 
-    Usable inside a tf.function, as `chunks` is. Where the native library cannot be built
-    (`native.load()` is None) this is tf.data.TFRecordDataset, with its silent short reads
-    (TF 2.21): a file that ends inside a record's 12-byte header, a compressed file cut at
-    a record boundary, and a gzip file with an empty member read as the records before
-    that point, and a gzip file without its trailer reads whole, all without an error."""
-    ops = native.load()
-    if ops is None:
-        return tf.data.TFRecordDataset(path, compression_type=compression, buffer_size=256 << 10)
+    Usable inside a tf.function, as `chunks` is; needs the native library, as `chunks` does."""
+    ops = _ops()
     variant = ops.tf2_mapreduce_record_dataset(
         filename=tf.convert_to_tensor(path, tf.string),
         compression_type=tf.convert_to_tensor(compression, tf.string),
@@ -75,24 +66,8 @@ def records(path, compression) -> tf.data.Dataset:
     return tf.data.experimental.from_variant(variant, _ELEMENT)
 
 
-def chunks_in_tf(path, compression) -> tf.data.Dataset:
-    """`chunks` in TensorFlow's own ops: the whole text as one element (none if it is
-    empty), read and inflated in memory at once, with tf.io.decode_compressed's errors."""
-    text = _inflate(tf.io.read_file(path), compression)
-    return tf.data.Dataset.from_tensors(text).filter(lambda text: tf.strings.length(text) > 0)
-
-
-def _inflate(contents, compression):
-    if isinstance(compression, bytes):
-        compression = compression.decode()
-    if isinstance(compression, str):
-        return tf.io.decode_compressed(contents, compression_type=compression)
-    # decode_compressed takes its compression as an attribute, fixed when the graph is
-    # built; the native op, and so `chunks`, takes a tensor.
-    matches = tf.equal(tf.constant(COMPRESSIONS), compression)
-    known = tf.debugging.Assert(tf.reduce_any(matches), ['compression must be "", "GZIP" or "ZLIB", not', compression])
-    with tf.control_dependencies([known]):
-        index = tf.argmax(tf.cast(matches, tf.int32), output_type=tf.int32)
-    return tf.switch_case(
-        index, [functools.partial(tf.io.decode_compressed, contents, compression_type=kind) for kind in COMPRESSIONS]
-    )
+def _ops():
+    ops = native.load()
+    if ops is None:
+        raise UsageError("reading a compressed or TFRecord file needs the native ops: %s" % native.unavailable())
+    return ops

@@ -1,11 +1,11 @@
 """Vocabulary files that TensorFlow loads as they are: per vocabulary of a per-key job, its
 terms most frequent first, their counts beside them, the terms a text file cannot hold
 set aside, and a summary of them all, streamed from the ps tasks in bounded memory.
+Which vocabulary a table key belongs to is the key space's business (`reducers`).
 """
 
 import json
 import os
-import struct
 import urllib.parse
 
 import tensorflow as tf
@@ -13,11 +13,10 @@ import tensorflow as tf
 from tf2_mapreduce import output
 from tf2_mapreduce.errors import UsageError
 
-__all__ = ["FILE_FORMATS", "SUMMARY", "holdable", "tft_order", "file_names", "write"]
+__all__ = ["FILE_FORMATS", "SUMMARY", "holdable", "tft_key", "file_names", "write", "write_summary"]
 
 FILE_FORMATS = ("text", "tfrecord_gzip")
 SUMMARY = "summary.json"
-_INDEX = struct.Struct(">H")
 # Complementing every byte turns ascending byte order into descending, but for a
 # term that is a prefix of another: the 0xff after it puts the longer one first.
 _INVERT = bytes(255 - b for b in range(256))
@@ -30,11 +29,10 @@ def holdable(term: bytes) -> bool:
     return bool(term) and b"\n" not in term and b"\r" not in term
 
 
-def tft_order(entry):
-    """The sort key of (index-prefixed term, count) in tf.Transform's vocabulary order:
-    by vocabulary, then count descending, then term bytes in reverse lexicographic order."""
-    key, count = entry
-    return key[: _INDEX.size], -count, key[_INDEX.size :].translate(_INVERT) + b"\xff"
+def tft_key(term: bytes, count: int):
+    """The sort key of a term in tf.Transform's vocabulary order: count descending, then
+    the term's bytes in reverse lexicographic order."""
+    return -count, term.translate(_INVERT) + b"\xff"
 
 
 def file_names(name: str, file_format: str = "text") -> dict:
@@ -149,57 +147,54 @@ class _Vocabulary:
             f.close(error)
 
 
-def write(reducer, entries, output_dir=None, top_k=None, min_count=1, file_format="text", document=None):
-    """Writes the vocabularies of a per-key job's table under `output_dir` (any
-    tf.io.gfile path; None: only sums them up), and returns the summary.
+def write(space, entries, output_dir=None, top_k=None, min_count=1, file_format="text"):
+    """Writes the vocabularies of a per-key table under `output_dir` (any tf.io.gfile
+    path; None: only sums them up). Returns ({vocabulary name: its summary}, {reserved
+    key: count}).
 
-    `reducer`: the job's `reducers.KeySum` (which vocabulary a key is of);
-    `entries`: its table's (key, count), read from the ps tasks in any order. Each
-    vocabulary gets, in tf.Transform's order (`tft_order`), the terms counted at
-    least `min_count` times, the `top_k` first of them (None: all): with
-    file_format="text", a file of one term a line (`vocab_<name>.txt`) where the
-    terms that a line cannot hold (`holdable`) are left out and listed, escaped
-    (`output.escape`), in `unwritable_<name>.tsv`; with "tfrecord_gzip", every term
-    as a record. Beside it, `counts_<name>.tsv`: count, tab, term, line for line
-    (records of the same, for "tfrecord_gzip").
-    `summary.json` holds `document` and, per vocabulary, its values, distinct terms,
-    the terms written and left out, and for `vocab` the examples missing it.
-    Each file is written aside and renamed into place; the summary last.
+    `space`: the table's key space (`reducers.KeySpace`: its vocabularies' `names`,
+    `split(key)` into (vocabulary index, term) or (None, key) for a reserved key, and
+    `order`, tf.Transform's order vocabulary by vocabulary); `entries`: the table's
+    (key, count), read from the ps tasks in any order. Each vocabulary gets, in
+    tf.Transform's order, the terms counted at least `min_count` times, the `top_k`
+    first of them (None: all): with file_format="text", a file of one term a line
+    (`vocab_<name>.txt`) where the terms that a line cannot hold (`holdable`) are left
+    out and listed, escaped (`output.escape`), in `unwritable_<name>.tsv`; with
+    "tfrecord_gzip", every term as a record. Beside it, `counts_<name>.tsv`: count, tab,
+    term, line for line (records of the same, for "tfrecord_gzip"). Each file is
+    written aside and renamed into place. A summary: its values, distinct terms, the
+    terms written and left out.
     """
     if file_format not in FILE_FORMATS:
         raise UsageError("{setting:vocabulary_format}=%s: one of %s" % (file_format, ", ".join(FILE_FORMATS)))
     if output_dir is not None:
         tf.io.gfile.makedirs(output_dir)
-    names = reducer.vocabularies()
-    vocabularies = [_Vocabulary(output_dir, name, top_k, min_count, file_format) for name in names]
-    own = {}
+    vocabularies = [_Vocabulary(output_dir, name, top_k, min_count, file_format) for name in space.names]
+    reserved = {}
 
-    def indexed():
+    def terms():
         for key, count in entries:
-            index, term = reducer.vocabulary_of(key)
-            if index is None:
-                own[reducer.own_count(key)] = count
+            if space.split(key)[0] is None:
+                reserved[key] = count
             else:
-                yield _INDEX.pack(index) + term, count
+                yield key, count
 
     error = None
     try:
-        for key, count in output.sorted_entries(indexed(), order=tft_order):
-            vocabularies[_INDEX.unpack_from(key)[0]].add(key[_INDEX.size :], count)
+        for key, count in output.sorted_entries(terms(), order=space.order):
+            index, term = space.split(key)
+            vocabularies[index].add(term, count)
     except BaseException as e:
         error = e
         raise
     finally:
         for vocabulary in vocabularies:
             vocabulary.close(error)
-    summary = dict(document or {})
-    summary.update(top_k=top_k, min_count=min_count, vocabulary_format=file_format)
-    if reducer.reserved_keys():  # a job over examples: how many, and which lacked each feature
-        summary["examples"] = own.get(("examples", None), 0)
-        for index, vocabulary in enumerate(vocabularies):
-            vocabulary.summary["missing"] = own.get(("missing", index), 0)
-    summary["vocabularies"] = {name: v.summary for name, v in zip(names, vocabularies)}
-    if output_dir is not None:
-        with output.AtomicFile(os.path.join(output_dir, SUMMARY)) as f:
-            f.write(json.dumps(summary, indent=1) + "\n")
-    return summary
+    return {name: v.summary for name, v in zip(space.names, vocabularies)}, reserved
+
+
+def write_summary(output_dir, summary):
+    """Writes `summary` as `summary.json` under `output_dir`, atomically: last, after
+    the files it describes."""
+    with output.AtomicFile(os.path.join(output_dir, SUMMARY)) as f:
+        f.write(json.dumps(summary, indent=1) + "\n")

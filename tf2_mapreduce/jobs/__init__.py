@@ -1,57 +1,70 @@
-"""Jobs by name (`--job`): the built-in ones, or a user's as "module:ATTRIBUTE"."""
+"""Jobs by the names the CLI gives them (`--job`): the built-in ones, each a `Job` class of
+its module here, or a user's as "module:ATTRIBUTE". Free of TensorFlow: a job's name and
+parameters are checked (`check`) before anything starts; `resolve` imports the job."""
 
 import importlib
 
 from tf2_mapreduce.errors import UsageError
-from tf2_mapreduce.jobs import lines, records, wordcount, wordfreq
-from tf2_mapreduce.jobs.base import Job, KeySum, Max, Min, Reducer, Sum, VectorSum, per_text
-from tf2_mapreduce.jobs.features import vocab
+from tf2_mapreduce.jobs.feature_spec import parse_features
 
-__all__ = [
-    "Job",
-    "Reducer",
-    "Sum",
-    "VectorSum",
-    "Min",
-    "Max",
-    "KeySum",
-    "per_text",
-    "vocab",
-    "BUILT_IN",
-    "resolve",
-]
+__all__ = ["BUILT_IN", "check", "resolve"]
 
+# name -> (module, class); the public names (tf2_mapreduce.WordCount...) are these classes.
 BUILT_IN = {
-    job.name: job
-    for job in (wordcount.JOB, wordfreq.JOB, lines.LINECOUNT, lines.WC, lines.LONGEST_LINE, records.RECORDCOUNT)
+    "wordcount": ("tf2_mapreduce.jobs.wordcount", "WordCount"),
+    "wordfreq": ("tf2_mapreduce.jobs.wordfreq", "WordFreq"),
+    "linecount": ("tf2_mapreduce.jobs.lines", "LineCount"),
+    "wc": ("tf2_mapreduce.jobs.lines", "Wc"),
+    "longestline": ("tf2_mapreduce.jobs.lines", "LongestLine"),
+    "grep": ("tf2_mapreduce.jobs.lines", "Grep"),
+    "recordcount": ("tf2_mapreduce.jobs.records", "RecordCount"),
+    "vocab": ("tf2_mapreduce.jobs.features", "Vocab"),
 }
-BUILT_IN_NAMES = sorted(list(BUILT_IN) + ["grep", "vocab"])
+# The built-in jobs that take a parameter, and the setting that gives it.
+PARAMETER = {"grep": "pattern", "vocab": "features"}
+_NEEDS = {
+    "pattern": "an RE2 regular expression matched against whole lines",
+    "features": "feature names, comma-separated",
+}
 
 
-def resolve(name, pattern=None):
-    """The job `name` names: a built-in job, or "package.module:ATTRIBUTE" holding a `Job`.
-
-    Only the coordinator imports a user's module: map steps are traced into graphs
-    that the workers run, so workers need no user code. Raises `UsageError`.
-    """
-    if name == "vocab":
-        raise UsageError("{setting:job}=vocab needs {setting:features}: from Python, jobs.vocab(features)")
-    if name == "grep":
-        if pattern is None:
-            raise UsageError(
-                "{setting:job}=grep needs {setting:pattern} (an RE2 regular expression matched against whole lines)"
-            )
-        return lines.grep(pattern)
-    if pattern is not None:
-        raise UsageError("{setting:pattern} is only for {setting:job}=grep")
-    if name in BUILT_IN:
-        return BUILT_IN[name]
-    module_name, sep, attribute = name.partition(":")
-    if not sep:
+def check(name: str, pattern: str | None = None, features: str | None = None) -> None:
+    """Checks, without importing any job, that `name` is a built-in job or names a
+    user's ("module:ATTRIBUTE"), and that it is given the parameters it takes and no
+    other (`features` parsed: `feature_spec.parse_features`). Raises `UsageError`."""
+    given = {"pattern": pattern, "features": features}
+    if name not in BUILT_IN and ":" not in name:
         raise UsageError(
             "{setting:job}=%s: unknown job (built in: %s; or module:ATTRIBUTE for your own)"
-            % (name, ", ".join(BUILT_IN_NAMES))
+            % (name, ", ".join(sorted(BUILT_IN)))
         )
+    takes = PARAMETER.get(name)
+    for setting, value in given.items():
+        if value is not None and setting != takes:
+            jobs = [job for job, parameter in PARAMETER.items() if parameter == setting]
+            raise UsageError("{setting:%s} is only for {setting:job}=%s" % (setting, jobs[0]))
+    if takes and given[takes] is None:
+        raise UsageError("{setting:job}=%s needs {setting:%s} (%s)" % (name, takes, _NEEDS[takes]))
+    if features is not None:
+        parse_features(features)
+
+
+def resolve(name: str, pattern: str | None = None, features: str | None = None):
+    """The `Job` that `name` and its parameters give (see `check`): a built-in job, or the
+    `Job` held by "package.module:ATTRIBUTE". Raises `UsageError`.
+
+    Only the coordinator imports a user's module: map steps are traced into graphs
+    that the workers run, so workers need no user code.
+    """
+    check(name, pattern, features)
+    if name in BUILT_IN:
+        module, attribute = BUILT_IN[name]
+        job_class = getattr(importlib.import_module(module), attribute)
+        takes = PARAMETER.get(name)
+        return job_class({"pattern": pattern, "features": features}[takes]) if takes else job_class()
+    from tf2_mapreduce.jobs.base import Job
+
+    module_name, _, attribute = name.partition(":")
     try:
         module = importlib.import_module(module_name)
     except ImportError as e:

@@ -1,6 +1,7 @@
 """The job API: a job is a pure-TF map step over a batch of texts (or of TFRecord
-records) and the reducer its output feeds. The runner gives every job the same scheduling, exactly-once commits,
-checkpoints and progress; a job only says what to compute.
+records) and the reducer its output feeds. The runner gives every job the same
+scheduling, exactly-once commits, checkpoints and progress; a job only says what to
+compute.
 """
 
 from collections.abc import Callable
@@ -8,9 +9,9 @@ from dataclasses import dataclass, field
 
 import tensorflow as tf
 
-from tf2_mapreduce.reducers import KeySum, Max, Min, Reducer, Sum, VectorSum
+from tf2_mapreduce.reducers import Reducer
 
-__all__ = ["Job", "Reducer", "Sum", "VectorSum", "Min", "Max", "KeySum", "per_text"]
+__all__ = ["Job", "per_text"]
 
 
 @dataclass(frozen=True)
@@ -44,11 +45,18 @@ class Job:
 
     name: str
     map_fn: Callable
-    reducer: Reducer  # Sum, VectorSum, Min, Max, KeySum (tf2_mapreduce.reducers)
+    reducer: Reducer  # Sum, VectorSum, Min, Max, KeySum... (tf2_mapreduce.reducers)
     description: str = ""
     config: dict = field(default_factory=dict)
     records: str = "lines"  # "lines", "words", or "tfrecord"
     autograph: bool = True
+
+    def prepared(self, files, compression="auto") -> "Job":
+        """The job to run over `files` (`inputs.InputFile`s, compressed as `compression`
+        says), called before anything runs: itself, or for a job that must look at its
+        inputs first (`Vocab` reads the types its features were not given), a new one.
+        Blocking; raises `UsageError` where the inputs do not fit the job."""
+        return self
 
 
 def per_text(fn, dtype=tf.int64, shape=()):

@@ -1,45 +1,19 @@
-"""Jobs over `tf.train.Example` features. `vocab`: exact counts of the values of named `tf.train.Example` features, all of them
-in one pass over TFRecord files, written as vocabulary files (`vocabulary`)."""
+"""Jobs over `tf.train.Example` features. `Vocab`: exact counts of the values of named
+features, all of them in one pass over TFRecord files, written as vocabulary files."""
 
 import tensorflow as tf
 from google.protobuf.message import DecodeError
 
-from tf2_mapreduce import inputs as inputs_lib
+from tf2_mapreduce import formats
 from tf2_mapreduce.errors import UsageError
 from tf2_mapreduce.jobs.base import Job
+from tf2_mapreduce.jobs.feature_spec import as_config, parse_features
 from tf2_mapreduce.reducers import Vocabularies
 
-__all__ = ["vocab", "parse_features", "detect_types", "TYPES", "SAMPLE_RECORDS"]
+__all__ = ["Vocab", "detect_types", "SAMPLE_RECORDS"]
 
-# The feature types a vocabulary can be made of; int64 values become their decimal text.
-TYPES = {"string": tf.string, "bytes": tf.string, "int64": tf.int64}
+DTYPES = {"string": tf.string, "bytes": tf.string, "int64": tf.int64}
 SAMPLE_RECORDS = 1000  # records read at most to find an untyped feature's type
-
-
-def parse_features(spec):
-    """[(name, type or None)] from "a,b:int64,c:string" (a list of such items, or of
-    (name, type) pairs, works too); a name holding ":" needs its type ("a:b:string").
-    Raises `UsageError`."""
-    items = spec.split(",") if isinstance(spec, str) else list(spec)
-    features = []
-    for item in items:
-        if isinstance(item, str):
-            # From the right: a feature's name may hold ":" ("a:b:string"), its type cannot.
-            name, _, kind = item.strip().rpartition(":") if ":" in item else (item.strip(), "", "")
-        else:
-            name, kind = item
-        if not name:
-            raise UsageError("{setting:features}=%s: an empty feature name" % spec)
-        if kind and kind not in TYPES:
-            raise UsageError(
-                "{setting:features}: %s has type %r (vocabularies are of %s features)" % (name, kind, ", ".join(TYPES))
-            )
-        if name in (n for n, _ in features):
-            raise UsageError("{setting:features}: %s is named twice" % name)
-        features.append((name, kind or None))
-    if not features:
-        raise UsageError("{setting:job}=vocab needs {setting:features} (feature names, comma-separated)")
-    return features
 
 
 def _kind_of(feature):
@@ -56,7 +30,7 @@ def _examples(paths, compression, most):
     seen = 0
     for path in paths:
         try:
-            for record in text_stream.records(path, inputs_lib.compression_of(path, compression)).take(most - seen):
+            for record in text_stream.records(path, formats.compression_of(path, compression)).take(most - seen):
                 seen += 1
                 try:
                     yield tf.train.Example.FromString(record.numpy())
@@ -101,15 +75,9 @@ def detect_types(features, paths, compression="auto", most=SAMPLE_RECORDS):
     return typed
 
 
-def vocab(features):
-    """The job counting every value of each of `features` ([(name, "string" | "int64")],
-    or "name:type,..."): one vocabulary per feature, plus the examples read and, per
-    feature, the examples without any value of it (absent, or an empty list)."""
-    features = parse_features(features)
-    untyped = [name for name, kind in features if kind is None]
-    if untyped:
-        raise UsageError("{setting:features}: give the type of %s (or let `detect_types` find it)" % untyped[0])
-    spec = {name: tf.io.RaggedFeature(TYPES[kind], row_splits_dtype=tf.int64) for name, kind in features}
+def _map_fn(features):
+    """The map step of a vocabulary of `features` ([(name, type)]) over a batch of records."""
+    spec = {name: tf.io.RaggedFeature(DTYPES[kind], row_splits_dtype=tf.int64) for name, kind in features}
 
     def map_fn(records):
         parsed = tf.io.parse_example(records, spec)
@@ -121,12 +89,38 @@ def vocab(features):
             missing.append(tf.reduce_sum(tf.cast(tf.equal(column.row_lengths(), 0), tf.int64)))
         return {"examples": tf.size(records, out_type=tf.int64), "values": tuple(values), "missing": tf.stack(missing)}
 
-    return Job(
-        name="vocab",
-        map_fn=map_fn,
-        reducer=Vocabularies(unit="values", features=tuple(name for name, _ in features)),
-        records="tfrecord",
-        autograph=False,
-        config={"features": ["%s:%s" % pair for pair in features]},
-        description="exact counts of the values of tf.train.Example features, one vocabulary each",
-    )
+    return map_fn
+
+
+def _untyped(features):
+    def map_fn(records):
+        raise UsageError("{setting:features}: the types of %s were never read from the data" % features)
+
+    return map_fn
+
+
+class Vocab(Job):
+    """Exact counts of every value of each of `features` ([(name, "string" | "int64")],
+    or "name:type,..."): one vocabulary per feature, plus the examples read and, per
+    feature, the examples without any value of it (absent, or an empty list). A
+    feature given without a type has it read from the first examples that hold it
+    (`detect_types`) before the job runs."""
+
+    def __init__(self, features):
+        features = parse_features(features)
+        typed = all(kind for _, kind in features)
+        super().__init__(
+            name="vocab",
+            map_fn=_map_fn(features) if typed else _untyped([name for name, kind in features if not kind]),
+            reducer=Vocabularies(unit="values", features=tuple(name for name, _ in features)),
+            records="tfrecord",
+            autograph=False,
+            config={"features": as_config(features)},
+            description="exact counts of the values of tf.train.Example features, one vocabulary each",
+        )
+
+    def prepared(self, files, compression="auto"):
+        features = parse_features(self.config["features"])
+        if all(kind for _, kind in features):
+            return self
+        return Vocab(detect_types(features, (f.path for f in files), compression))

@@ -5,10 +5,11 @@ bytes after the last newline if there are any: `wc -l` plus an unterminated last
 import tensorflow as tf
 
 from tf2_mapreduce.errors import UsageError, op_error_cause
-from tf2_mapreduce.jobs.base import Job, Max, Sum, VectorSum, per_text
+from tf2_mapreduce.jobs.base import Job, per_text
 from tf2_mapreduce.jobs.wordcount import count_true, count_words
+from tf2_mapreduce.reducers import Max, Sum, VectorSum
 
-__all__ = ["count_lines", "longest_line", "LINECOUNT", "WC", "LONGEST_LINE", "grep"]
+__all__ = ["count_lines", "longest_line", "LineCount", "Wc", "LongestLine", "Grep"]
 
 
 def count_lines(text):
@@ -31,21 +32,30 @@ def _wc(text):
     return tf.stack([count_lines(text), count_words(text), tf.cast(tf.strings.length(text), tf.int64)])
 
 
-LINECOUNT = Job(
-    name="linecount",
-    map_fn=per_text(count_lines),
-    reducer=Sum(unit="lines"),
-    description="total lines",
-    autograph=False,
-)
+class LineCount(Job):
+    """Total lines, per file and overall."""
 
-WC = Job(
-    name="wc",
-    map_fn=per_text(_wc, shape=(3,)),
-    reducer=VectorSum(names=("lines", "words", "bytes")),
-    description="lines, words and bytes, like wc",
-    autograph=False,
-)
+    def __init__(self):
+        super().__init__(
+            name="linecount",
+            map_fn=per_text(count_lines),
+            reducer=Sum(unit="lines"),
+            description="total lines",
+            autograph=False,
+        )
+
+
+class Wc(Job):
+    """Lines, words and bytes, like `wc`, per file and overall."""
+
+    def __init__(self):
+        super().__init__(
+            name="wc",
+            map_fn=per_text(_wc, shape=(3,)),
+            reducer=VectorSum(names=("lines", "words", "bytes")),
+            description="lines, words and bytes, like wc",
+            autograph=False,
+        )
 
 
 def longest_line(text):
@@ -55,37 +65,43 @@ def longest_line(text):
     return tf.cast(tf.reduce_max(tf.strings.length(tf.strings.split(text, sep="\n"))), tf.int64)
 
 
-LONGEST_LINE = Job(
-    name="longestline",
-    map_fn=per_text(longest_line),
-    reducer=Max(name="longest line", unit="bytes"),
-    description="bytes in the longest line, per file and overall",
-    autograph=False,
-)
+class LongestLine(Job):
+    """Bytes in the longest line (newline excluded), per file and overall."""
+
+    def __init__(self):
+        super().__init__(
+            name="longestline",
+            map_fn=per_text(longest_line),
+            reducer=Max(name="longest line", unit="bytes"),
+            description="bytes in the longest line, per file and overall",
+            autograph=False,
+        )
 
 
-def grep(pattern):
-    """The job counting lines that `pattern` (RE2 syntax) matches in full.
+class Grep(Job):
+    """Lines that `pattern` (RE2 syntax) matches in full, per file and overall.
 
     Lines are matched as UTF-8 text, as RE2 does: a line that is not valid UTF-8
     matches only a pattern that consumes its invalid bytes (with \\C). Raises
     `UsageError` if the pattern does not compile.
     """
-    try:
-        tf.strings.regex_full_match(tf.constant([""]), pattern)
-    except tf.errors.InvalidArgumentError as e:
-        raise UsageError(
-            "{setting:pattern} %r: not a valid RE2 regular expression: %s" % (pattern, op_error_cause(e))
-        ) from None
 
-    def matching_lines(text):
-        return tf.reduce_sum(tf.cast(tf.strings.regex_full_match(_lines(text), pattern), tf.int64))
+    def __init__(self, pattern: str):
+        try:
+            tf.strings.regex_full_match(tf.constant([""]), pattern)
+        except tf.errors.InvalidArgumentError as e:
+            raise UsageError(
+                "{setting:pattern} %r: not a valid RE2 regular expression: %s" % (pattern, op_error_cause(e))
+            ) from None
 
-    return Job(
-        name="grep",
-        map_fn=per_text(matching_lines),
-        reducer=Sum(unit="matching lines"),
-        description="lines matching the pattern in full (RE2)",
-        config={"pattern": pattern},
-        autograph=False,
-    )
+        def matching_lines(text):
+            return tf.reduce_sum(tf.cast(tf.strings.regex_full_match(_lines(text), pattern), tf.int64))
+
+        super().__init__(
+            name="grep",
+            map_fn=per_text(matching_lines),
+            reducer=Sum(unit="matching lines"),
+            description="lines matching the pattern in full (RE2)",
+            config={"pattern": pattern},
+            autograph=False,
+        )

@@ -5,9 +5,10 @@ bytes (space, \\t, \\n, \\v, \\f, \\r), exactly as Python's `bytes.split()` cuts
 import tensorflow as tf
 
 from tf2_mapreduce import native
-from tf2_mapreduce.jobs.base import Job, Sum, per_text
+from tf2_mapreduce.jobs.base import Job, per_text
+from tf2_mapreduce.reducers import Sum
 
-__all__ = ["count_words", "count_words_each", "count_words_in_tf", "count_true", "JOB"]
+__all__ = ["count_words", "count_words_each", "count_words_in_tf", "count_true", "WordCount"]
 
 
 def count_true(flags):
@@ -60,11 +61,15 @@ def count_words_in_tf(text):
     return count_true(tf.greater(after_space, space))
 
 
-JOB = Job(
-    name="wordcount",
-    map_fn=count_words_each,
-    reducer=Sum(unit="words"),
-    records="words",
-    autograph=False,
-    description="total words (runs of non-whitespace bytes, as bytes.split())",
-)
+class WordCount(Job):
+    """Total words, per file and overall: runs of non-whitespace bytes, as bytes.split() cuts them."""
+
+    def __init__(self):
+        super().__init__(
+            name="wordcount",
+            map_fn=count_words_each,
+            reducer=Sum(unit="words"),
+            records="words",
+            autograph=False,
+            description="total words (runs of non-whitespace bytes, as bytes.split())",
+        )

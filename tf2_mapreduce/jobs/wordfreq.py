@@ -4,9 +4,10 @@ wordcount), reduced on the ps tasks, one table per ps."""
 import tensorflow as tf
 
 from tf2_mapreduce import native
-from tf2_mapreduce.jobs.base import Job, KeySum
+from tf2_mapreduce.jobs.base import Job
+from tf2_mapreduce.reducers import KeySum
 
-__all__ = ["word_counts", "words", "JOB"]
+__all__ = ["word_counts", "words", "WordFreq"]
 
 
 def word_counts(texts):
@@ -26,11 +27,15 @@ def words(texts):
     return tf.strings.split(texts).flat_values
 
 
-JOB = Job(
-    name="wordfreq",
-    map_fn=word_counts,
-    reducer=KeySum(unit="words"),
-    records="words",
-    autograph=False,
-    description="count of every distinct word",
-)
+class WordFreq(Job):
+    """The exact count of every distinct word (words as `WordCount`'s), in tables on the ps tasks."""
+
+    def __init__(self):
+        super().__init__(
+            name="wordfreq",
+            map_fn=word_counts,
+            reducer=KeySum(unit="words"),
+            records="words",
+            autograph=False,
+            description="count of every distinct word",
+        )

@@ -1,28 +1,28 @@
-"""Who is in the cluster: parsed from TF_CONFIG, or started here as a local cluster.
+"""Who is in the cluster: the tasks of each role and their addresses (a `ClusterSpec`),
+parsed from TF_CONFIG or given by a resolver, and whether each task answers.
 
-Deliberately free of TensorFlow imports: the coordinator starts the local servers
-first and imports TensorFlow while they boot, which saves seconds on every run.
+Free of TensorFlow imports (but for `server_config`): the CLIs read the cluster before
+they import TensorFlow.
 """
 
 import json
 import os
 import socket
-import subprocess
-import sys
-import tempfile
 import time
 from dataclasses import dataclass
 
 from tf2_mapreduce.errors import ClusterError, UsageError
 
 __all__ = [
-    "Cluster",
-    "LocalCluster",
+    "ClusterSpec",
+    "ROLES",
+    "TASK_ENV",
     "from_tf_config",
     "validated",
-    "local_cluster",
+    "device",
+    "task_name",
+    "split_address",
     "server_config",
-    "start_in_process",
     "probe",
     "wait_for_tasks",
 ]
@@ -39,8 +39,9 @@ TASK_ENV = {"GRPC_FAIL_FAST": "use_caller"}
 
 
 @dataclass(frozen=True)
-class Cluster:
-    """A validated cluster: addresses per role, and which task this process is."""
+class ClusterSpec:
+    """A validated cluster: addresses per role, and which task this process is. Only a
+    description: `client.Cluster` is the cluster this process connects to."""
 
     jobs: dict  # role -> list of "host:port"
     task_type: str
@@ -95,7 +96,7 @@ def split_address(address):
 
 
 def from_tf_config(text, expect_roles=ROLES):
-    """Parses and validates a TF_CONFIG string into a `Cluster`.
+    """Parses and validates a TF_CONFIG string into a `ClusterSpec`.
 
     Raises `UsageError` with a one-line message naming the offending key. TF's own
     resolver accepts more shapes; we accept what ParameterServerStrategy can run.
@@ -123,7 +124,7 @@ def from_tf_config(text, expect_roles=ROLES):
 
 
 def validated(jobs, task_type, task_index, expect_roles, source):
-    """A `Cluster` of `jobs` (role -> list of "host:port"), this process being task
+    """A `ClusterSpec` of `jobs` (role -> list of "host:port"), this process being task
     `task_type`:`task_index`; raises `UsageError` "<source>: <what is wrong>"."""
 
     def bad(why):
@@ -154,33 +155,7 @@ def validated(jobs, task_type, task_index, expect_roles, source):
         raise bad("task type %r cannot run here (expected %s)" % (task_type, " or ".join(expect_roles)))
     if not isinstance(task_index, int) or not 0 <= task_index < len(jobs[task_type]):
         raise bad("task index %r is out of range for %d %s task(s)" % (task_index, len(jobs[task_type]), task_type))
-    return Cluster({role: list(jobs[role]) for role in ROLES}, task_type, task_index)
-
-
-def _free_ports(count):
-    """Ports free on all interfaces (TF servers bind every interface, docs/runtime.md)."""
-    sockets = []
-    try:
-        for _ in range(count):
-            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            s.bind(("", 0))
-            sockets.append(s)
-        return [s.getsockname()[1] for s in sockets]
-    finally:
-        for s in sockets:
-            s.close()
-
-
-def local_cluster(num_ps, num_workers):
-    """A `Cluster` of free localhost ports: one chief, `num_ps` ps, `num_workers` workers."""
-    if num_ps < 1 or num_workers < 1:
-        raise UsageError(
-            "a cluster needs at least 1 ps and 1 worker (got {setting:num_ps}=%d {setting:num_workers}=%d)"
-            % (num_ps, num_workers)
-        )
-    addresses = ["localhost:%d" % p for p in _free_ports(1 + num_ps + num_workers)]
-    jobs = {"chief": addresses[:1], "ps": addresses[1 : 1 + num_ps], "worker": addresses[1 + num_ps :]}
-    return Cluster(jobs, "chief", 0)
+    return ClusterSpec({role: list(jobs[role]) for role in ROLES}, task_type, task_index)
 
 
 def server_config(num_workers):
@@ -190,118 +165,6 @@ def server_config(num_workers):
     # Fewer inter-op threads than workers + 1 deadlocks schedule()/join() on small
     # machines (docs/runtime.md); TF's own in-process test clusters set the same.
     return tf.compat.v1.ConfigProto(inter_op_parallelism_threads=max(num_workers + 1, os.cpu_count() or 1))
-
-
-def start_in_process(cluster):
-    """Starts every ps and worker server of `cluster` inside this process; returns them.
-
-    For a local cluster that costs one TensorFlow import instead of one per task.
-    The servers live as long as the process (TF cannot stop them) and need no
-    end-of-job message.
-    """
-    import tensorflow as tf
-
-    spec = tf.train.ClusterSpec(cluster.jobs)
-    return [
-        tf.distribute.Server(
-            spec,
-            job_name=role,
-            task_index=index,
-            protocol="grpc",
-            config=server_config(cluster.num_workers),
-            start=True,
-        )
-        for role, index, _ in cluster.tasks()
-    ]
-
-
-class LocalCluster:
-    """ps and worker servers run as child processes of this one, on localhost.
-
-    Each child is `python -m tf2_mapreduce.server`, the same program a real cluster
-    runs, and is killed by the kernel if this process dies (even by SIGKILL), so a
-    local job never leaves a server behind. Use as a context manager: leaving it
-    reaps every child.
-    """
-
-    def __init__(self, num_ps=1, num_workers=2):
-        self.cluster = local_cluster(num_ps, num_workers)
-        self.log_dir = tempfile.mkdtemp(prefix="tf2_mapreduce-")
-        self.processes = {}  # (role, index) -> Popen
-        self.keep_logs = False  # set once an error has pointed the user at a log
-
-    def start(self):
-        """Starts every ps and worker; returns at once (see `wait_for_tasks`)."""
-        env = dict(os.environ, **TASK_ENV)
-        env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-        for role, index, _ in self.cluster.tasks():
-            env["TF_CONFIG"] = self.cluster.tf_config(role, index)
-            with open(self.log_path(role, index), "wb") as log:
-                self.processes[role, index] = subprocess.Popen(
-                    [sys.executable, "-m", "tf2_mapreduce.server", "--parent_pid=%d" % os.getpid()],
-                    env=env,
-                    stdin=subprocess.DEVNULL,
-                    stdout=log,
-                    stderr=subprocess.STDOUT,
-                    # Out of the terminal's process group: Ctrl-C must reach only the
-                    # coordinator, which still needs the ps to save a checkpoint.
-                    start_new_session=True,
-                )
-        return self
-
-    def log_path(self, role, index):
-        return os.path.join(self.log_dir, "%s-%d.log" % (role, index))
-
-    def log_tail(self, role, index, lines=1):
-        try:
-            with open(self.log_path(role, index), "rb") as f:
-                text = f.read().decode("utf-8", "replace")
-        except OSError:
-            return ""
-        kept = [line.strip() for line in text.splitlines() if line.strip()]
-        return " | ".join(kept[-lines:])
-
-    def check_alive(self):
-        """Raises `ClusterError` naming the first child that has exited."""
-        for (role, index), proc in self.processes.items():
-            code = proc.poll()
-            if code is not None:
-                self.keep_logs = True
-                raise ClusterError(
-                    "local %s %d exited with status %d during the job: %s (log: %s)"
-                    % (role, index, code, self.log_tail(role, index) or "no output", self.log_path(role, index))
-                )
-
-    def wait(self, timeout):
-        """Waits up to `timeout` s for every child to exit; returns {(role, index): status or None}."""
-        deadline = time.monotonic() + timeout
-        codes = {}
-        for key, proc in self.processes.items():
-            try:
-                codes[key] = proc.wait(max(0.0, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                codes[key] = None
-        return codes
-
-    def close(self):
-        """Kills whatever still runs, reaps every child, and removes the logs (unless an
-        error named one)."""
-        for proc in self.processes.values():
-            if proc.poll() is None:
-                proc.kill()
-        for proc in self.processes.values():
-            proc.wait()
-        if self.keep_logs:
-            return
-        for name in os.listdir(self.log_dir):
-            os.unlink(os.path.join(self.log_dir, name))
-        os.rmdir(self.log_dir)
-
-    def __enter__(self):
-        return self.start()
-
-    def __exit__(self, *exc):
-        self.close()
 
 
 def probe(address, timeout=1.0):

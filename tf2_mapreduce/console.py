@@ -1,0 +1,100 @@
+"""What the CLI prints: its own lines and the library's log (`log`) on stderr, each
+prefixed "tf2_mapreduce: ", progress lines, and the result's summary on stdout."""
+
+import logging
+import sys
+
+from tf2_mapreduce import log
+
+__all__ = ["say", "show_log", "human_bytes", "input_notes", "progress_line", "print_result"]
+
+
+def say(line: str, prefix: str = "tf2_mapreduce: ") -> None:
+    print(prefix + line, file=sys.stderr, flush=True)
+
+
+class _LogLines(logging.Handler):
+    """The library's log records as a program's own lines, settings named as its flags."""
+
+    def __init__(self, prefix):
+        super().__init__()
+        self.prefix = prefix
+
+    def emit(self, record):
+        message = record.msg.cli() if isinstance(record.msg, log.Message) else record.getMessage()
+        say(("warning: " if record.levelno >= logging.WARNING else "") + message, self.prefix)
+
+
+def show_log(prefix: str = "tf2_mapreduce: ") -> None:
+    """Shows the library's log records (INFO and up) on stderr, as the program's own
+    lines (the CLI's, or with another `prefix` a server's)."""
+    log.LOGGER.addHandler(_LogLines(prefix))
+    log.LOGGER.setLevel(logging.INFO)
+    log.LOGGER.propagate = False
+
+
+def human_bytes(n: float) -> str:
+    for unit in ("B", "KB", "MB", "GB", "TB"):
+        if n < 1000 or unit == "TB":
+            return ("%d %s" if unit == "B" else "%.1f %s") % (n, unit)
+        n /= 1000.0
+
+
+def input_notes(found) -> list:
+    """What the listing `found` (`inputs.Inputs`) left out, as lines to say before the job."""
+    lines = []
+    if found.hidden:
+        lines.append(
+            "note: skipped %d hidden name(s) such as %s (names starting with '.' or '_'; "
+            "name them explicitly to include them)" % (len(found.hidden), found.hidden[0])
+        )
+    if found.duplicates:
+        lines.append(
+            "note: %d path(s) were given more than once and are counted once, such as %s"
+            % (len(found.duplicates), found.duplicates[0])
+        )
+    return lines + ["skipping %s: %s" % (path, reason) for path, reason in found.skipped]
+
+
+def _steps_summary(steps):
+    if len(steps) <= 8:
+        return " ".join(str(n) for n in steps)
+    ordered = sorted(steps)
+    return "min %d, median %d, max %d" % (ordered[0], ordered[len(ordered) // 2], ordered[-1])
+
+
+def progress_line(reducer, p) -> str:
+    """A `Progress` report as one line; `reducer` says the value in words."""
+    rate = p.bytes_done / p.seconds if p.seconds > 0 else 0.0
+    eta = "%.0fs" % ((p.bytes_total - p.bytes_done) / rate) if rate > 0 else "--"
+    percent = 100.0 * p.files_done / p.files_total if p.files_total else 100.0
+    skipped = ", %d skipped" % p.files_skipped if p.files_skipped else ""
+    return "[%6.1fs] %d/%d files (%.0f%%)%s, %s of %s, %s so far, %s/s, ETA %s, steps by worker: %s" % (
+        p.seconds,
+        p.files_done,
+        p.files_total,
+        percent,
+        skipped,
+        human_bytes(p.bytes_done),
+        human_bytes(p.bytes_total),
+        reducer.describe(p.value, p.distinct),
+        human_bytes(rate),
+        eta,
+        _steps_summary(p.steps_per_worker),
+    )
+
+
+def print_result(result, top_k, min_count, vocabularies) -> None:
+    """The summary on stdout: the job's value, what its reducer shows under it (the top
+    keys, or each vocabulary's summary), and what was skipped."""
+    print(
+        "%s: %s in %d files (%d bytes), %.2f s"
+        % (result.job, result.describe(), result.files_done, result.bytes_done, result.seconds)
+    )
+    for line in result.summary_lines(top_k, min_count, vocabularies):
+        print(line)
+    if result.skipped:
+        print("%d input(s) skipped (--on_error=skip):" % len(result.skipped))
+        for path, reason in result.skipped:
+            print("  %s: %s" % (path, reason))
+    sys.stdout.flush()

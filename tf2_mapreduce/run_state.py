@@ -1,0 +1,198 @@
+"""One run's state on the ps tasks, its alone: the reducer's (the result so far), the map
+steps each worker ran and the whole files found changed; named for the run, checked
+empty when it starts, and restored from and saved to its checkpoint.
+"""
+
+import uuid
+
+import numpy as np
+import tensorflow as tf
+
+from tf2_mapreduce import checkpoint as checkpoint_lib
+from tf2_mapreduce import log
+from tf2_mapreduce.errors import JobFailed, op_error_cause
+from tf2_mapreduce.ps_state import destroy
+
+__all__ = ["RunState", "WorkerSteps", "ChangedFiles"]
+
+
+class RunState:
+    """The state a run of `job` over `plan` places on the ps tasks of `spec`, read and
+    written through `ps` (`ps_health.PsHealth`: reads retried while every ps answers).
+
+    Every resource is new and named for this run (`run_id`, random), so a run that
+    starts over starts from empty state and a resumed run holds exactly its
+    checkpoint's, whatever earlier runs left on servers that outlived them (`prepare`
+    checks it). With `checkpoint_dir` the state is saved there (`save`) and a run of
+    the same job resumes from it.
+    """
+
+    def __init__(self, job, plan, spec, ps, checkpoint_dir=None):
+        self.plan = plan
+        self._ps = ps
+        self.run_id = uuid.uuid4().hex
+        ps_devices = spec.devices(roles=("ps",))
+        self.values = job.reducer.new_state(plan.sizes, ps_devices, self.run_id)
+        self.worker_steps = WorkerSteps(spec.num_workers, ps_devices[0])
+        self.changed_files = ChangedFiles(len(plan.pieces), ps_devices[0])
+        self.checkpoint = None
+        if checkpoint_dir:
+            manifest = checkpoint_lib.manifest(job, spec.num_ps, plan)
+            self.checkpoint = checkpoint_lib.JobCheckpoint(checkpoint_dir, manifest, self.values.checkpoint_state())
+        self.saved = None  # (path, files done) of the last checkpoint saved
+        self.released = False
+
+    def prepare(self):
+        """Checks that this run's state on every ps is empty, then restores the newest
+        readable checkpoint if there is one; returns (its path or None, files it holds
+        done). Blocking."""
+        self._check_empty("a ps must start every run empty (a bug in tf2_mapreduce: please report it)")
+        if not self.checkpoint:
+            return None, 0
+        resumed_from = self._ps.read(self._restore)
+        files_resumed = self.files_done()
+        if resumed_from:
+            log.info(
+                "resuming from %s: %d of %d files already done" % (resumed_from, files_resumed, len(self.plan.files))
+            )
+        return resumed_from, files_resumed
+
+    def _restore(self):
+        """Restores the newest readable checkpoint; returns its path, or None if there
+        is none. Safe to retry, since a restore overwrites the whole state."""
+        path = self.checkpoint.restore()
+        if path is None:
+            # A restore that failed on one ps's files may have restored another's
+            # (docs/runtime.md): a run that starts over must not keep any of it.
+            self.values.reset()
+            self._check_empty(
+                "a checkpoint that could not be restored left it, and emptying it failed "
+                "(a bug in tf2_mapreduce: please report it)"
+            )
+        return path
+
+    def _check_empty(self, why):
+        """Raises `JobFailed` unless this run's state on every ps is still empty."""
+        leftover = self._ps.read(self.values.leftover)
+        if leftover:
+            raise JobFailed("%s holds state that this run did not write: %s" % (leftover, why))
+
+    def done(self) -> np.ndarray:
+        """Which pieces are committed, as a bool array in piece order. Blocking."""
+        return self._ps.read(self.values.done)
+
+    def files_done(self) -> int:
+        """Files whose every piece is committed. Blocking."""
+        return int(self.plan.file_done(self.done()).sum())
+
+    def partial(self) -> np.ndarray:
+        """Which pieces are committed on some ps tasks only (a checkpoint restored from
+        copies of each ps's state made apart). Blocking."""
+        return self._ps.read(self.values.partial)
+
+    def stats(self):
+        """The state's `ps_state.Stats` now. Blocking."""
+        return self._ps.read(self.values.stats)
+
+    def steps_per_worker(self) -> tuple:
+        return self._ps.read(self.worker_steps.read)
+
+    def changed(self) -> dict:
+        """{piece: size now} of the whole files a map step found changed. Blocking."""
+        return self._ps.read(self.changed_files.read)
+
+    def save(self):
+        """Saves a checkpoint now (with a checkpoint directory); blocking."""
+        files_done = self.files_done()
+        path = self._ps.read(self.checkpoint.save)
+        self.saved = (path, files_done)
+        log.info("checkpoint saved: %d of %d files done (%s)" % (files_done, len(self.plan.files), path))
+
+    def save_for_resume(self):
+        """Saves a checkpoint if the run has a directory; returns a hint on resuming."""
+        if not self.checkpoint:
+            return " (without {setting:checkpoint_dir}, a rerun starts over)"
+        try:
+            self.save()
+        except tf.errors.OpError as e:
+            return "; saving a checkpoint failed (%s)" % op_error_cause(e)
+        return "; checkpoint saved (%d of %d files done): the same command resumes from it" % (
+            self.saved[1],
+            len(self.plan.files),
+        )
+
+    def how_to_resume(self):
+        """What a rerun after a ps failure does, for the error that says so."""
+        if self.saved:
+            return "Restart it, then run the same command: the job resumes from %s (%d of %d files done)" % (
+                self.saved[0],
+                self.saved[1],
+                len(self.plan.files),
+            )
+        if self.checkpoint:
+            return "Restart it, then run the same command: no checkpoint was saved yet, so the job starts over"
+        return "Restart it, then run the same command to start over (with {setting:checkpoint_dir}, a rerun resumes instead)"
+
+    def release(self):
+        """Frees this run's state on the ps tasks, for servers kept for more jobs; its
+        result's per-piece values and tables cannot be read afterwards. Blocking."""
+        self.released = True
+        self.values.release()
+        self.worker_steps.release()
+        self.changed_files.release()
+
+
+class WorkerSteps:
+    """How many map steps each worker has run, on one ps: for progress and
+    diagnostics only. An at-least-once count: a step re-run after its worker failed
+    counts again, so these counts never feed a result."""
+
+    def __init__(self, num_workers, device):
+        with tf.device(device):
+            self.counts = tf.Variable(tf.zeros([num_workers], tf.int64), trainable=False, name="worker_steps")
+
+    def count_this_step(self):
+        """Called inside a scheduled `tf.function`: adds one to this worker's count."""
+        worker = tf.distribute.coordinator.experimental_get_current_worker_index()
+        self.counts.scatter_nd_add([[worker]], [tf.constant(1, tf.int64)])
+
+    def read(self):
+        return tuple(int(x) for x in self.counts.numpy())
+
+    def release(self):
+        destroy([self.counts.handle])
+
+
+class ChangedFiles:
+    """Whole files that a map step found at another size than they were listed with, on
+    one ps: the size read for each such piece (-1: none). The step records them, then
+    fails without committing anything, so the run reads the facts here as data (TF can
+    carry only text back from a failed step) and never counts a file it was not asked to.
+    """
+
+    ASSERTION = "tf2_mapreduce: a file changed since it was listed"
+
+    def __init__(self, num_pieces, device):
+        with tf.device(device):
+            self.sizes = tf.Variable(tf.fill([num_pieces], tf.constant(-1, tf.int64)), trainable=False, name="changed")
+
+    def check(self, ids, listed, read):
+        """Inside a map step: records the pieces in `ids` whose size `read` is not the size
+        `listed`, then fails the step if there are any. Idempotent."""
+        changed = tf.not_equal(listed, read)
+
+        def record():
+            self.sizes.scatter_update(tf.IndexedSlices(tf.boolean_mask(read, changed), tf.boolean_mask(ids, changed)))
+            return tf.constant(True)
+
+        # Only a step with a changed file writes to the ps: the others pay no RPC.
+        recorded = tf.cond(tf.reduce_any(changed), record, lambda: tf.constant(False))
+        return tf.debugging.Assert(tf.logical_not(recorded), [self.ASSERTION])
+
+    def read(self):
+        """{piece: size read} of every changed file recorded so far. Blocking."""
+        sizes = self.sizes.numpy()
+        return {int(piece): int(sizes[piece]) for piece in np.flatnonzero(sizes >= 0)}
+
+    def release(self):
+        destroy([self.sizes.handle])
