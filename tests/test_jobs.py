@@ -393,3 +393,26 @@ def test_bad_files_among_many_are_found_in_parts_and_the_rest_counted_once(inpro
     # The first round packs about 3000 / 16 files a step (8 steps for each of 2 workers):
     # one step per file of the two failed steps would be twice that many steps.
     assert sum(result.steps_per_worker) < 3000 // 16, result.steps_per_worker
+
+
+def test_distinct_counts_each_key_once(inprocess, zipf, tmp_path):
+    files, oracle = zipf
+
+    def words(texts):
+        return tf.strings.split(texts).flat_values
+
+    job = mr.Job("distinct", words, mr.Distinct(unit="words"), records="words", autograph=False)
+    reports = []
+    result = run(inprocess, job, files, max_pieces=3, on_progress=reports.append, progress_every=0.05)
+    assert result.total == result.distinct == len(oracle) >= 20_000
+    assert result.describe() == "%d distinct words" % len(oracle)
+    assert collections.Counter(dict(result.entries())) == oracle
+    assert reports and all(0 <= r.value <= len(oracle) for r in reports) and reports[-1].value == len(oracle)
+    path = str(tmp_path / "distinct.json")
+    result.write(path)
+    with open(path, encoding="utf-8") as f:
+        document = json.load(f)
+    assert document["distinct_words"] == len(oracle) and "total_words" not in document
+    ordered = sorted(oracle.items(), key=lambda kv: (-kv[1], kv[0]))
+    assert [(output.unescape(word), count) for word, count in document["words"]] == ordered
+    assert "Distinct" in mr.__all__

@@ -10,7 +10,7 @@ from tf2_mapreduce.reducers.base import Collected, Reducer
 from tf2_mapreduce.result import NO_FILES
 from tf2_mapreduce.tables import KeyTables
 
-__all__ = ["KeySum"]
+__all__ = ["KeySum", "Distinct"]
 
 
 def _name(text):
@@ -124,6 +124,10 @@ class KeySum(Reducer):
     def rates(self, before, after, seconds):
         return {_name(self.unit): (after - before) / seconds}
 
+    def total_fields(self, value, distinct) -> dict:
+        """The value as the top-level fields of a written result."""
+        return {"total_" + _name(self.unit): value, "distinct_" + _name(self.unit): distinct}
+
     def collect(self, state, plan, piece_done):
         stats = state.stats()
         return Collected(self.value(stats), stats.distinct, NO_FILES)
@@ -143,8 +147,7 @@ class KeySum(Reducer):
             output.write_table(path, entries)
             return
         unit = _name(self.unit)
-        document = {**document, "total_" + unit: result.total, "distinct_" + unit: result.distinct}
-        document["min_count"] = min_count
+        document = {**document, **self.total_fields(result.total, result.distinct), "min_count": min_count}
         output.write_json(path, document, unit, ([output.escape(key), count] for key, count in entries))
 
     def check_output_dir(self):
@@ -174,3 +177,26 @@ class KeySum(Reducer):
         unit = self.unit
         heading = "top %d %s (count, %s; non-printable bytes as \\xHH):" % (len(top), unit, unit)
         return [heading] + ["%12d  %s" % (count, output.escape(key)) for key, count in top]
+
+
+@dataclass(frozen=True)
+class Distinct(KeySum):
+    """The exact number of distinct keys. `map_fn(texts)` returns keys, as for `KeySum`,
+    whose table it keeps: `top`, `entries`, `--output` and `--output_dir` give each key
+    with its count. The job's value is how many keys the table holds, which no rate
+    describes: a key seen again adds nothing."""
+
+    def value(self, stats):
+        return int(stats.distinct)
+
+    def describe(self, value, distinct=None):
+        return "%d distinct %s" % (value, self.unit)
+
+    def fields(self, value, distinct=None):
+        return {"distinct_" + _name(self.unit): value}
+
+    def rates(self, before, after, seconds):
+        return {}
+
+    def total_fields(self, value, distinct):
+        return self.fields(value)
