@@ -235,13 +235,14 @@ class ConfiguredCluster:
     def config(self, role, index):
         return os.path.join(self.dir, "config_%s_%d.sh" % (role, index))
 
-    def start(self, role, index, *flags, wrap=lambda command: command):
+    def start(self, role, index, *flags, wrap=lambda command: command, env=None):
         """Starts a server the README's way: source its config file, run the module.
-        `wrap` may prefix the server's command (to run it with fewer privileges, say)."""
+        `wrap` may prefix the server's command (to run it with fewer privileges, say);
+        `env` adds to its environment."""
         server = wrap([sys.executable, "-m", "tf2_mapreduce.server", *flags])
         proc = self.processes.start(
             ["bash", "-c", 'source "$1" && shift && exec "$@"', "-", self.config(role, index), *server],
-            env=task_env(),
+            env=task_env(**(env or {})),
             log_path=os.path.join(self.dir, "%s-%d.log" % (role, index)),
         )
         self.servers[role, index] = proc

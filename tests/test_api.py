@@ -12,6 +12,7 @@ import subprocess
 import sys
 
 import numpy as np
+import pytest
 from conftest import REPO, ConfiguredCluster, oracle_counter, task_env, write_zipf_corpus
 from test_failures import wait_serving
 
@@ -27,6 +28,7 @@ def readme_example():
     return re.search(r"```python\n(.*?)```", section, re.S).group(1)
 
 
+@pytest.mark.cluster
 def test_the_readmes_python_example_runs_as_written(tmp_path):
     run = subprocess.run(
         [sys.executable, "-c", readme_example()],
@@ -83,6 +85,7 @@ print(json.dumps(report))
 """
 
 
+@pytest.mark.cluster
 def test_a_script_runs_several_jobs_cancels_and_resumes_on_a_real_cluster(tmp_path, processes):
     corpus = str(tmp_path / "corpus")
     paths = write_zipf_corpus(corpus, 300, distinct=20_000, samples=60_000, seed=31)

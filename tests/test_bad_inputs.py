@@ -9,6 +9,8 @@ import sys
 import pytest
 from conftest import ConfiguredCluster, LiveCoordinator, oracle_words, read_result, run_cli, task_env, write_corpus
 
+pytestmark = pytest.mark.cluster
+
 NO_DAC = "-dac_override,-dac_read_search"
 
 

@@ -65,6 +65,7 @@ def slurm_source(_):
 
 
 @pytest.mark.parametrize("source", [flag_source, slurm_source], ids=["flags", "slurm"])
+@pytest.mark.cluster
 def test_cluster_from_flags_or_slurm_counts_exactly(tmp_path, processes, source):
     paths = write_corpus(str(tmp_path / "corpus"), 30, seed=21)
     common, chief_env, tasks = source([portpicker.pick_unused_port() for _ in range(4)])

@@ -2,10 +2,13 @@
 produces (raised here by the same ops a map step runs) and on relayed messages
 captured from real multi-process runs."""
 
+import os
+
+import pytest
 import tensorflow as tf
 
 from tf2_mapreduce import failures, mapstep
-from tf2_mapreduce.errors import op_error_cause
+from tf2_mapreduce.errors import ClusterError, JobFailed, op_error_cause
 from tf2_mapreduce.run_state import ChangedFiles
 
 # A failed step as the coordinator received it in a real run (2 ps, 2 workers): one
@@ -87,3 +90,69 @@ def test_a_relayed_error_names_its_input_and_the_ps_it_came_through():
     assert failures.tasks_named(RELAYED) == [1]
     assert failures.tasks_named(RELAYED, "worker") == [0]
     assert failures.tasks_named("Socket closed") == []
+
+
+FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures")
+
+
+def fixture(name):
+    """A message TensorFlow gave in a real run (`scripts/capture_missing_op.py`)."""
+    with open(os.path.join(FIXTURES, name), encoding="utf-8") as f:
+        return f.read()
+
+
+@pytest.mark.parametrize("name", ["missing_op_eager.txt", "missing_op_scheduled.txt"])
+def test_a_task_without_the_native_ops_is_told_apart_from_a_missing_file(name):
+    message = fixture(name)
+    error = tf.errors.NotFoundError(None, None, message)
+    assert failures.missing_op(message) == "Tf2MapreduceFileSizes"
+    assert failures.tasks_named(message, "worker") == [0] and failures.tasks_named(message) == []
+    policy = failures.FailurePolicy("skip")
+    assert policy.round(error, {}) == failures.MISSING_OP  # not an input's fault, though a NotFoundError
+    stopped = policy.missing_op_error(error, {0: "host-a:2222", 1: "host-b:2222"}, "; checkpoint saved")
+    assert isinstance(stopped, ClusterError)
+    assert str(stopped).startswith(
+        "worker 0 at host-a:2222 cannot run the map step: its process does not have the op Tf2MapreduceFileSizes"
+    )
+    assert str(stopped).endswith("TF2_MAPREDUCE_NATIVE=off; checkpoint saved")
+    # A step that failed this way is never taken for its pieces' fault.
+    decision = policy.steps(error, [([3], error)], {}, str, lambda piece: ("p", 1))
+    assert decision.cluster is error and not decision.skip and decision.fail is None
+    assert failures.missing_op(RELAYED) is None and failures.missing_op("no such file or directory") is None
+
+
+def test_what_a_failed_round_is():
+    policy = failures.FailurePolicy("fail")
+    gone = tf.errors.NotFoundError(None, None, "/data/a.txt; No such file or directory")
+    unreachable = tf.errors.UnavailableError(None, None, "Socket closed")
+    assert policy.round(gone, {}) == failures.STEPS
+    assert policy.round(unreachable, {}) == failures.RETRY
+    assert policy.round(unreachable, {0: "connection refused"}) == failures.CLUSTER
+    assert policy.round(gone, {1: "connection refused"}) == failures.CLUSTER  # a lost ps comes first
+    assert policy.round(tf.errors.InternalError(None, None, "boom"), {}) == failures.CLUSTER
+    in_part = tf.errors.InvalidArgumentError(None, None, "assertion failed: [%s]" % failures.COMMITTED_IN_PART)
+    assert policy.round(in_part, {}) == failures.CLUSTER
+
+
+def test_what_is_done_about_steps_that_failed_on_inputs():
+    gone = tf.errors.NotFoundError(None, None, "/data/b.txt; No such file or directory")
+    unreadable = tf.errors.PermissionDeniedError(None, None, "/data/c.txt; Permission denied")
+    files = {4: ("/data/b.txt", 10), 5: ("/data/c.txt", 20), 6: ("/data/d.txt", 30)}
+    failed = [([1, 2, 3], gone), ([4], gone), ([5], unreadable), ([6], gone)]
+    changed = {6: 35}
+    skip = failures.FailurePolicy("skip").steps(gone, failed, changed, lambda p: files[p][0], files.get)
+    assert skip.regroup == [[1, 2, 3]] and skip.fail is None and skip.cluster is None
+    assert skip.skip == {
+        4: "no such file or directory (it was there when the inputs were listed)",
+        5: "permission denied",
+        6: "changed since it was listed (30 bytes then, 35 now)",
+    }
+    fail = failures.FailurePolicy("fail").steps(gone, failed, changed, lambda p: files[p][0], files.get)
+    assert isinstance(fail.fail, JobFailed)
+    assert (
+        str(fail.fail)
+        == "a map step failed: /data/b.txt: no such file or directory (it was there when the inputs were listed)"
+    )
+    # A round whose join() failed with no step of its own to blame fails the job as it is.
+    nothing = failures.FailurePolicy("skip").steps(gone, [], {}, str, files.get)
+    assert isinstance(nothing.fail, JobFailed) and "No such file or directory" in str(nothing.fail)

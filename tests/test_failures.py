@@ -20,6 +20,8 @@ from conftest import (
     write_corpus,
 )
 
+pytestmark = pytest.mark.cluster
+
 # Many small files, one per map step: ~10 s of steps on 2 cores, so that a test can
 # kill a process at a chosen point and the job still has work left to do.
 NUM_FILES = 2500

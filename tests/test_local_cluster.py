@@ -8,6 +8,8 @@ import pytest
 from tf2_mapreduce import cluster_spec, local_cluster
 from tf2_mapreduce.errors import ClusterError, UsageError
 
+pytestmark = pytest.mark.cluster
+
 
 def child_servers(num_ps, num_workers):
     servers = local_cluster.ChildServers(local_cluster.local_spec(num_ps, num_workers))

@@ -27,6 +27,8 @@ from conftest import (
 
 from tf2_mapreduce import output
 
+pytestmark = pytest.mark.cluster
+
 
 def test_walkthrough_cluster_counts_exactly_and_every_server_exits_zero(tmp_path, processes):
     corpus = str(tmp_path / "corpus")

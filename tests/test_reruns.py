@@ -23,6 +23,8 @@ from test_wordfreq_cluster import ordered, read_tsv
 
 from tf2_mapreduce import output
 
+pytestmark = pytest.mark.cluster
+
 
 @pytest.fixture(scope="module")
 def corpus(tmp_path_factory):

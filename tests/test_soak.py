@@ -9,6 +9,8 @@ import sys
 import pytest
 from conftest import SCRIPTS, die_with_the_tests
 
+pytestmark = [pytest.mark.soak, pytest.mark.cluster]
+
 # Fixed, so that CI replays the same rounds; set TF2MR_SOAK_SEED to draw others.
 SEED = int(os.environ.get("TF2MR_SOAK_SEED", "20261122"))
 ROUNDS = 8  # the first rounds cover every fault once

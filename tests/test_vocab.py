@@ -231,6 +231,7 @@ def test_wordfreq_writes_a_vocabulary_that_lookups_load(inprocess, tmp_path):
     assert lookup(tf.constant([t for t, _ in expected])).numpy().tolist() == list(range(1, len(expected) + 1))
 
 
+@pytest.mark.cluster
 def test_vocab_on_a_real_cluster_with_two_ps_and_a_killed_worker(tmp_path, processes, shards):
     directory, paths, oracle = shards
     cluster = ConfiguredCluster(tmp_path, processes, num_ps=2, num_workers=2)
@@ -260,6 +261,7 @@ def test_vocab_on_a_real_cluster_with_two_ps_and_a_killed_worker(tmp_path, proce
         assert cluster.servers[task].wait(30) == 0
 
 
+@pytest.mark.cluster
 def test_vocab_stopped_and_resumed_from_its_checkpoint(tmp_path, processes, shards):
     directory, paths, oracle = shards
     out = tmp_path / "vocab"
@@ -351,6 +353,7 @@ def readme_walkthrough():
     return blocks[0][1], next(code for kind, code in blocks if kind == "python")
 
 
+@pytest.mark.cluster
 def test_the_readmes_vocab_walkthrough_runs_as_written(tmp_path):
     commands, python = readme_walkthrough()
     env = task_env(PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"])
@@ -398,6 +401,7 @@ print(json.dumps({"types": wanted, "total": result.total, "distinct": result.dis
 """
 
 
+@pytest.mark.cluster
 def test_vocab_from_the_python_api_on_a_local_cluster(tmp_path, shards):
     directory, paths, oracle = shards
     run = subprocess.run(

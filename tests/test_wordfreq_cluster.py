@@ -18,6 +18,8 @@ from conftest import (
 
 from tf2_mapreduce import output
 
+pytestmark = pytest.mark.cluster
+
 
 @pytest.fixture(scope="module")
 def corpus(tmp_path_factory):
