@@ -128,6 +128,16 @@ def test_what_a_failed_round_is():
     assert policy.round(gone, {}) == failures.STEPS
     assert policy.round(unreachable, {}) == failures.RETRY
     assert policy.round(unreachable, {0: "connection refused"}) == failures.CLUSTER
+    # Workers whose channel to a restarted ps is still in gRPC's backoff name it while it
+    # answers again (seen in a rerun on the servers of a job whose ps was killed): a retry.
+    backoff = tf.errors.UnavailableError(
+        None,
+        None,
+        "failed to connect to all addresses; last error: UNKNOWN: ipv4:127.0.0.1:43073: Failed to connect to "
+        "remote host: Connection refused\nAdditional GRPC error information from remote target "
+        "/job:ps/replica:0/task:0 while calling /tensorflow.eager.EagerService/RunComponentFunction:",
+    )
+    assert failures.tasks_named(backoff.message) == [0] and policy.round(backoff, {}) == failures.RETRY
     assert policy.round(gone, {1: "connection refused"}) == failures.CLUSTER  # a lost ps comes first
     assert policy.round(tf.errors.InternalError(None, None, "boom"), {}) == failures.CLUSTER
     in_part = tf.errors.InvalidArgumentError(None, None, "assertion failed: [%s]" % failures.COMMITTED_IN_PART)

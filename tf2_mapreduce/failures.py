@@ -121,11 +121,13 @@ class FailurePolicy:
     def __init__(self, on_error: str):
         self.on_error = on_error
 
-    def round(self, error, ps_failed: dict) -> str:
+    def round(self, error, ps_down: dict) -> str:
         """What the round's `error` (the one join() raised) is: `RETRY`, `CLUSTER`,
-        `MISSING_OP` or `STEPS`. `ps_failed`: {ps index: why} of the ps tasks found down
-        or named as lost (`ps_health.PsHealth.failed`)."""
-        if ps_failed:
+        `MISSING_OP` or `STEPS`. `ps_down`: {ps index: why} of the ps tasks that do not
+        accept connections (`ps_health.PsHealth.down`). A ps that an error names but that
+        answers is no lost ps: workers name one whose restart their channel has not yet
+        noticed, and the round is retried (`RETRY`, for connectivity errors)."""
+        if ps_down:
             return CLUSTER
         if missing_op(_message(error)):
             return MISSING_OP

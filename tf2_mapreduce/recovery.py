@@ -43,7 +43,9 @@ class Recovery:
         """Returns when the next round may run; raises the error that ends the job.
         `error`: what join() raised; `step_failures`: [(piece ids, error)] of the steps
         that failed with an error of their own."""
-        kind = self.policy.round(error, self.ps.failed(error))
+        # Down, not merely named: workers whose channel to a restarted ps is still in gRPC's
+        # backoff name it in their errors while it answers (a retry, not a lost ps).
+        kind = self.policy.round(error, self.ps.down())
         if kind == failures.RETRY and self._transient(error):
             return
         if kind == failures.MISSING_OP:
