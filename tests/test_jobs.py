@@ -202,10 +202,11 @@ def test_wordfreq_checkpoint_resume_is_exact(inprocess, tmp_path):
 
 def test_a_resume_from_pieces_committed_on_one_ps_only_is_exact(inprocess, tmp_path):
     # A checkpoint copies each ps's table in a critical section of its own, so it can hold
-    # a step's commit on one ps and not the other. Made here by hand: pieces 1 and 3
-    # committed, with their true counts, on ps 0 only. The resumed run used to pack them
-    # into steps with pieces done nowhere, which ps 0 refused as committed in part: the
-    # round failed, and its steps were cut until each piece ran alone.
+    # a step's commit on one ps and not the other; so can the tables after a step was
+    # cancelled mid-commit. Made here by hand: pieces 0-29 committed, with their true
+    # counts, on ps 0 only, and pieces 30-31 on ps 1 only. The resumed run once packed
+    # them into steps with pieces done nowhere, which ps 0 refused as committed in part;
+    # then it ran each alone, a step a piece (a full suite once ran 261 steps where 80 do).
     from tf2_mapreduce import checkpoint
 
     paths = write_zipf_corpus(str(tmp_path / "corpus"), 40, distinct=300, samples=4_000, seed=9)
@@ -213,15 +214,16 @@ def test_a_resume_from_pieces_committed_on_one_ps_only_is_exact(inprocess, tmp_p
     job = mr.WordFreq()
     plan = Plan(files, 8 << 20, job.records)
     state = job.reducer.new_state(plan.sizes, PS_DEVICES, uuid.uuid4().hex)
-    partial = oracle_counter([paths[1], paths[3]])
-    keys = tf.constant(list(partial))
-    on_ps0 = tf.strings.to_hash_bucket_fast(keys, INPROCESS_PS) == 0
-    tf.function(state.shards[0].commit)(
-        tf.constant([1, 3], tf.int64),
-        tf.boolean_mask(keys, on_ps0),
-        tf.boolean_mask(tf.constant(list(partial.values()), tf.int64), on_ps0),
-    )
-    assert np.flatnonzero(state.partial()).tolist() == [1, 3]
+    for shard, ids in ((0, range(30)), (1, [30, 31])):
+        partial = oracle_counter([paths[i] for i in ids])
+        keys = tf.constant(list(partial))
+        here = tf.strings.to_hash_bucket_fast(keys, INPROCESS_PS) == shard
+        tf.function(state.shards[shard].commit)(
+            tf.constant(list(ids), tf.int64),
+            tf.boolean_mask(keys, here),
+            tf.boolean_mask(tf.constant(list(partial.values()), tf.int64), here),
+        )
+    assert state.partial().tolist() == [1] * 30 + [2, 2] + [0] * 8  # a bit per ps that holds the piece
     directory = str(tmp_path / "ckpt")
     manifest = checkpoint.manifest(job, INPROCESS_PS, plan)
     checkpoint.JobCheckpoint(directory, manifest, state.checkpoint_state()).save()
@@ -230,6 +232,8 @@ def test_a_resume_from_pieces_committed_on_one_ps_only_is_exact(inprocess, tmp_p
     resumed = run(inprocess, job, files, on_progress=reports.append, checkpoint_dir=directory)
     assert resumed.resumed_from is not None and resumed.files_resumed == 0
     assert reports[-1].rounds_rerun == 0  # no step failed
+    # Pieces done on the same ps tasks share steps: 8 steps a group at most, not one a piece.
+    assert sum(resumed.steps_per_worker) < 30, resumed.steps_per_worker
     assert collections.Counter(dict(resumed.entries())) == oracle
 
 

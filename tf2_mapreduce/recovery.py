@@ -30,13 +30,18 @@ class Recovery:
         self._transient_since = None
 
     def groups_for(self, pending) -> list:
-        """The groups of the next round over `pending` pieces. A piece committed on some
-        ps tasks only (a checkpoint copies each ps apart) runs alone: packed with pieces
-        done nowhere, its step would be refused as committed in part. Blocking."""
+        """The groups of the next round over `pending` pieces. Pieces committed on some ps
+        tasks only (a checkpoint copies each ps apart; a step cancelled mid-commit) run
+        with the pieces done on the same ps tasks, and no others: packed with pieces done
+        nowhere, a step would be refused as committed in part. Blocking."""
         pending_set = set(pending)
-        partial = set(np.flatnonzero(self.state.partial()).tolist()) & pending_set
+        where = self.state.partial()
+        partial = {i for i in np.flatnonzero(where).tolist() if i in pending_set}
         groups = ([i for i in group if i in pending_set and i not in partial] for group in self.groups)
-        self.groups = [g for g in groups if g] + [[i] for i in sorted(partial)]
+        by_ps = {}
+        for i in sorted(partial):
+            by_ps.setdefault(int(where[i]), []).append(i)
+        self.groups = [g for g in groups if g] + list(by_ps.values())
         return self.groups
 
     def after(self, error, step_failures) -> None:

@@ -86,8 +86,8 @@ class RunState:
         return int(self.plan.file_done(self.done()).sum())
 
     def partial(self) -> np.ndarray:
-        """Which pieces are committed on some ps tasks only (a checkpoint restored from
-        copies of each ps's state made apart). Blocking."""
+        """For each piece committed on some ps tasks only (a checkpoint restored from copies
+        of each ps's state made apart), a bit per ps that holds it; 0 for the others. Blocking."""
         return self._ps.read(self.values.partial)
 
     def stats(self):

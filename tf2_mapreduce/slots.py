@@ -107,8 +107,9 @@ class PieceSlots:
         return self._rows()[:, 0] > 0
 
     def partial(self):
-        """Which pieces are committed on some ps tasks only: none, a piece's row lives on one."""
-        return np.zeros(self.num_pieces, bool)
+        """Which ps tasks hold each piece committed on some only (see `tables.KeyTables.partial`):
+        none, a piece's row lives on one."""
+        return np.zeros(self.num_pieces, np.int64)
 
     def reset(self):
         """Empties every row again. Blocking; not while map steps run."""

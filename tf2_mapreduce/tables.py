@@ -202,27 +202,29 @@ class KeyTables:
 
     def _stats_fn(self):
         done = tf.ones([self.num_pieces], tf.bool)
-        somewhere = tf.zeros([self.num_pieces], tf.bool)
+        where = tf.zeros([self.num_pieces], tf.int64)  # bit n: done on shard n
         total = distinct = tf.constant(0, tf.int64)
-        for shard in self.shards:
+        for n, shard in enumerate(self.shards):
             shard_done = shard.done()
             done = tf.logical_and(done, shard_done)
-            somewhere = tf.logical_or(somewhere, shard_done)
+            where += tf.cast(shard_done, tf.int64) * (1 << n)
             total += shard.total()
             distinct += shard.distinct(shard_done)
-        return done, total, distinct, tf.logical_and(somewhere, tf.logical_not(done))
+        return done, total, distinct, tf.where(done, tf.zeros_like(where), where)
 
     def done(self):
         """Which pieces are committed on every ps, as a bool array in piece order."""
         return self._stats()[0].numpy()
 
     def partial(self):
-        """Which pieces are committed on some ps tasks but not on all, as a bool array.
+        """For each piece committed on some ps tasks but not on all, which: a bit per ps
+        (bit n: ps n), 0 for every other piece; an int array in piece order.
 
         A step commits to each ps apart, so a checkpoint (each ps's table copied in its
         own critical section) can hold a step's commit on one ps and not on another, and
-        so can the tables after a round that failed mid-step. Such a piece must run in a
-        step of its own: on a ps, a step's pieces are all done or none (`_KeyShard.commit`).
+        so can the tables after a round that failed mid-step. On a ps, a step's pieces are
+        all done or none (`_KeyShard.commit`): such a piece shares steps only with pieces
+        done on the same ps tasks.
         """
         return self._stats()[3].numpy()
 
