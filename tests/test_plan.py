@@ -4,17 +4,11 @@ import os
 import random
 
 import pytest
+from test_inputs import touch
 
 from tf2_mapreduce import inputs
 from tf2_mapreduce.errors import InputError
 from tf2_mapreduce.plan import Piece, Plan
-
-
-def touch(path, data=b"x"):
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    with open(path, "wb") as f:
-        f.write(data)
-    return path
 
 
 def test_splits_pack_chosen_pieces_by_bytes_and_count(tmp_path):

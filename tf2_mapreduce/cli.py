@@ -195,8 +195,14 @@ def _check_flags(configured):
                 raise UsageError("--%s is for the local cluster; %s already defines the cluster" % (name, configured))
     elif FLAGS.keep_serving:
         raise UsageError("--keep_serving needs a configured cluster (TF_CONFIG...); a local cluster ends with its job")
+    _probe_outputs(local=True)
+
+
+def _probe_outputs(local):
+    """Checks that `--output` and `--output_dir` can be written: local paths before
+    TensorFlow is imported, the others (gs://...) once it can reach them."""
     for path, check in ((FLAGS.output, output.check_path), (FLAGS.output_dir, output.check_directory)):
-        if path and inputs.local_path(path) is not None:  # elsewhere: once TensorFlow can reach it
+        if path and (inputs.local_path(path) is not None) == local:
             check(path)
 
 
@@ -214,22 +220,20 @@ def _cluster(spec):
     return cluster
 
 
-def _job(found):
-    """The job the flags name, fit to the inputs `found`; fails before the cluster starts
-    where it cannot be run or its result cannot be written as asked."""
+def _fit(job, found):
+    """`job` fit to the inputs `found`; fails before the cluster starts where it cannot be
+    run or its result cannot be written as asked."""
     from tf2_mapreduce import formats
 
-    job = jobs.resolve(FLAGS.job, FLAGS.pattern, FLAGS.features)
     formats.check(
         found.files, formats.format_read_by(job.records), FLAGS.format, FLAGS.compression, native.unavailable()
     )
     job = job.prepared(found.files, FLAGS.compression)
     if FLAGS.output:
-        output.check_path(FLAGS.output)
         job.reducer.check_output(FLAGS.output)
     if FLAGS.output_dir:
         job.reducer.check_output_dir()
-        output.check_directory(FLAGS.output_dir)
+    _probe_outputs(local=False)
     return job
 
 
@@ -324,9 +328,9 @@ def _steps(specs, started, stop_requests, holder):
     cluster = holder["cluster"] = _cluster(spec)
     quiet.import_tensorflow(verbose=FLAGS["verbosity"].present)
     native.load()  # the first run on a machine builds the native ops, and says so
-    jobs.resolve(FLAGS.job, FLAGS.pattern, FLAGS.features)  # a bad pattern is told before the listing
+    job = jobs.resolve(FLAGS.job, FLAGS.pattern, FLAGS.features)  # a bad pattern is told before the listing
     found = _inputs(specs, listing, cluster)
-    job = _job(found)
+    job = _fit(job, found)
     if not configured:
         _start_local(cluster, exposed)
     cluster.connect()

@@ -149,10 +149,17 @@ class VectorSum(PerPiece):
 @dataclass(frozen=True)
 class _Extreme(PerPiece):
     """A per-piece value folded to its extreme (`Min`, `Max`): named, not summed, and
-    with no rate (it does not grow with the pieces done)."""
+    with no rate (it does not grow with the pieces done). A subclass names its fold in
+    TF (`_reduce`) and numpy (`_ufunc`) and the fold's identity."""
 
     name: str  # what the value is, for messages: "longest line"
     unit: str  # its unit: "bytes"
+
+    def fold_tf(self, values, axis):
+        return type(self)._reduce(values, axis=axis)
+
+    def fold_np(self):
+        return type(self)._ufunc
 
     def fields(self, value, distinct=None):
         return {_name("%s %s" % (self.name, self.unit)): value}
@@ -167,12 +174,8 @@ class Max(_Extreme):
     value is its pieces' largest; None while no piece is done."""
 
     identity = INT64_MIN
-
-    def fold_tf(self, values, axis):
-        return tf.reduce_max(values, axis=axis)
-
-    def fold_np(self):
-        return np.maximum
+    _reduce = tf.reduce_max
+    _ufunc = np.maximum
 
 
 @dataclass(frozen=True)
@@ -181,9 +184,5 @@ class Min(_Extreme):
     value is its pieces' smallest; None while no piece is done."""
 
     identity = INT64_MAX
-
-    def fold_tf(self, values, axis):
-        return tf.reduce_min(values, axis=axis)
-
-    def fold_np(self):
-        return np.minimum
+    _reduce = tf.reduce_min
+    _ufunc = np.minimum
