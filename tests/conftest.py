@@ -276,6 +276,18 @@ class ConfiguredCluster:
             return f.read().decode(errors="replace")
 
 
+# A killed worker that stays down delays the coordinator's exit by its --shutdown_timeout
+# (30 s by default: room for a supervisor to bring it back and have it told the job is
+# over). A test whose killed worker stays down sets it short and checks the coordinator
+# gave up on that worker with a warning.
+GONE_WORKER_SHUTDOWN = ("--shutdown_timeout", "2")
+
+
+def gave_up_on(stderr, role, index):
+    """Whether the coordinator warned that it could not tell `role` `index` the job is over."""
+    return ("could not tell %s %d that the job is over: connection refused" % (role, index)) in stderr
+
+
 def live_args(inputs, output, *extra):
     """A job's flags for a test that acts mid-job: one file a step and progress reported
     often, so that there is a moment to act on."""

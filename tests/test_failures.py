@@ -9,10 +9,12 @@ import time
 
 import pytest
 from conftest import (
+    GONE_WORKER_SHUTDOWN,
     SERVER_EXIT_TIMEOUT,
     ConfiguredCluster,
     LiveCoordinator,
     assert_matches_oracle,
+    gave_up_on,
     live_args,
     read_result,
     servers_of,
@@ -66,7 +68,7 @@ def test_killed_worker_is_survived_and_a_restarted_one_rejoins(tmp_path, process
     cluster.start_all()
     # A stall (the restarted worker not re-admitted) fails the test within a minute.
     job = LiveCoordinator(
-        job_args(corpus, tmp_path, "--worker_timeout", "60"),
+        job_args(corpus, tmp_path, "--worker_timeout", "60", *GONE_WORKER_SHUTDOWN),
         cluster.chief_env(),
         processes,
         tmp_path / "coordinator.log",
@@ -85,6 +87,7 @@ def test_killed_worker_is_survived_and_a_restarted_one_rejoins(tmp_path, process
     cluster.servers["worker", 1].kill()  # from now on only the restarted worker can finish the job
     code, stdout, stderr = job.finish()
     assert code == 0, stderr
+    assert gave_up_on(stderr, "worker", 1) and not gave_up_on(stderr, "worker", 0)
     assert_exact(tmp_path, corpus)
     assert cluster.servers["ps", 0].wait(SERVER_EXIT_TIMEOUT) == 0
     assert cluster.servers["worker", 0].wait(SERVER_EXIT_TIMEOUT) == 0
@@ -249,12 +252,13 @@ def test_killed_worker_while_a_large_file_is_counted_in_pieces(tmp_path, process
     # 1 KB pieces, one a step: about 180 steps over a single file of 180 KB. (With 8 KB
     # pieces, 23 steps, the job could end between two progress reports, and there was
     # no report of the file half done to act on.)
-    args = live_args(big, tmp_path / "result.json", "--read_size", "1024")
+    args = live_args(big, tmp_path / "result.json", "--read_size", "1024", *GONE_WORKER_SHUTDOWN)
     job = LiveCoordinator(args, cluster.chief_env(), processes, tmp_path / "coordinator.log")
     done = job.wait_for(r"\] 0/1 files \(0%\), ([1-9][\d.]*) (KB|MB) of")
     cluster.servers["worker", 1].kill()
     code, _, stderr = job.finish()
     assert code == 0, stderr
+    assert gave_up_on(stderr, "worker", 1)
     assert float(done.group(1)) * {"KB": 1e3, "MB": 1e6}[done.group(2)] < big.stat().st_size  # killed mid-file
     assert_matches_oracle(read_result(str(tmp_path / "result.json")), [str(big)])
     assert cluster.servers["ps", 0].wait(SERVER_EXIT_TIMEOUT) == 0

@@ -15,9 +15,11 @@ import sys
 import pytest
 import tensorflow as tf
 from conftest import (
+    GONE_WORKER_SHUTDOWN,
     REPO,
     ConfiguredCluster,
     LiveCoordinator,
+    gave_up_on,
     oracle_vocab,
     read_tfrecords,
     run_job,
@@ -249,12 +251,14 @@ def test_vocab_on_a_real_cluster_with_two_ps_and_a_killed_worker(tmp_path, proce
         "1",
         "--progress_every",
         "0.2",
+        *GONE_WORKER_SHUTDOWN,
     ]
     job = LiveCoordinator(args, cluster.chief_env(), processes, tmp_path / "c.log")
     assert job.wait_for_files(4) < len(paths)
     cluster.servers["worker", 1].kill()
     code, stdout, stderr = job.finish()
     assert code == 0, stderr
+    assert gave_up_on(stderr, "worker", 1)
     assert "vocab: %d examples" % oracle["examples"] in stdout
     assert_vocabularies(str(out), oracle)
     for task in [("ps", 0), ("ps", 1), ("worker", 0)]:

@@ -7,8 +7,10 @@ import signal
 
 import pytest
 from conftest import (
+    GONE_WORKER_SHUTDOWN,
     ConfiguredCluster,
     LiveCoordinator,
+    gave_up_on,
     live_args,
     oracle_counter,
     read_result,
@@ -55,7 +57,7 @@ def test_wordfreq_on_a_real_cluster_with_two_ps_and_a_killed_worker(tmp_path, pr
     cluster.start_all()
     vocab = str(tmp_path / "vocab.tsv")
     job = LiveCoordinator(
-        live_args(directory, vocab, "--job=wordfreq", "--top_k", "10"),
+        live_args(directory, vocab, "--job=wordfreq", "--top_k", "10", *GONE_WORKER_SHUTDOWN),
         cluster.chief_env(),
         processes,
         tmp_path / "c.log",
@@ -64,6 +66,7 @@ def test_wordfreq_on_a_real_cluster_with_two_ps_and_a_killed_worker(tmp_path, pr
     cluster.servers["worker", 1].kill()
     code, stdout, stderr = job.finish()
     assert code == 0, stderr
+    assert gave_up_on(stderr, "worker", 1)
     assert read_tsv(vocab) == ordered(oracle)
     assert "wordfreq: %d words (%d distinct) in 300 files" % (sum(oracle.values()), len(oracle)) in stdout
     assert printed_top(stdout) == ordered(oracle)[:10]
