@@ -1,6 +1,7 @@
 """Shared test helpers: the independent oracle, corpora, real processes reaped on exit."""
 
 import collections
+import ctypes
 import faulthandler
 import gzip
 import json
@@ -369,6 +370,16 @@ class LiveCoordinator:
             pass
         self.lines.put(None)
         return self.proc.returncode, stdout, "\n".join(self.stderr)
+
+    def signal_another_thread(self, signum):
+        """Sends `signum` to one of the process's threads other than its main one, as the
+        kernel may deliver a signal sent to the process: its Python handler then runs
+        only when the main thread next wakes."""
+        threads = sorted(int(tid) for tid in os.listdir("/proc/%d/task" % self.proc.pid))
+        other = next(tid for tid in threads if tid != self.proc.pid)
+        libc = ctypes.CDLL(None, use_errno=True)
+        if libc.tgkill(self.proc.pid, other, signum) != 0:
+            raise OSError(ctypes.get_errno(), "tgkill %d %d" % (self.proc.pid, other))
 
 
 def oracle_counter(paths):

@@ -2,14 +2,20 @@
 written, and a script driving a real multi-process cluster through `Cluster`: several
 jobs in a row, a cancelled job resumed, skipped inputs, typed errors. Every result is
 checked against plain Python (bytes.split(), Counter); each script runs in a process of
-its own, since TensorFlow lets a process connect to one cluster in its life."""
+its own, since TensorFlow lets a process connect to one cluster in its life. Then what
+`JobHandle.wait` promises of itself: its time-out, and signal handlers run while it waits."""
 
 import collections
 import json
+import linecache
 import os
 import re
+import signal
 import subprocess
 import sys
+import threading
+import time
+import types
 
 import numpy as np
 import pytest
@@ -140,3 +146,62 @@ def test_per_file_values_are_made_as_they_are_read():
     assert per_file[0] == FileValue("f0", 10, (1, 2)) and per_file[-1] == FileValue("f3", 13, (7, 8))
     assert per_file[1:] == [FileValue("f2", 12, (5, 6)), FileValue("f3", 13, (7, 8))]
     assert [f.path for f in per_file] == ["f0", "f2", "f3"]
+
+
+class _BlockedRun:
+    """A run whose `run()` blocks until `release` is set, in place of a job's."""
+
+    def __init__(self):
+        self.release = threading.Event()
+
+    def run(self):
+        self.release.wait(10)
+        return "result"
+
+
+class _Stop(Exception):
+    pass
+
+
+def test_waiting_on_a_job_times_out_and_lets_signal_handlers_run():
+    from tf2_mapreduce.client import JobHandle
+
+    run = _BlockedRun()
+    handle = JobHandle("blocked", None, types.SimpleNamespace(_running=run))
+    handle._start(run)
+    try:
+        started = time.monotonic()
+        with pytest.raises(TimeoutError, match="job blocked still running after 0.3s"):
+            handle.wait(0.3)
+        assert time.monotonic() - started >= 0.3 and not handle.done()
+
+        # A signal handled by another thread than the main one (as the kernel may pick one
+        # of TensorFlow's) runs its Python handler only when the main thread wakes.
+        def stop(signum, frame):
+            raise _Stop()
+
+        previous = signal.signal(signal.SIGUSR1, stop)
+        try:
+            main = threading.get_ident()
+
+            def blocked(frame):
+                return frame.f_code is threading.Condition.wait.__code__ and "acquire" in linecache.getline(
+                    frame.f_code.co_filename, frame.f_lineno
+                )
+
+            def send():
+                while not blocked(sys._current_frames()[main]):  # until the main thread blocks in a wait
+                    time.sleep(0.01)
+                signal.pthread_kill(threading.get_ident(), signal.SIGUSR1)
+
+            sender = threading.Thread(target=send)
+            with pytest.raises(_Stop):
+                sender.start()
+                handle.wait()
+            sender.join()
+        finally:
+            signal.signal(signal.SIGUSR1, previous)
+        assert not handle.done()
+    finally:
+        run.release.set()
+    assert handle.wait(30) == "result" and handle.done()

@@ -287,7 +287,7 @@ def test_vocab_stopped_and_resumed_from_its_checkpoint(tmp_path, processes, shar
     ]
     job = LiveCoordinator(args, task_env(), processes, tmp_path / "first.log")
     job.wait_for_files(3)
-    job.proc.send_signal(signal.SIGTERM)
+    job.signal_another_thread(signal.SIGTERM)
     code, _, stderr = job.finish()
     assert code == 143, stderr
     resumed = LiveCoordinator(args, task_env(), processes, tmp_path / "second.log")

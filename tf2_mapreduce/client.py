@@ -10,6 +10,7 @@ process as its chief) and a handle on a job running there.
 
 import os
 import threading
+import time
 from collections.abc import Callable, Sequence
 
 from tf2_mapreduce import cluster_spec, local_cluster, log, quiet
@@ -21,6 +22,7 @@ __all__ = ["Cluster", "JobHandle"]
 CONNECT_TIMEOUT = 60.0  # seconds for every ps and worker to accept connections
 SHUTDOWN_TIMEOUT = 30.0  # seconds to keep telling a task that does not answer that the job is over
 LOCAL_EXIT_TIMEOUT = 10.0  # seconds local servers get to exit by themselves once told
+WAKE_FOR_SIGNALS = 0.1  # seconds between a waiting main thread's checks for signals
 
 _connected = []  # the one cluster this process is connected to (TensorFlow allows one)
 
@@ -74,9 +76,16 @@ class JobHandle:
     def wait(self, timeout: float | None = None) -> Result:
         """Blocks until the job ends, at most `timeout` s; returns its `Result` or raises its
         error (`ClusterError`, `JobFailed`, `Cancelled`...). Raises `TimeoutError` if
-        it has not ended by then; the job goes on."""
-        if not self._finished.wait(timeout):
-            raise TimeoutError("job %s still running after %gs" % (self.name, timeout))
+        it has not ended by then; the job goes on. Signal handlers run while it waits."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        # In slices: a signal the kernel hands to another thread (one of TensorFlow's)
+        # runs its Python handler only once the main thread wakes, so a SIGTERM would
+        # otherwise wait for the job's end instead of stopping it.
+        while not self._finished.is_set():
+            left = WAKE_FOR_SIGNALS if deadline is None else deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError("job %s still running after %gs" % (self.name, timeout))
+            self._finished.wait(min(left, WAKE_FOR_SIGNALS))
         if "error" in self._outcome:
             raise self._outcome["error"]
         return self._outcome["result"]
@@ -96,7 +105,9 @@ def _within(seconds, connect):
 
     thread = threading.Thread(target=attempt, name="tf2_mapreduce-connect", daemon=True)
     thread.start()
-    thread.join(seconds)
+    deadline = time.monotonic() + seconds
+    while thread.is_alive() and time.monotonic() < deadline:
+        thread.join(WAKE_FOR_SIGNALS)  # in slices, as in `JobHandle.wait`
     if thread.is_alive():
         raise ClusterError(
             "connecting to the cluster took over %gs; check that every task of the cluster is up" % seconds

@@ -156,13 +156,15 @@ class JobRun:
 
         Raises `JobFailed` (an input failed at read time with on_error="fail"),
         `ClusterError` (a ps failed; no progress for `worker_timeout` s while
-        workers were down) or `Interrupted` / `Cancelled` (after `request_stop`);
-        each message says how to resume.
+        workers were down) or `Interrupted` / `Cancelled` (after `request_stop`, if
+        made before the result is read); each message says how to resume.
         """
         self.loop.started = time.monotonic()
         try:
             resumed = self.state.prepare()
             done = self._map_until_done()
+            if self._stop.requested:  # after the last round's watch: still a stop, not a result
+                raise self.loop.stopped()
             stats = self.loop.report(self._skipped_count())
             if self.state.checkpoint:
                 self.state.save()
