@@ -109,8 +109,8 @@ def test_the_first_run_says_it_builds_the_native_ops_and_a_failed_build_is_said_
 def test_the_public_api_is_narrow_and_loaded_on_first_use():
     assert set(mr.__all__) == {
         "__version__", "Cluster", "JobHandle", "Result", "FileValue", "Progress", "Job", "per_text",
-        "WordCount", "WordFreq", "LineCount", "Wc", "LongestLine", "Grep", "RecordCount", "Vocab",
-        "Reducer", "Sum", "VectorSum", "Min", "Max", "KeySum", "Distinct", "Vocabularies",
+        "WordCount", "WordFreq", "LineCount", "Wc", "LongestLine", "Grep", "RecordCount", "Vocab", "Stats",
+        "Reducer", "Sum", "VectorSum", "Min", "Max", "KeySum", "Distinct", "Vocabularies", "FeatureStats",
         "Error", "UsageError", "InputError", "OutputError", "ClusterError", "JobFailed", "Interrupted", "Cancelled",
     }  # fmt: skip
     for name in mr.__all__:

@@ -314,7 +314,7 @@ def test_max_min_and_signed_sums_per_file_and_overall_with_files_cut_into_pieces
         (
             "nope",
             None,
-            "--job=nope: unknown job (built in: grep, linecount, longestline, recordcount, vocab, wc, wordcount, wordfreq;",
+            "--job=nope: unknown job (built in: grep, linecount, longestline, recordcount, stats, vocab, wc, wordcount, wordfreq;",
         ),
         ("grep", None, "--job=grep needs --pattern"),
         ("grep", "a(", "--pattern 'a(': not a valid RE2 regular expression"),

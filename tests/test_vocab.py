@@ -42,8 +42,8 @@ def run(inprocess, job, specs, **options):
 
 
 def write(result, directory, **options):
-    """The vocabularies of a run's table (`Result.write_vocabularies`); returns the summary."""
-    return result.write_vocabularies(directory, **options)
+    """The vocabularies of a run's table (`Result.write_dir`); returns the summary."""
+    return result.write_dir(directory, **options)
 
 
 def example(rng, vocabulary):
@@ -398,7 +398,7 @@ wanted = features.detect_types(features.parse_features("query,tags,user_id"), [s
 with mr.Cluster.local(num_ps=2) as cluster:
     handle = cluster.submit(mr.Vocab(wanted), [shards], max_pieces=3)
     result = handle.wait(240)
-    summary = result.write_vocabularies(out, min_count=2)
+    summary = result.write_dir(out, min_count=2)
     again = cluster.run(mr.RecordCount(), [shards])
 print(json.dumps({"types": wanted, "total": result.total, "distinct": result.distinct,
                   "examples": summary["examples"], "records": again.total}))

@@ -19,7 +19,7 @@ _EXPORTS = {
     "jobs.wordfreq": ("WordFreq",),
     "jobs.lines": ("LineCount", "Wc", "LongestLine", "Grep"),
     "jobs.records": ("RecordCount",),
-    "jobs.features": ("Vocab",),
+    "jobs.features": ("Vocab", "Stats"),
     "errors": (
         "Error",
         "UsageError",

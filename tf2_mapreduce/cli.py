@@ -40,21 +40,22 @@ flags.DEFINE_string(
     "The job to run. Built in: wordcount (total words), wordfreq (count of every distinct word), "
     "linecount, wc (lines, words, bytes), longestline (bytes in the longest line), grep (lines matching --pattern), "
     "recordcount (records of TFRecord files), vocab (a vocabulary of each of --features of tf.train.Example "
-    "records). Or your own: package.module:ATTRIBUTE naming a tf2_mapreduce.jobs.Job.",
+    "records), stats (exact statistics of every feature of tf.train.Example records, or of --features). Or your own: package.module:ATTRIBUTE naming a tf2_mapreduce.jobs.Job.",
 )
 flags.DEFINE_string("pattern", None, "For --job=grep: an RE2 regular expression that whole lines must match.")
 flags.DEFINE_string(
     "features",
     None,
     "For --job=vocab: the tf.train.Example features to count, comma-separated, each name[:string|int64]; "
-    "a type left out is read from the first examples that hold the feature.",
+    "a type left out is read from the first examples that hold the feature. For --job=stats: the features "
+    "to describe, names only (default: every feature).",
 )
 flags.DEFINE_enum(
     "format",
     "auto",
     ["auto", "text", "tfrecord"],
-    "What the inputs are: text, or TFRecord files. auto: what the job reads (tfrecord for vocab and "
-    "recordcount, text for the others), refusing a file whose name says otherwise (*.tfrecord*, *.txt).",
+    "What the inputs are: text, or TFRecord files. auto: what the job reads (tfrecord for vocab, stats "
+    "and recordcount, text for the others), refusing a file whose name says otherwise (*.tfrecord*, *.txt).",
 )
 flags.DEFINE_enum(
     "compression",
@@ -83,7 +84,8 @@ flags.DEFINE_string(
     "For per-key jobs (wordfreq, vocab): write a vocabulary per feature here (any tf.io.gfile path), "
     "most frequent first, as TensorFlow's lookups load it: vocab_NAME.txt (one term a line), "
     "counts_NAME.tsv (count, tab, term, line for line), unwritable_NAME.tsv (terms no line can hold: "
-    "empty, or with a line break), and summary.json.",
+    "empty, or with a line break), and summary.json. For --job=stats: stats.pb (TFDV's "
+    "DatasetFeatureStatisticsList), stats.json and stats.html.",
 )
 flags.DEFINE_enum(
     "vocabulary_format",
@@ -289,14 +291,14 @@ def _run(job, found, cluster, stop_requests, started):
         stop_requests.append(handle.cancel)
         result = handle.wait()
         # Before the servers are told to exit: per-key results are read from the ps tasks.
-        vocabularies = None
+        written = None
         if FLAGS.output_dir:
-            vocabularies = result.write_vocabularies(
+            written = result.write_dir(
                 FLAGS.output_dir, FLAGS.top_k, FLAGS.min_count, FLAGS.vocabulary_format, since=started
             )
-        console.print_result(result, FLAGS.top_k, FLAGS.min_count, vocabularies)
+        console.print_result(result, FLAGS.top_k, FLAGS.min_count, written)
         if FLAGS.output_dir:
-            say("wrote %d vocabularies to %s" % (len(vocabularies["vocabularies"]), FLAGS.output_dir))
+            say(result.wrote(written, FLAGS.output_dir))
         if FLAGS.output:
             result.write(FLAGS.output, FLAGS.min_count, since=started)  # timed from the process start
             say("wrote %s" % FLAGS.output)

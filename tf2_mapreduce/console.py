@@ -84,14 +84,14 @@ def progress_line(reducer, p) -> str:
     )
 
 
-def print_result(result, top_k, min_count, vocabularies) -> None:
+def print_result(result, top_k, min_count, written) -> None:
     """The summary on stdout: the job's value, what its reducer shows under it (the top
     keys, or each vocabulary's summary), and what was skipped."""
     print(
         "%s: %s in %d files (%d bytes), %.2f s"
         % (result.job, result.describe(), result.files_done, result.bytes_done, result.seconds)
     )
-    for line in result.summary_lines(top_k, min_count, vocabularies):
+    for line in result.summary_lines(top_k, min_count, written):
         print(line)
     if result.skipped:
         print("%d input(s) skipped (--on_error=skip):" % len(result.skipped))

@@ -96,6 +96,7 @@ class Plan:
 
     def __init__(self, files, read_size, records="words", on_error="fail", compression="auto"):
         self.files = files
+        self.on_error = on_error
         self.read_size = read_size
         self.records = records
         self.compressions = [formats.compression_of(f.path, compression) for f in files]

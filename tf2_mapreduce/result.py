@@ -51,7 +51,7 @@ NO_FILES = PerFile([], np.zeros(0, np.int64), np.zeros(0, bool), None)
 class Result:
     """What a job computed. Everything but a per-key table is read when the job ends
     and stays valid afterwards; a per-key table lives on the ps tasks and is read on
-    demand (`top`, `entries`, `table`, `write`, `write_vocabularies`) while the
+    demand (`top`, `entries`, `table`, `write`, `write_dir`) while the
     cluster is open.
 
     Guarantee: every input is either counted exactly once or listed in `skipped` with
@@ -76,6 +76,14 @@ class Result:
     _reducer: object = field(default=None, repr=False)
     _state: object = field(default=None, repr=False)  # the run's state on the ps tasks
     _run: object = field(default=None, repr=False)  # `runner.JobRun`: reads go through it
+
+    def __getattr__(self, name):
+        # A job whose value is an object (`Stats`: a `statistics.DatasetStats`) lends the
+        # result its public attributes: `result.features`, `result.proto()`.
+        total = self.__dict__.get("total")
+        if not name.startswith("_") and not isinstance(total, (int, tuple, type(None))) and hasattr(total, name):
+            return getattr(total, name)
+        raise AttributeError("%r object has no attribute %r" % (type(self).__name__, name))
 
     def _reading(self):
         return self._run.reading_result()
@@ -135,7 +143,7 @@ class Result:
         with self._reading():
             self._reducer.write_output(self._state, path, self, min_count, self.document(since))
 
-    def write_vocabularies(
+    def write_dir(
         self,
         output_dir: str | None,
         top_k: int | None = None,
@@ -143,21 +151,27 @@ class Result:
         file_format: str = "text",
         since: float | None = None,
     ) -> dict:
-        """For a per-key job: writes its vocabularies under `output_dir` (one per feature
-        for `Vocab`, one of the keys otherwise), most frequent first, as
-        `vocabulary.write` describes; None writes nothing. Returns the summary (also
-        written as summary.json): per vocabulary its values, distinct terms, terms
-        written and left out. Blocking; streams the table from the ps tasks."""
+        """Writes the job's files under `output_dir` (the CLI's --output_dir); None writes
+        nothing. For a per-key job, its vocabularies (one per feature for `Vocab`, one
+        of the keys otherwise), most frequent first, as `vocabulary.write` describes,
+        and summary.json; returns that summary: per vocabulary its values, distinct
+        terms, terms written and left out. For `Stats`, stats.pb, stats.json and
+        stats.html. Atomic per file; blocking (a table is streamed from the ps tasks)."""
         with self._reading():
-            return self._reducer.write_vocabularies(
-                self._state, output_dir, top_k, min_count, file_format, self.document(since)
+            return self._reducer.write_dir(
+                self._state, self, output_dir, top_k, min_count, file_format, self.document(since)
             )
 
-    def summary_lines(self, top_k: int | None, min_count: int, vocabularies: dict | None = None) -> list:
-        """What the CLI prints under its headline: a per-key job's top keys, or its
-        vocabularies' summaries (`vocabularies`: what `write_vocabularies` returned)."""
+    def wrote(self, summary: dict, output_dir: str) -> str:
+        """What the CLI says once `write_dir(output_dir)` returned `summary`."""
+        return self._reducer.wrote(summary, output_dir)
+
+    def summary_lines(self, top_k: int | None, min_count: int, written: dict | None = None) -> list:
+        """What the CLI prints under its headline: a per-key job's top keys, its
+        vocabularies' summaries (`written`: what `write_dir` returned), a table of
+        statistics."""
         with self._reading():
-            return self._reducer.summary_lines(self._state, self, top_k, min_count, vocabularies)
+            return self._reducer.summary_lines(self._state, self, top_k, min_count, written)
 
     def release(self) -> None:
         """Frees the job's state on the ps tasks (done for every result when the cluster

@@ -5,7 +5,7 @@ parameters are checked (`check`) before anything starts; `resolve` imports the j
 import importlib
 
 from tf2_mapreduce.errors import UsageError
-from tf2_mapreduce.jobs.feature_spec import parse_features
+from tf2_mapreduce.jobs.feature_spec import parse_features, parse_names
 
 __all__ = ["BUILT_IN", "check", "resolve"]
 
@@ -19,9 +19,12 @@ BUILT_IN = {
     "grep": ("tf2_mapreduce.jobs.lines", "Grep"),
     "recordcount": ("tf2_mapreduce.jobs.records", "RecordCount"),
     "vocab": ("tf2_mapreduce.jobs.features", "Vocab"),
+    "stats": ("tf2_mapreduce.jobs.features", "Stats"),
 }
-# The built-in jobs that take a parameter, and the setting that gives it.
-PARAMETER = {"grep": "pattern", "vocab": "features"}
+# The built-in jobs that take a parameter, the setting that gives it, and how it is checked.
+PARAMETER = {"grep": "pattern", "vocab": "features", "stats": "features"}
+_CHECK = {"vocab": parse_features, "stats": parse_names}
+_OPTIONAL = {"stats"}  # all features when none is named
 _NEEDS = {
     "pattern": "an RE2 regular expression matched against whole lines",
     "features": "feature names, comma-separated",
@@ -31,7 +34,7 @@ _NEEDS = {
 def check(name: str, pattern: str | None = None, features: str | None = None) -> None:
     """Checks, without importing any job, that `name` is a built-in job or names a
     user's ("module:ATTRIBUTE"), and that it is given the parameters it takes and no
-    other (`features` parsed: `feature_spec.parse_features`). Raises `UsageError`."""
+    other (`features` parsed as the job reads it: `feature_spec`). Raises `UsageError`."""
     given = {"pattern": pattern, "features": features}
     if name not in BUILT_IN and ":" not in name:
         raise UsageError(
@@ -42,11 +45,11 @@ def check(name: str, pattern: str | None = None, features: str | None = None) ->
     for setting, value in given.items():
         if value is not None and setting != takes:
             jobs = [job for job, parameter in PARAMETER.items() if parameter == setting]
-            raise UsageError("{setting:%s} is only for {setting:job}=%s" % (setting, jobs[0]))
-    if takes and given[takes] is None:
+            raise UsageError("{setting:%s} is only for {setting:job}=%s" % (setting, " or ".join(jobs)))
+    if takes and given[takes] is None and name not in _OPTIONAL:
         raise UsageError("{setting:job}=%s needs {setting:%s} (%s)" % (name, takes, _NEEDS[takes]))
-    if features is not None:
-        parse_features(features)
+    if given.get(takes) is not None and name in _CHECK:
+        _CHECK[name](given[takes])
 
 
 def resolve(name: str, pattern: str | None = None, features: str | None = None):

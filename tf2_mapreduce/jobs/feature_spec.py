@@ -1,9 +1,10 @@
-"""How `--features` names the features of a vocabulary job: "a,b:int64,c:string". Free of
-TensorFlow, so that the CLI checks it before anything starts."""
+"""How `--features` names the features of a job over tf.train.Example records: a vocabulary
+job's "a,b:int64,c:string", a statistics job's "a,b,c". Free of TensorFlow, so that the
+CLI checks it before anything starts."""
 
 from tf2_mapreduce.errors import UsageError
 
-__all__ = ["TYPES", "parse_features", "as_config"]
+__all__ = ["TYPES", "parse_features", "parse_names", "as_config"]
 
 # The feature types a vocabulary can be made of; int64 values become their decimal text.
 TYPES = ("string", "bytes", "int64")
@@ -33,6 +34,21 @@ def parse_features(spec):
     if not features:
         raise UsageError("{setting:job}=vocab needs {setting:features} (feature names, comma-separated)")
     return features
+
+
+def parse_names(spec):
+    """The feature names of "a,b,c" (or a list of names), for a job that reads each
+    feature's type from the data; None or "" for every feature. Raises `UsageError`."""
+    if not spec:
+        return []
+    features = parse_features(spec)
+    typed = [name for name, kind in features if kind]
+    if typed:
+        raise UsageError(
+            "{setting:features}: %s: statistics read each feature's type from the data; give names only"
+            % ", ".join("%s:%s" % (name, dict(features)[name]) for name in typed)
+        )
+    return [name for name, _ in features]
 
 
 def as_config(features):

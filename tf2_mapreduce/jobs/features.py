@@ -1,16 +1,17 @@
 """Jobs over `tf.train.Example` features. `Vocab`: exact counts of the values of named
-features, all of them in one pass over TFRecord files, written as vocabulary files."""
+features, all of them in one pass over TFRecord files, written as vocabulary files.
+`Stats`: exact statistics of every feature (or of named ones), in one pass."""
 
 import tensorflow as tf
 from google.protobuf.message import DecodeError
 
-from tf2_mapreduce import formats
+from tf2_mapreduce import formats, native
 from tf2_mapreduce.errors import UsageError
 from tf2_mapreduce.jobs.base import Job
-from tf2_mapreduce.jobs.feature_spec import as_config, parse_features
-from tf2_mapreduce.reducers import Vocabularies
+from tf2_mapreduce.jobs.feature_spec import as_config, parse_features, parse_names
+from tf2_mapreduce.reducers import FeatureStats, Vocabularies
 
-__all__ = ["Vocab", "detect_types", "SAMPLE_RECORDS"]
+__all__ = ["Vocab", "Stats", "detect_types", "SAMPLE_RECORDS"]
 
 DTYPES = {"string": tf.string, "bytes": tf.string, "int64": tf.int64}
 SAMPLE_RECORDS = 1000  # records read at most to find an untyped feature's type
@@ -124,3 +125,33 @@ class Vocab(Job):
         if all(kind for _, kind in features):
             return self
         return Vocab(detect_types(features, (f.path for f in files), compression))
+
+
+def _stat_keys(names):
+    """The map step of statistics of the features `names` (all if empty): the native
+    op's keys (`reducers.feature_stats.StatKeys`) with their counts. TFRecord inputs are
+    read by the native ops only (`formats.check`), so a run without them never gets here."""
+
+    def map_fn(records):
+        return native.load().tf2_mapreduce_example_feature_keys(records, tf.constant(names, tf.string))
+
+    return map_fn
+
+
+class Stats(Job):
+    """Exact statistics of the features of tf.train.Example records: of `features`
+    (names: "a,b" or a list; each type is read from the data), or of every feature
+    found when None. Its result's value is a `statistics.DatasetStats`: `Result.features`
+    (name -> `statistics.FeatureStats`), `Result.proto()` (TFDV's statistics)."""
+
+    def __init__(self, features=None):
+        names = parse_names(features)
+        super().__init__(
+            name="stats",
+            map_fn=_stat_keys(names),
+            reducer=FeatureStats(unit="examples", features=tuple(names)),
+            records="tfrecord",
+            autograph=False,
+            config={"features": names},
+            description="exact statistics of tf.train.Example features, as TFDV's DatasetFeatureStatisticsList",
+        )

@@ -44,8 +44,9 @@ class Reducer:
        a per-key result is read from the ps tasks on demand: `entries`, `top`.
     5. Output: `check_output(path)` before the job and `write_output(state, path,
        result, min_count, document)` after it (`--output`); `check_output_dir()` and
-       `write_vocabularies(state, ...)` (`--output_dir`); `summary_lines(state, ...)`,
-       what the CLI prints under its headline. `state` is the run's, still on the ps
+       `write_dir(state, result, output_dir, ...)` (`--output_dir`), and `wrote(summary,
+       output_dir)`, the CLI's line about it; `summary_lines(state, ...)`, what the CLI
+       prints under its headline. `state` is the run's, still on the ps
        tasks; `document` the run's own fields (`result.Result.document`).
 
     Adding a kind of result is one class that fills these in.
@@ -104,13 +105,19 @@ class Reducer:
         raise NotImplementedError
 
     def check_output_dir(self):
-        """Raises `UsageError` unless `write_vocabularies` can write a directory."""
-        raise UsageError("{setting:output_dir} is for per-key jobs (wordfreq, vocab); this job writes {setting:output}")
+        """Raises `UsageError` unless `write_dir` can write a directory."""
+        raise UsageError("{setting:output_dir} is for wordfreq, vocab and stats; this job writes {setting:output}")
 
-    def write_vocabularies(self, state, output_dir, top_k, min_count, file_format, document):
-        raise TypeError("%s has no vocabularies to write" % type(self).__name__)
+    def write_dir(self, state, result, output_dir, top_k, min_count, file_format, document) -> dict:
+        """Writes the result's files under `output_dir` (None: only says what it would
+        write); returns their summary, for `wrote` and `summary_lines`."""
+        raise TypeError("%s writes no directory" % type(self).__name__)
 
-    def summary_lines(self, state, result, top_k, min_count, vocabularies) -> list:
-        """What the CLI prints under its headline; `vocabularies`: the summary that
-        `write_vocabularies` returned, if the CLI wrote them."""
+    def wrote(self, summary, output_dir) -> str:
+        """What the CLI says once `write_dir` wrote `summary` to `output_dir`."""
+        raise NotImplementedError
+
+    def summary_lines(self, state, result, top_k, min_count, written) -> list:
+        """What the CLI prints under its headline; `written`: the summary that
+        `write_dir` returned, if the CLI wrote a directory."""
         return []

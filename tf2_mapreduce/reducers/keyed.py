@@ -44,7 +44,7 @@ class KeySpace:
 
 
 def vocabulary_lines(summary):
-    """A vocabulary summary (`KeySum.write_vocabularies`) as lines, one per vocabulary."""
+    """A vocabulary summary (`KeySum.write_dir`) as lines, one per vocabulary."""
     lines = []
     for name, v in summary["vocabularies"].items():
         missing = ", %d examples missing it" % v["missing"] if "missing" in v else ""
@@ -157,7 +157,8 @@ class KeySum(Reducer):
         """The summary's fields from the reserved keys' counts (none here)."""
         return {}
 
-    def write_vocabularies(self, state, output_dir, top_k, min_count, file_format, document):
+    def write_dir(self, state, result, output_dir, top_k, min_count, file_format, document):
+        """A vocabulary of the table's keys, as `vocabulary.write` describes."""
         vocabularies, reserved = vocabulary.write(
             self.keys(), state.entries(), output_dir, top_k, min_count, file_format
         )
@@ -168,9 +169,12 @@ class KeySum(Reducer):
             vocabulary.write_summary(output_dir, summary)
         return summary
 
-    def summary_lines(self, state, result, top_k, min_count, vocabularies):
-        if vocabularies is not None:
-            return vocabulary_lines(vocabularies)
+    def wrote(self, summary, output_dir):
+        return "wrote %d vocabularies to %s" % (len(summary["vocabularies"]), output_dir)
+
+    def summary_lines(self, state, result, top_k, min_count, written):
+        if written is not None:
+            return vocabulary_lines(written)
         if top_k == 0:
             return []
         top = self.top(state, 20 if top_k is None else top_k, min_count)

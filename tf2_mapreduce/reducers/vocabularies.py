@@ -124,7 +124,7 @@ class Vocabularies(KeySum):
             vocabularies[name]["missing"] = reserved.get(space.missing_key(index), 0)
         return {"examples": reserved.get(space.examples_key, 0)}
 
-    def summary_lines(self, state, result, top_k, min_count, vocabularies):
-        if vocabularies is None:
-            vocabularies = self.write_vocabularies(state, None, top_k, min_count, "text", {})
-        return vocabulary_lines(vocabularies)
+    def summary_lines(self, state, result, top_k, min_count, written):
+        if written is None:
+            written = self.write_dir(state, result, None, top_k, min_count, "text", {})
+        return vocabulary_lines(written)

@@ -1,0 +1,324 @@
+"""The stats job: every figure of every feature against an oracle that parses each record
+with protobuf and computes with Fraction, sorting and Counter; stats.pb read back with
+tensorflow-metadata's classes; the same bytes whatever the number of workers."""
+
+import collections
+import json
+import math
+import random
+import struct
+from fractions import Fraction
+
+import pytest
+import tensorflow as tf
+from conftest import read_tfrecords, run_cli, task_env, tft_ordered
+from tensorflow.core.example import example_pb2
+from tensorflow_metadata.proto.v0 import statistics_pb2
+
+import tf2_mapreduce as mr
+from tf2_mapreduce import output
+from tf2_mapreduce.errors import JobFailed, UsageError
+
+KINDS = {"bytes_list": "bytes", "int64_list": "int64", "float_list": "float"}
+ODD_BYTES = [b"", b"\xff\xfe", "caf\u00e9".encode(), b"a\nb", b"x" * 300]
+ODD_INTS = [0, -1, 1, 2**63 - 1, -(2**63), 2**62, -(2**40)]
+ODD_FLOATS = [0.0, -0.0, math.nan, math.inf, -math.inf, 1e-45, -3.4028234663852886e38, 3.4028234663852886e38, 0.1]
+
+
+def float32(x):
+    return struct.unpack("<f", struct.pack("<f", x))[0]
+
+
+def awkward_example(rng):
+    """An example where every awkward case of the statistics turns up across a few hundred."""
+    features = {}
+    if rng.random() < 0.9:
+        features["query"] = tf.train.Feature(
+            bytes_list=tf.train.BytesList(
+                value=[rng.choice(ODD_BYTES + [b"q%d" % rng.randint(0, 60)]) for _ in range(rng.randint(0, 3))]
+            )
+        )
+    if rng.random() < 0.8:
+        values = [rng.choice(ODD_INTS + [rng.randint(-1000, 1000)]) for _ in range(rng.choice([1, 1, 2, 0]))]
+        features["user_id"] = tf.train.Feature(int64_list=tf.train.Int64List(value=values))
+    if rng.random() < 0.7:
+        values = [rng.choice(ODD_FLOATS + [rng.uniform(-1e6, 1e6)]) for _ in range(rng.randint(0, 5))]
+        features["score"] = tf.train.Feature(float_list=tf.train.FloatList(value=values))
+    if rng.random() < 0.05:
+        features["rare"] = tf.train.Feature(int64_list=tf.train.Int64List(value=[7]))
+    if rng.random() < 0.1:
+        features["unset"] = tf.train.Feature()  # present, with no list at all
+    features["constant"] = tf.train.Feature(bytes_list=tf.train.BytesList(value=[b"same"]))
+    return tf.train.Example(features=tf.train.Features(feature=features)).SerializeToString()
+
+
+def write_records(path, records, compression="GZIP"):
+    with tf.io.TFRecordWriter(path, compression) as writer:
+        for record in records:
+            writer.write(record)
+    return path
+
+
+@pytest.fixture(scope="module")
+def awkward(tmp_path_factory):
+    directory = tmp_path_factory.mktemp("awkward")
+    rng = random.Random(11)
+    paths = []
+    for n in range(6):
+        suffix, compression = [(".tfrecord.gz", "GZIP"), (".tfrecord", "")][n % 2]
+        records = [awkward_example(rng) for _ in range(rng.choice([1, 150, 300]))]
+        paths.append(write_records(str(directory / ("part-%d%s" % (n, suffix))), records, compression))
+    return str(directory), paths
+
+
+def oracle(paths):
+    """Per feature, from each record parsed by protobuf: the examples holding a list of
+    each type, the lengths of those lists, their values, and the examples where the
+    feature has no list set (missing, as in TFDV)."""
+    examples = 0
+    features = collections.defaultdict(
+        lambda: {"kinds": collections.Counter(), "lengths": [], "values": [], "unset": 0}
+    )
+    for path in paths:
+        for record in read_tfrecords(path):
+            examples += 1
+            for name, feature in example_pb2.Example.FromString(record).features.feature.items():
+                kind = feature.WhichOneof("kind")
+                entry = features[name]
+                if kind is None:
+                    entry["unset"] += 1
+                    continue
+                values = list(getattr(feature, kind).value)
+                entry["kinds"][KINDS[kind]] += 1
+                entry["lengths"].append(len(values))
+                entry["values"].extend(values)
+    return examples, dict(features)
+
+
+def quantiles(ordered):
+    n = len(ordered)
+    return [ordered[k * (n - 1) // 10] for k in range(11)] if n else []
+
+
+def assert_numeric(figures, values):
+    finite = sorted(v for v in values if math.isfinite(v))
+    assert figures.count == len(values)
+    assert figures.num_nan == sum(1 for v in values if math.isnan(v))
+    assert figures.num_pos_inf == values.count(math.inf) and figures.num_neg_inf == values.count(-math.inf)
+    assert figures.num_zeros == sum(1 for v in finite if v == 0)
+    if not finite:
+        assert figures.mean is None and figures.min is None
+        return
+    n = len(finite)
+    exact = [Fraction(v) for v in finite]
+    mean = sum(exact) / n
+    assert figures.mean == float(mean)
+    assert figures.std_dev == math.sqrt(float(sum((v - mean) ** 2 for v in exact) / n))
+    assert (figures.min, figures.max) == (finite[0], finite[-1])
+    assert figures.median == finite[(n - 1) // 2]
+    assert figures.quantiles == quantiles(finite)
+    assert sum(count for _, _, count in figures.histogram) == n
+    for low, high, count in figures.histogram:
+        last = high == finite[-1]
+        assert count == sum(1 for v in finite if low <= v and (v < high or (last and v <= high)))
+
+
+def assert_matches(stats, paths):
+    examples, features = oracle(paths)
+    assert stats.num_examples == examples
+    assert sorted(stats.features) == sorted(features)
+    for name, expected in features.items():
+        got = stats.features[name]
+        kinds = expected["kinds"]
+        assert got.type == (kinds.most_common(1)[0][0] if kinds else None), name
+        lengths = sorted(expected["lengths"])
+        assert (got.num_present, got.num_missing) == (len(lengths), examples - len(lengths))
+        assert got.num_unset == expected["unset"]
+        assert got.num_values_quantiles == quantiles(lengths) and got.tot_num_values == sum(lengths)
+        if lengths:
+            assert (got.min_num_values, got.max_num_values) == (lengths[0], lengths[-1])
+            assert got.avg_num_values == sum(lengths) / len(lengths)
+        values = expected["values"]
+        if got.type == "bytes":
+            counts = collections.Counter(values)
+            ranked = tft_ordered(counts)
+            assert got.string.unique == len(counts) and got.string.count == len(values)
+            assert got.string.top_values == ranked[:20]
+            assert got.string.rank_histogram == [(r, v, c) for r, (v, c) in enumerate(ranked[:1000])]
+            assert got.string.avg_length == sum(len(v) for v in values) / len(values)
+            assert got.string.invalid_utf8_count == sum(1 for v in values if not _utf8(v))
+        elif got.type == "int64":
+            assert_numeric(got.numeric, values)
+        elif got.type == "float":
+            assert_numeric(got.numeric, [float32(v) for v in values])
+
+
+def assert_proto(path, stats):
+    """The fields TFDV reads, from stats.pb parsed by tensorflow-metadata's classes."""
+    with open(path, "rb") as f:
+        parsed = statistics_pb2.DatasetFeatureStatisticsList.FromString(f.read())
+    (dataset,) = parsed.datasets
+    assert dataset.num_examples == stats.num_examples
+    typed = {name: f for name, f in stats.features.items() if f.type or f.num_unset}
+    assert [list(f.path.step) for f in dataset.features] == [[name] for name in sorted(typed)]
+    for proto in dataset.features:
+        feature = typed[proto.path.step[0]]
+        kind = {"int64": "INT", "float": "FLOAT", "bytes": "STRING", None: "STRING"}[feature.type]
+        assert statistics_pb2.FeatureNameStatistics.Type.Name(proto.type) == kind
+        if feature.type is None:
+            block = proto.string_stats
+            assert not block.top_values and block.common_stats.num_non_missing == 0
+        elif feature.type == "bytes":
+            block = proto.string_stats
+            assert block.unique == feature.string.unique
+            assert [(t.value, t.frequency) for t in block.top_values] == [
+                (v.decode() if _utf8(v) else "__BYTES_VALUE__", c) for v, c in feature.string.top_values
+            ]
+        else:
+            block = proto.num_stats
+            assert block.num_zeros == feature.numeric.num_zeros
+            numbers = feature.numeric
+            low = -math.inf if numbers.num_neg_inf else numbers.min
+            high = math.inf if numbers.num_pos_inf else numbers.max
+            assert (block.min, block.max) == (float(low), float(high))
+            if not (numbers.num_neg_inf or numbers.num_pos_inf):
+                assert block.mean == numbers.mean and block.std_dev == numbers.std_dev
+            assert [h.num_nan for h in block.histograms] == [numbers.num_nan] * 2
+            standard = [(b.low_value, b.high_value, b.sample_count) for b in block.histograms[0].buckets]
+            assert sum(count for _, _, count in standard) == numbers.count - numbers.num_nan
+        common = block.common_stats
+        assert (common.num_non_missing, common.num_missing) == (feature.num_present, feature.num_missing)
+        assert (common.min_num_values, common.max_num_values, common.tot_num_values) == (
+            feature.min_num_values,
+            feature.max_num_values,
+            feature.tot_num_values,
+        )
+    return parsed
+
+
+def _utf8(value):
+    try:
+        value.decode()
+        return True
+    except UnicodeDecodeError:
+        return False
+
+
+def test_stats_of_awkward_features_match_the_oracle_in_every_figure(inprocess, awkward, tmp_path):
+    directory, paths = awkward
+    result = inprocess.run(mr.Stats(), [directory])
+    assert result.files_done == len(paths)
+    assert_matches(result.total, paths)
+    assert result.features is result.total.features and result.proto() == result.total.proto()
+    written = result.write_dir(str(tmp_path / "out"))
+    assert written == {"files": ["stats.pb", "stats.json", "stats.html"]}
+    assert_proto(str(tmp_path / "out" / "stats.pb"), result.total)
+    with open(tmp_path / "out" / "stats.json") as f:
+        document = json.load(f)
+    assert document["num_examples"] == result.total.num_examples and document["files"] == len(paths)
+    query = document["features"]["query"]["string"]
+    assert [[output.unescape(v), c] for v, c in query["top_values"]] == [
+        [v, c] for v, c in result.features["query"].string.top_values
+    ]
+    page = (tmp_path / "out" / "stats.html").read_text()
+    assert "<svg" in page and "http" not in page.replace('xmlns="http://www.w3.org/2000/svg"', "")
+    flagged = page[page.index("To look at") : page.index('<div class="feature"')]
+    assert "constant" in flagged and "a single value" in flagged and "NaN" in flagged
+
+
+def test_stats_of_named_features_only(inprocess, awkward):
+    directory, paths = awkward
+    result = inprocess.run(mr.Stats("user_id,absent"), [directory])
+    assert sorted(result.features) == ["absent", "user_id"]
+    absent = result.features["absent"]
+    assert absent.type is None and absent.num_present == 0 and absent.num_missing == result.total.num_examples
+    examples, features = oracle(paths)
+    assert result.features["user_id"].num_present == len(features["user_id"]["lengths"])
+
+
+def test_one_example_and_no_example(inprocess, tmp_path):
+    one = write_records(str(tmp_path / "one.tfrecord"), [awkward_example(random.Random(3))], "")
+    result = inprocess.run(mr.Stats(), [one])
+    assert result.total.num_examples == 1
+    assert_matches(result.total, [one])
+    empty = write_records(str(tmp_path / "empty.tfrecord.gz"), [])
+    result = inprocess.run(mr.Stats(), [empty])
+    assert result.total.num_examples == 0 and result.features == {}
+    assert result.proto().datasets[0].num_examples == 0
+
+
+def conflicting(tmp_path):
+    records = [
+        tf.train.Example(
+            features=tf.train.Features(feature={"x": tf.train.Feature(int64_list=tf.train.Int64List(value=[n]))})
+        ).SerializeToString()
+        for n in range(5)
+    ]
+    other = tf.train.Example(
+        features=tf.train.Features(feature={"x": tf.train.Feature(float_list=tf.train.FloatList(value=[0.5]))})
+    ).SerializeToString()
+    return [
+        write_records(str(tmp_path / "a.tfrecord"), records[:3], ""),
+        write_records(str(tmp_path / "b.tfrecord"), records[3:] + [other], ""),
+    ]
+
+
+def test_a_feature_of_two_types_fails_or_is_reported_per_on_error(inprocess, tmp_path):
+    paths = conflicting(tmp_path)
+    with pytest.raises(JobFailed, match=r"feature x holds lists of float in 1 examples and int64 in 5 examples"):
+        inprocess.run(mr.Stats(), paths)
+    result = inprocess.run(mr.Stats(), paths, on_error="skip")
+    x = result.features["x"]
+    assert x.type == "int64" and x.left_out == {"float": 1}
+    assert (x.num_present, x.num_missing, x.numeric.count, x.numeric.max) == (5, 1, 5, 4)
+
+
+def test_a_record_that_is_no_example_is_its_files_error(inprocess, awkward, tmp_path):
+    _, paths = awkward
+    bad = write_records(str(tmp_path / "bad.tfrecord"), [b"\xff\xff not a protobuf"], "")
+    with pytest.raises(JobFailed, match=r"bad.tfrecord.*not a tf.train.Example"):
+        inprocess.run(mr.Stats(), [paths[1], bad])
+    result = inprocess.run(mr.Stats(), [paths[1], bad], on_error="skip")
+    assert [path for path, _ in result.skipped] == [bad]
+    assert_matches(result.total, [paths[1]])
+
+
+def test_stats_options_are_checked_before_anything_runs():
+    with pytest.raises(UsageError, match=r"features: user_id:int64: statistics read each feature's type"):
+        mr.Stats("user_id:int64")
+    with pytest.raises(UsageError, match=r"features is only for job=vocab or stats"):
+        from tf2_mapreduce import jobs
+
+        jobs.check("wordcount", features="a")
+
+
+def test_the_cli_writes_the_same_bytes_whatever_the_workers(awkward, tmp_path):
+    directory, paths = awkward
+    outputs = []
+    for workers in ("1", "3"):
+        out = tmp_path / ("out" + workers)
+        run = run_cli(
+            [
+                "--job=stats",
+                "--input",
+                directory,
+                "--output_dir",
+                str(out),
+                "--num_workers",
+                workers,
+                "--read_size",
+                "4096",
+            ],
+            task_env(),
+        )
+        assert run.returncode == 0, run.stderr
+        lines = run.stdout.splitlines()
+        assert lines[0].startswith("stats: %d examples, 6 features in 6 files" % oracle(paths)[0])
+        assert [line.split()[0] for line in lines[2:8]] == ["constant", "query", "rare", "score", "unset", "user_id"]
+        outputs.append({name: (out / name).read_bytes() for name in ("stats.pb", "stats.html")})
+    assert outputs[0] == outputs[1]
+    bad = run_cli(["--job=stats", "--input", directory, "--output", str(tmp_path / "x.json")], task_env())
+    assert (
+        bad.returncode == 2
+        and "--output: this job writes stats.pb, stats.json, stats.html: use --output_dir" in bad.stderr
+    )

@@ -1,0 +1,335 @@
+// Every feature value of a batch of tf.train.Example records, as the counted keys of a
+// statistics job, in one pass over the protobuf wire format: TensorFlow's generic
+// decoder (DecodeProto) pads each repeated field to the batch's longest, so one long
+// list in a batch would cost its length times every list of the batch.
+//
+// Tf2MapreduceExampleFeatureKeys: the keys of a batch, each distinct one with its count.
+// What a key means is decoded in one place, reducers/feature_stats.py (`StatKeys`).
+
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
+#include "tensorflow/core/framework/op.h"
+#include "tensorflow/core/framework/op_kernel.h"
+#include "tensorflow/core/framework/shape_inference.h"
+
+namespace tf2_mapreduce {
+
+using tensorflow::OpKernel;
+using tensorflow::OpKernelConstruction;
+using tensorflow::OpKernelContext;
+using tensorflow::Tensor;
+using tensorflow::TensorShape;
+using tensorflow::tstring;
+
+namespace {
+
+// A feature's kind as its keys name it: no list set, bytes_list, float_list, int64_list.
+constexpr char kKinds[] = {'x', 'b', 'f', 'i'};
+constexpr uint32_t kCanonicalNan = 0x7fc00000u;
+
+// A Feature as protobuf's parser leaves it: the list field seen last sets the kind (a
+// oneof), and the same list field seen again appends to it (a message merge).
+struct Feature {
+  int kind = 0;
+  std::vector<absl::string_view> bytes;
+  std::vector<uint32_t> floats;  // IEEE bits
+  std::vector<int64_t> ints;
+
+  void Become(int new_kind) {
+    if (kind == new_kind) return;
+    kind = new_kind;
+    bytes.clear();
+    floats.clear();
+    ints.clear();
+  }
+  size_t size() const { return bytes.size() + floats.size() + ints.size(); }
+};
+
+struct Entry {
+  absl::string_view name;
+  Feature feature;
+};
+
+class Wire {
+ public:
+  Wire(absl::string_view data)
+      : p_(reinterpret_cast<const uint8_t*>(data.data())), end_(p_ + data.size()) {}
+
+  bool done() const { return p_ == end_; }
+
+  bool Varint(uint64_t* value) {
+    uint64_t result = 0;
+    for (int shift = 0; shift < 64; shift += 7) {
+      if (p_ == end_) return false;
+      const uint8_t byte = *p_++;
+      result |= static_cast<uint64_t>(byte & 0x7f) << shift;
+      if (!(byte & 0x80)) {
+        *value = result;
+        return true;
+      }
+    }
+    return false;
+  }
+
+  bool Bytes(absl::string_view* value) {
+    uint64_t size;
+    if (!Varint(&size) || size > static_cast<uint64_t>(end_ - p_)) return false;
+    *value = absl::string_view(reinterpret_cast<const char*>(p_), size);
+    p_ += size;
+    return true;
+  }
+
+  bool Fixed32(uint32_t* value) {
+    if (end_ - p_ < 4) return false;
+    *value = static_cast<uint32_t>(p_[0]) | static_cast<uint32_t>(p_[1]) << 8 |
+             static_cast<uint32_t>(p_[2]) << 16 | static_cast<uint32_t>(p_[3]) << 24;
+    p_ += 4;
+    return true;
+  }
+
+  // Passes over a field of an unknown number: what protobuf's parser keeps aside.
+  bool Skip(int wire_type) {
+    uint64_t ignored;
+    absl::string_view bytes;
+    switch (wire_type) {
+      case 0: return Varint(&ignored);
+      case 1:
+        if (end_ - p_ < 8) return false;
+        p_ += 8;
+        return true;
+      case 2: return Bytes(&bytes);
+      case 5:
+        if (end_ - p_ < 4) return false;
+        p_ += 4;
+        return true;
+      default: return false;  // groups (3, 4) are in no message of tf.train.Example
+    }
+  }
+
+ private:
+  const uint8_t* p_;
+  const uint8_t* end_;
+};
+
+// Reads a field's tag: its number and wire type.
+bool Tag(Wire* wire, uint64_t* number, int* wire_type) {
+  uint64_t tag;
+  if (!wire->Varint(&tag) || (tag >> 3) == 0) return false;
+  *number = tag >> 3;
+  *wire_type = static_cast<int>(tag & 7);
+  return true;
+}
+
+bool ParseList(absl::string_view data, int kind, Feature* feature) {
+  Wire wire(data);
+  while (!wire.done()) {
+    uint64_t number;
+    int type;
+    if (!Tag(&wire, &number, &type)) return false;
+    if (number != 1) {
+      if (!wire.Skip(type)) return false;
+      continue;
+    }
+    if (kind == 1 && type == 2) {
+      absl::string_view value;
+      if (!wire.Bytes(&value)) return false;
+      feature->bytes.push_back(value);
+    } else if (kind == 2 && type == 5) {
+      uint32_t bits;
+      if (!wire.Fixed32(&bits)) return false;
+      feature->floats.push_back(bits);
+    } else if (kind == 2 && type == 2) {  // packed
+      absl::string_view packed;
+      if (!wire.Bytes(&packed) || packed.size() % 4 != 0) return false;
+      Wire values(packed);
+      uint32_t bits;
+      while (!values.done() && values.Fixed32(&bits)) feature->floats.push_back(bits);
+    } else if (kind == 3 && type == 0) {
+      uint64_t value;
+      if (!wire.Varint(&value)) return false;
+      feature->ints.push_back(static_cast<int64_t>(value));
+    } else if (kind == 3 && type == 2) {  // packed
+      absl::string_view packed;
+      if (!wire.Bytes(&packed)) return false;
+      Wire values(packed);
+      uint64_t value;
+      while (!values.done()) {
+        if (!values.Varint(&value)) return false;
+        feature->ints.push_back(static_cast<int64_t>(value));
+      }
+    } else {
+      return false;
+    }
+  }
+  return true;
+}
+
+bool ParseFeature(absl::string_view data, Feature* feature) {
+  Wire wire(data);
+  while (!wire.done()) {
+    uint64_t number;
+    int type;
+    if (!Tag(&wire, &number, &type)) return false;
+    if (number < 1 || number > 3) {
+      if (!wire.Skip(type)) return false;
+      continue;
+    }
+    absl::string_view list;
+    if (type != 2 || !wire.Bytes(&list)) return false;
+    const int kind = static_cast<int>(number);
+    feature->Become(kind);
+    if (!ParseList(list, kind, feature)) return false;
+  }
+  return true;
+}
+
+// A map entry: its key (the last one given) and its value (every one merged).
+bool ParseEntry(absl::string_view data, Entry* entry) {
+  Wire wire(data);
+  while (!wire.done()) {
+    uint64_t number;
+    int type;
+    if (!Tag(&wire, &number, &type)) return false;
+    if (number == 1 && type == 2) {
+      if (!wire.Bytes(&entry->name)) return false;
+    } else if (number == 2 && type == 2) {
+      absl::string_view value;
+      if (!wire.Bytes(&value) || !ParseFeature(value, &entry->feature)) return false;
+    } else if (number == 1 || number == 2 || !wire.Skip(type)) {
+      return false;
+    }
+  }
+  return true;
+}
+
+// The entries of an Example's feature map, in the order met; every `features` field
+// adds its entries (a message merge).
+bool ParseExample(absl::string_view data, std::vector<Entry>* entries) {
+  Wire wire(data);
+  while (!wire.done()) {
+    uint64_t number;
+    int type;
+    if (!Tag(&wire, &number, &type)) return false;
+    if (number != 1) {
+      if (!wire.Skip(type)) return false;
+      continue;
+    }
+    absl::string_view features;
+    if (type != 2 || !wire.Bytes(&features)) return false;
+    Wire fields(features);
+    while (!fields.done()) {
+      uint64_t field;
+      int field_type;
+      if (!Tag(&fields, &field, &field_type)) return false;
+      if (field != 1) {
+        if (!fields.Skip(field_type)) return false;
+        continue;
+      }
+      absl::string_view entry;
+      if (field_type != 2 || !fields.Bytes(&entry)) return false;
+      entries->emplace_back();
+      if (!ParseEntry(entry, &entries->back())) return false;
+    }
+  }
+  return true;
+}
+
+void AppendBigEndian(uint64_t value, int bytes, std::string* out) {
+  for (int i = bytes - 1; i >= 0; --i) out->push_back(static_cast<char>((value >> (8 * i)) & 0xff));
+}
+
+}  // namespace
+
+REGISTER_OP("Tf2MapreduceExampleFeatureKeys")
+    .Input("records: string")
+    .Input("features: string")
+    .Output("keys: string")
+    .Output("counts: int64")
+    .SetShapeFn([](tensorflow::shape_inference::InferenceContext* c) {
+      c->set_output(0, c->Vector(c->UnknownDim()));
+      c->set_output(1, c->Vector(c->UnknownDim()));
+      return absl::OkStatus();
+    })
+    .Doc(R"doc(
+The statistics keys of `records` (a vector of serialized tf.train.Example), each distinct
+one with its count, in no order; only of the features named in `features`, or of all
+of them if it is empty. A map key given twice keeps its last entry, as protobuf's
+parser does. Fails with InvalidArgument for a record that is not an Example.
+)doc");
+
+class ExampleFeatureKeysOp : public OpKernel {
+ public:
+  explicit ExampleFeatureKeysOp(OpKernelConstruction* context) : OpKernel(context) {}
+
+  void Compute(OpKernelContext* context) override {
+    const auto records = context->input(0).flat<tstring>();
+    const auto wanted = context->input(1).flat<tstring>();
+    absl::flat_hash_set<absl::string_view> only;
+    for (int64_t i = 0; i < wanted.size(); ++i) only.insert(absl::string_view(wanted(i).data(), wanted(i).size()));
+    absl::flat_hash_map<std::string, int64_t> counts;
+    if (records.size() > 0) counts["e"] += records.size();
+    std::vector<Entry> entries;
+    absl::flat_hash_set<absl::string_view> seen;
+    std::string key;
+    for (int64_t r = 0; r < records.size(); ++r) {
+      entries.clear();
+      seen.clear();
+      OP_REQUIRES(context, ParseExample(absl::string_view(records(r).data(), records(r).size()), &entries),
+                  tensorflow::errors::InvalidArgument("record ", r, " of a batch of ", records.size(),
+                                                      " is not a tf.train.Example"));
+      for (auto entry = entries.rbegin(); entry != entries.rend(); ++entry) {
+        if (!seen.insert(entry->name).second) continue;  // an earlier entry of a name given again
+        if (!only.empty() && !only.contains(entry->name)) continue;
+        const Feature& feature = entry->feature;
+        key = absl::StrCat("n", entry->name.size(), ":", entry->name);
+        key.push_back(kKinds[feature.kind]);
+        const size_t prefix = key.size();
+        absl::StrAppend(&key, feature.size());
+        ++counts[key];
+        key[0] = 'v';
+        for (absl::string_view value : feature.bytes) {
+          key.resize(prefix);
+          key.append(value.data(), value.size());
+          ++counts[key];
+        }
+        for (uint32_t bits : feature.floats) {
+          key.resize(prefix);
+          const bool nan = (bits & 0x7f800000u) == 0x7f800000u && (bits & 0x007fffffu) != 0;
+          AppendBigEndian(nan ? kCanonicalNan : bits, 4, &key);
+          ++counts[key];
+        }
+        for (int64_t value : feature.ints) {
+          key.resize(prefix);
+          // The sign bit flipped: byte order is then the numbers' order.
+          AppendBigEndian(static_cast<uint64_t>(value) ^ (uint64_t{1} << 63), 8, &key);
+          ++counts[key];
+        }
+      }
+    }
+    Tensor* keys = nullptr;
+    Tensor* numbers = nullptr;
+    const int64_t size = static_cast<int64_t>(counts.size());
+    OP_REQUIRES_OK(context, context->allocate_output(0, TensorShape({size}), &keys));
+    OP_REQUIRES_OK(context, context->allocate_output(1, TensorShape({size}), &numbers));
+    auto key_out = keys->flat<tstring>();
+    auto count_out = numbers->flat<int64_t>();
+    int64_t k = 0;
+    for (const auto& [text, count] : counts) {
+      key_out(k).assign(text.data(), text.size());
+      count_out(k) = count;
+      ++k;
+    }
+  }
+};
+
+REGISTER_KERNEL_BUILDER(Name("Tf2MapreduceExampleFeatureKeys").Device(tensorflow::DEVICE_CPU),
+                        ExampleFeatureKeysOp);
+
+}  // namespace tf2_mapreduce

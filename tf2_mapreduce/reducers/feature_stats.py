@@ -1,0 +1,126 @@
+"""A reducer of exact dataset statistics: every feature value of tf.train.Example records
+counted in one per-key table, and the statistics made from those counts at the end.
+What a statistics key means is decoded here only (`native/example_features.cc` makes them)."""
+
+import json
+import os
+from dataclasses import dataclass
+
+import tensorflow as tf
+
+from tf2_mapreduce import output, statistics
+from tf2_mapreduce.errors import UsageError
+from tf2_mapreduce.reducers.base import Collected
+from tf2_mapreduce.reducers.keyed import KeySum
+from tf2_mapreduce.result import NO_FILES
+
+__all__ = ["FeatureStats"]
+
+FILES = ("stats.pb", "stats.json", "stats.html")
+
+
+class StatKeys:
+    """The keys of a statistics table. b"e": the examples read. Else a record letter,
+    the feature's name as a netstring (its length in decimal, ":", the name), a kind
+    letter ("b" bytes, "f" float, "i" int64, "x" no list set) and:
+    - record "n": the number of values in decimal; counted once per example holding
+      the feature with that many values;
+    - record "v": a value (bytes as they are; an int64 as 8 bytes big-endian with the
+      sign bit flipped; a float32 as 4 bytes big-endian, NaN as 0x7fc00000); counted
+      once per occurrence."""
+
+    reserved = (b"e",)
+    examples_key = b"e"
+
+    def split(self, key):
+        """(record, name, kind, payload) of a key; (b"e", None, None, b"") for the examples."""
+        if key == self.examples_key:
+            return key, None, None, b""
+        colon = key.index(b":")
+        start = colon + 1
+        end = start + int(key[1:colon])
+        return key[:1], key[start:end].decode("utf-8", "surrogateescape"), key[end : end + 1].decode(), key[end + 1 :]
+
+
+@dataclass(frozen=True)
+class FeatureStats(KeySum):
+    """Exact statistics of the features of tf.train.Example records (`statistics`), from
+    one table of counts (`KeySum`'s) that `StatKeys` describes: `map_fn(records)`
+    returns (keys, counts). The job's value while it runs is the examples read; its
+    result's value is a `statistics.DatasetStats`, written to a directory as stats.pb
+    (TFDV's DatasetFeatureStatisticsList), stats.json and stats.html."""
+
+    features: tuple = ()  # names reported even if no example holds them (empty: those found)
+
+    def keys(self) -> StatKeys:
+        return StatKeys()
+
+    def counted(self, keys, counts):
+        return tf.reduce_sum(tf.where(tf.equal(keys, StatKeys.examples_key), counts, 0))
+
+    def describe(self, value, distinct=None):
+        if isinstance(value, statistics.DatasetStats):
+            return "%d examples, %d features" % (value.num_examples, len(value.features))
+        text = "%d examples" % value
+        return text if distinct is None else "%s (%d distinct keys)" % (text, distinct)
+
+    def fields(self, value, distinct=None):
+        named = {"examples": value}
+        if distinct is not None:
+            named["distinct_keys"] = distinct
+        return named
+
+    def rates(self, before, after, seconds):
+        return {"examples": (after - before) / seconds}
+
+    def collect(self, state, plan, piece_done):
+        """Reads the whole table once, a chunk at a time; raises `JobFailed` for a feature
+        of two types with on_error="fail"."""
+        builder = statistics.Builder(self.features, plan.on_error)
+        space = self.keys()
+        for key, count in state.entries():
+            record, name, kind, payload = space.split(key)
+            if record == b"v":
+                builder.add_value(name, kind, payload, count)
+            elif record == b"n":
+                builder.add_lengths(name, kind, int(payload), count)
+            else:
+                builder.add_examples(count)
+        return Collected(builder.finish(), None, NO_FILES)
+
+    def entries(self, state, min_count=1):
+        raise TypeError("a statistics job's result is its statistics: see Result.features")
+
+    def top(self, state, k, min_count=1):
+        raise TypeError("a statistics job's result is its statistics: see Result.features")
+
+    def check_output(self, path):
+        raise UsageError("{setting:output}: this job writes %s: use {setting:output_dir}" % ", ".join(FILES))
+
+    def check_output_dir(self):
+        """stats.pb, stats.json and stats.html."""
+
+    def write_dir(self, state, result, output_dir, top_k, min_count, file_format, document):
+        from tf2_mapreduce import stats_html
+
+        stats = result.total
+        if output_dir is None:
+            return {"files": list(FILES)}
+        tf.io.gfile.makedirs(output_dir)
+        contents = (
+            stats.proto().SerializeToString(),
+            json.dumps({**document, **stats.as_json()}, indent=1).encode() + b"\n",
+            stats_html.page(stats).encode("utf-8"),
+        )
+        for name, content in zip(FILES, contents):
+            with output.AtomicFile(os.path.join(output_dir, name), "wb") as f:
+                f.write(content)
+        return {"files": list(FILES)}
+
+    def wrote(self, summary, output_dir) -> str:
+        return "wrote %s to %s" % (", ".join(summary["files"]), output_dir)
+
+    def summary_lines(self, state, result, top_k, min_count, written):
+        from tf2_mapreduce import stats_proto
+
+        return stats_proto.table_lines(result.total)

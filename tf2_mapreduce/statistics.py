@@ -1,0 +1,351 @@
+"""Exact dataset statistics from exact counts: per feature its presence, values per example,
+numbers (mean, deviation, quantiles, histograms) or strings (top values, ranks).
+
+Every figure is computed from the counts of each distinct value, which do not depend on
+the order in which pieces were counted: sums are exact integers (a float32 is an integer
+times 2**-149), so two runs over the same data give the same figures to the last bit.
+Quantiles are exact too: the value of rank floor(q * (n - 1)) in the sorted values.
+"""
+
+import functools
+import heapq
+import math
+from dataclasses import dataclass, field
+from fractions import Fraction
+
+import numpy as np
+
+from tf2_mapreduce.errors import JobFailed
+from tf2_mapreduce.vocabulary import tft_key
+
+__all__ = ["NumericStats", "StringStats", "FeatureStats", "DatasetStats", "Builder", "KIND_NAMES"]
+
+KIND_NAMES = {"b": "bytes", "f": "float", "i": "int64", "x": None}  # as the statistics keys name them
+NUM_QUANTILES = 10  # buckets of the quantile histograms (TFDV's default)
+NUM_BUCKETS = 10  # buckets of the equal-width histograms (TFDV's default)
+NUM_TOP_VALUES = 20  # top values of a bytes feature kept (TFDV's default)
+NUM_RANK_BUCKETS = 1000  # ranks of a bytes feature's rank histogram (TFDV's default)
+_FLOAT_SCALE = 149  # a float32 times 2**149 is an integer
+
+
+@dataclass(frozen=True)
+class NumericStats:
+    """An int64 or float feature's values. NaN and infinities are counted apart and left
+    out of the other figures (then None where no value is left)."""
+
+    count: int  # values, NaN and infinities included
+    mean: float | None
+    std_dev: float | None  # population standard deviation
+    num_zeros: int
+    min: float | int | None
+    max: float | int | None
+    median: float | int | None  # the value of rank floor((n - 1) / 2)
+    quantiles: list  # NUM_QUANTILES + 1 values: ranks floor(k * (n - 1) / NUM_QUANTILES)
+    histogram: list  # [(low, high, count)], NUM_BUCKETS equal widths from min to max
+    num_nan: int
+    num_pos_inf: int
+    num_neg_inf: int
+
+
+@dataclass(frozen=True)
+class StringStats:
+    """A bytes feature's values."""
+
+    count: int
+    unique: int
+    invalid_utf8_count: int  # values that are not UTF-8 text
+    top_values: list  # [(value bytes, count)]: most frequent first, ties as vocabularies order them
+    avg_length: float  # bytes per value
+    rank_histogram: list  # [(rank, value bytes, count)] of the NUM_RANK_BUCKETS most frequent
+
+
+@dataclass(frozen=True)
+class FeatureStats:
+    """One feature: in how many examples it is present (with a list, even an empty one;
+    as in TFDV, a feature with no list set is missing), how many values those examples
+    hold, and its values' figures."""
+
+    name: str
+    type: str | None  # "int64", "float", "bytes"; None if no example holds a list of it
+    num_present: int
+    num_missing: int
+    num_unset: int  # of the missing: examples where it is there with no list set
+    min_num_values: int
+    max_num_values: int
+    avg_num_values: float
+    tot_num_values: int
+    num_values_quantiles: list  # NUM_QUANTILES + 1 values, as `NumericStats.quantiles`
+    numeric: NumericStats | None
+    string: StringStats | None
+    left_out: dict = field(default_factory=dict)  # {type: examples} of values of another type, left out
+
+
+@dataclass(frozen=True)
+class DatasetStats:
+    """The statistics of a dataset: the examples read and each feature, by name."""
+
+    num_examples: int
+    features: dict  # name -> FeatureStats, in name order
+
+    def proto(self):
+        """As a tensorflow_metadata `DatasetFeatureStatisticsList`, filled as TFDV fills its own."""
+        from tf2_mapreduce import stats_proto
+
+        return stats_proto.to_proto(self)
+
+    def as_json(self) -> dict:
+        """The same figures as JSON-ready values (bytes as %-escaped text, see `output.escape`)."""
+        from tf2_mapreduce import stats_proto
+
+        return stats_proto.to_json(self)
+
+
+def _rank(k, parts, n):
+    """The rank of the k-th of `parts` quantiles among `n` sorted values."""
+    return (k * (n - 1)) // parts
+
+
+def _at_ranks(values, counts, ranks):
+    """The values at `ranks` (sorted) of the multiset of sorted `values` with `counts`."""
+    ends = np.cumsum(counts)
+    return [values[int(np.searchsorted(ends, r, side="right"))] for r in ranks]
+
+
+def _python(value):
+    return value.item() if isinstance(value, np.generic) else value
+
+
+def _numeric(values, counts, is_float):
+    """`NumericStats` of sorted distinct `values` (int64 or float32) with `counts`."""
+    total = int(counts.sum())
+    nan = pos_inf = neg_inf = 0
+    if is_float:
+        nan = int(counts[np.isnan(values)].sum())
+        pos_inf = int(counts[values == np.inf].sum())
+        neg_inf = int(counts[values == -np.inf].sum())
+        keep = np.isfinite(values)
+        values, counts = values[keep], counts[keep]
+    n = int(counts.sum())
+    zeros = int(counts[values == 0].sum())
+    if n == 0:
+        return NumericStats(total, None, None, zeros, None, None, None, [], [], nan, pos_inf, neg_inf)
+    if is_float:
+        scaled = [int(v) for v in (values.astype(np.float64) * 2.0**_FLOAT_SCALE).tolist()]
+        scale = 2**_FLOAT_SCALE
+    else:
+        scaled, scale = [int(v) for v in values.tolist()], 1
+    weights = [int(c) for c in counts.tolist()]
+    s = sum(v * c for v, c in zip(scaled, weights))
+    squares = sum(v * v * c for v, c in zip(scaled, weights))
+    mean = Fraction(s, n * scale)
+    variance = Fraction(n * squares - s * s, n * n * scale * scale)
+    quantiles = [
+        _python(v) for v in _at_ranks(values, counts, [_rank(k, NUM_QUANTILES, n) for k in range(NUM_QUANTILES + 1)])
+    ]
+    low, high = _python(values[0]), _python(values[-1])
+    return NumericStats(
+        count=total,
+        mean=float(mean),
+        std_dev=math.sqrt(float(variance)),
+        num_zeros=zeros,
+        min=low,
+        max=high,
+        median=_python(_at_ranks(values, counts, [(n - 1) // 2])[0]),
+        quantiles=quantiles,
+        histogram=_histogram(values, counts, float(low), float(high)),
+        num_nan=nan,
+        num_pos_inf=pos_inf,
+        num_neg_inf=neg_inf,
+    )
+
+
+def _histogram(values, counts, low, high):
+    """NUM_BUCKETS buckets of equal width from `low` to `high`, each [low, high) but the
+    last, which holds `high`; one bucket if all values are equal."""
+    if low == high:
+        return [(low, high, int(counts.sum()))]
+    width = (high - low) / NUM_BUCKETS
+    edges = [low + k * width for k in range(NUM_BUCKETS)] + [high]
+    ends = np.cumsum(counts)
+    as_float = values.astype(np.float64)
+    below = [0] + [int(ends[i - 1]) if i > 0 else 0 for i in np.searchsorted(as_float, edges[1:-1], side="left")]
+    below.append(int(ends[-1]))
+    return [(edges[k], edges[k + 1], below[k + 1] - below[k]) for k in range(NUM_BUCKETS)]
+
+
+class _Strings:
+    """A bytes feature's values as they stream in: a bounded heap of the most frequent,
+    and every count (for the distinct values and the ranks)."""
+
+    def __init__(self):
+        self.heap = []  # (count, inverted order key, value): the least frequent on top
+        self.counts = []
+        self.length = 0
+        self.invalid_utf8 = 0
+
+    def add(self, value, count):
+        self.counts.append(count)
+        self.length += len(value) * count
+        try:
+            value.decode("utf-8")
+        except UnicodeDecodeError:
+            self.invalid_utf8 += count
+        negated, order = tft_key(value, count)
+        entry = (-negated, _Reversed(order), value)
+        if len(self.heap) < NUM_RANK_BUCKETS:
+            heapq.heappush(self.heap, entry)
+        elif entry > self.heap[0]:
+            heapq.heapreplace(self.heap, entry)
+
+    def finish(self):
+        counts = np.array(self.counts, np.int64)
+        total = int(counts.sum())
+        ranked = [(value, count) for count, _, value in sorted(self.heap, reverse=True)]
+        return StringStats(
+            count=total,
+            unique=len(counts),
+            invalid_utf8_count=self.invalid_utf8,
+            top_values=ranked[:NUM_TOP_VALUES],
+            avg_length=self.length / total if total else 0.0,
+            rank_histogram=[(rank, value, count) for rank, (value, count) in enumerate(ranked)],
+        )
+
+
+@functools.total_ordering
+class _Reversed:
+    """Orders bytes backwards, so that a min-heap keeps the values that come first."""
+
+    __slots__ = ("key",)
+
+    def __init__(self, key):
+        self.key = key
+
+    def __lt__(self, other):
+        return self.key > other.key
+
+    def __eq__(self, other):
+        return self.key == other.key
+
+
+class _Feature:
+    """What is known of one feature while the counts stream in."""
+
+    def __init__(self):
+        self.examples = {}  # kind -> {number of values: examples}
+        self.numbers = {}  # kind -> ([payload bytes], [counts])
+        self.strings = _Strings()
+
+
+class Builder:
+    """Statistics from counted keys: `add_examples`, `add_lengths` and `add_value` in any
+    order, then `finish`. `features`: names every one of which is reported, even if
+    absent from all examples (empty: those found). `on_error`: what a feature with
+    values of two types means, "fail" (`JobFailed`) or "skip" (the type of most
+    examples is kept, the others' examples left out and counted in `left_out`)."""
+
+    def __init__(self, features=(), on_error="fail"):
+        self.num_examples = 0
+        self.named = tuple(features)
+        self.on_error = on_error
+        self.features = {name: _Feature() for name in self.named}
+
+    def _feature(self, name):
+        found = self.features.get(name)
+        if found is None:
+            found = self.features[name] = _Feature()
+        return found
+
+    def add_examples(self, count):
+        self.num_examples += count
+
+    def add_lengths(self, name, kind, length, count):
+        """`count` examples hold `length` values of feature `name` of `kind` ("b", "f", "i", "x")."""
+        by_length = self._feature(name).examples.setdefault(kind, {})
+        by_length[length] = by_length.get(length, 0) + count
+
+    def add_value(self, name, kind, payload, count):
+        """`payload` (bytes; 8 bytes big-endian, sign bit flipped, for an int64; 4 bytes
+        big-endian for a float32) occurs `count` times as a value of `name`."""
+        feature = self._feature(name)
+        if kind == "b":
+            feature.strings.add(payload, count)
+            return
+        payloads, counts = feature.numbers.setdefault(kind, ([], []))
+        payloads.append(payload)
+        counts.append(count)
+
+    def finish(self) -> DatasetStats:
+        """Raises `JobFailed` for a feature of two types with on_error="fail"."""
+        return DatasetStats(
+            self.num_examples, {name: self._finish(name, self.features[name]) for name in sorted(self.features)}
+        )
+
+    def _kind(self, name, feature):
+        """The feature's kind, and {type: examples} of the lists of other kinds (empty
+        ones too: TFDV fails on them as well)."""
+        holding = {kind: sum(by.values()) for kind, by in feature.examples.items() if kind != "x"}
+        if not holding:
+            return None, {}
+        kind = max(sorted(holding), key=lambda k: holding[k])
+        others = {KIND_NAMES[k]: examples for k, examples in holding.items() if k != kind}
+        if others and self.on_error == "fail":
+            raise JobFailed(
+                "feature %s holds lists of %s; a feature has one type (with on_error=skip, the "
+                "examples of all but the type of most are left out of its statistics)"
+                % (name, " and ".join("%s in %d examples" % (KIND_NAMES[k], holding[k]) for k in sorted(holding)))
+            )
+        return kind, others
+
+    def _finish(self, name, feature):
+        kind, others = self._kind(name, feature)
+        lengths = {}
+        for k, by_length in feature.examples.items():
+            if k == "x" or KIND_NAMES[k] in others:
+                continue
+            for n, c in by_length.items():
+                lengths[n] = lengths.get(n, 0) + c
+        present = sum(lengths.values())
+        if lengths:
+            sizes = np.array(sorted(lengths), np.int64)
+            weights = np.array([lengths[n] for n in sorted(lengths)], np.int64)
+            total = int((sizes * weights).sum())
+            quantiles = [
+                int(v)
+                for v in _at_ranks(sizes, weights, [_rank(k, NUM_QUANTILES, present) for k in range(NUM_QUANTILES + 1)])
+            ]
+            low, high, average = int(sizes[0]), int(sizes[-1]), total / present
+        else:
+            total, quantiles, low, high, average = 0, [], 0, 0, 0.0
+        numeric = string = None
+        if kind == "b":
+            string = feature.strings.finish()
+        elif kind in ("i", "f"):
+            numeric = _numbers(feature.numbers.get(kind, ([], [])), kind == "f")
+        return FeatureStats(
+            name=name,
+            type=KIND_NAMES[kind] if kind else None,
+            num_present=present,
+            num_missing=self.num_examples - present,
+            num_unset=sum(feature.examples.get("x", {}).values()),
+            min_num_values=low,
+            max_num_values=high,
+            avg_num_values=average,
+            tot_num_values=total,
+            num_values_quantiles=quantiles,
+            numeric=numeric,
+            string=string,
+            left_out=others,
+        )
+
+
+def _numbers(collected, is_float):
+    payloads, counts = collected
+    raw = b"".join(payloads)
+    if is_float:
+        values = np.frombuffer(raw, ">f4").astype(np.float32)
+    else:
+        values = (np.frombuffer(raw, ">u8").astype(np.uint64) ^ np.uint64(1 << 63)).view(np.int64)
+    counts = np.array(counts, np.int64)
+    # -0.0 before 0.0: values that compare equal must not come in the order the keys did.
+    order = np.lexsort((~np.signbit(values), values))
+    return _numeric(values[order], counts[order], is_float)
