@@ -5,13 +5,13 @@ fault drawn at random at a random moment, the whole result checked against plain
     python scripts/soak.py --seed 7 --round 12           # replays round 12 of seed 7 exactly
 
 Each round starts 2 ps and 3 workers (`python -m tf2_mapreduce.server`, each with its own
-TF_CONFIG), runs one job (sum, vector sum, per-key sum, and vocabularies of tf.Example
-features, in turn; the text holds gzip and zlib files, the examples GZIP'd and plain
+TF_CONFIG), runs one job (sum, vector sum, per-key sum, vocabularies and statistics of
+tf.Example features, in turn; the text holds gzip and zlib files, the examples GZIP'd and plain
 TFRecord shards) and injects one fault:
 kill -9 of one or two workers, of a worker then restarted, of a ps (restarted; the same
 command run again), of the coordinator (run again), SIGSTOP of a worker, a second job on
 kept servers, or (as root, with iproute2) a worker's network link cut, in network
-namespaces. It then checks the result file (or every vocabulary file) against
+namespaces. It then checks the result file (or every vocabulary file, or stats.json) against
 `bytes.split()` / `Counter` / protobuf parsing record by record, whole,
 that every server not killed exited 0 by itself, and that no process of the round is left.
 Exit status 0 when every round passed.
@@ -31,6 +31,7 @@ import tempfile
 import time
 import zlib
 
+import oracle_stats
 import oracle_vocab
 import portpicker
 import switched_hosts
@@ -39,7 +40,8 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # before TensorFlow is impor
 from tf2_mapreduce import orphans, output  # noqa: E402  (its unescape reads a per-key table back)
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-JOBS = ("wordcount", "wc", "wordfreq", "vocab")
+JOBS = ("wordcount", "wc", "wordfreq", "vocab", "stats")
+EXAMPLE_JOBS = ("vocab", "stats")  # over the tf.Example shards, written to a directory
 FEATURES = ("query", "tags", "user_id", "clicks")
 FAULTS = (
     "kill_worker",
@@ -138,7 +140,8 @@ def write_examples(directory):
 
 def oracle(paths, examples):
     """Per file (lines, words, bytes) by plain Python, and every word's count; and for
-    `examples`, each feature's counts by protobuf itself (scripts/oracle_vocab.py)."""
+    `examples`, each feature's counts by protobuf itself (scripts/oracle_vocab.py) and
+    the figures of stats.json (scripts/oracle_stats.py)."""
     per_file, counts = {}, collections.Counter()
     vocab = oracle_vocab.vocab_counts(examples, FEATURES)
     for path in paths:
@@ -147,7 +150,7 @@ def oracle(paths, examples):
         lines = data.count(b"\n") + (1 if data and not data.endswith(b"\n") else 0)
         per_file[path] = (lines, len(words), len(data))
         counts.update(words)
-    return per_file, counts, vocab
+    return per_file, counts, vocab, oracle_stats.figures(oracle_stats.records_of(examples))
 
 
 def holdable(term):
@@ -199,11 +202,30 @@ def check_vocabularies(directory, vocab):
             )
 
 
+def check_stats(directory, stats):
+    """Raises `Failed` unless stats.json holds the oracle's figures, every one."""
+    try:
+        with open(os.path.join(directory, "stats.json")) as f:
+            document = json.load(f)
+    except (OSError, ValueError) as e:
+        raise Failed("no stats.json: %s" % e) from None
+    if document["num_examples"] != stats["num_examples"]:
+        raise Failed("%d examples, oracle %d" % (document["num_examples"], stats["num_examples"]))
+    for name in sorted(set(document["features"]) | set(stats["features"])):
+        got, want = document["features"].get(name), stats["features"].get(name)
+        if got != want:
+            wrong = sorted(k for k in set(got or {}) | set(want or {}) if (got or {}).get(k) != (want or {}).get(k))
+            raise Failed("feature %s: %s differ from the oracle's" % (name, ", ".join(wrong) or "presence"))
+
+
 def check_result(job, path, expected):
     """Raises `Failed` unless the result file at `path` is the oracle's, whole."""
-    per_file, counts, vocab = expected
+    per_file, counts, vocab, stats = expected
     if job == "vocab":
         check_vocabularies(path, vocab)
+        return
+    if job == "stats":
+        check_stats(path, stats)
         return
     if job == "wordfreq":
         with open(path, encoding="utf-8") as f:
@@ -352,8 +374,8 @@ class Round:
             "tf2_mapreduce.coordinator",
             "--job=%s" % job,
             "--input",
-            self.corpus["examples" if job == "vocab" else "text"],
-            "--output_dir" if job == "vocab" else "--output",
+            self.corpus["examples" if job in EXAMPLE_JOBS else "text"],
+            "--output_dir" if job in EXAMPLE_JOBS else "--output",
             output,
             *(["--features=" + ",".join(FEATURES)] if job == "vocab" else []),
             "--checkpoint_dir",
@@ -364,8 +386,8 @@ class Round:
         return self.spawn("chief", argv, self.env("chief", 0), "coordinator-%d.log" % self.runs)
 
     def output(self, job, n=0):
-        if job == "vocab":
-            return os.path.join(self.dir, "vocabularies-%d" % n)
+        if job in EXAMPLE_JOBS:
+            return os.path.join(self.dir, "%s-%d" % (job, n))
         return os.path.join(self.dir, "result-%d.%s" % (n, "tsv" if job == "wordfreq" else "json"))
 
     def log_tail(self, name, lines=3):

@@ -2,31 +2,26 @@
 with protobuf and computes with Fraction, sorting and Counter; stats.pb read back with
 tensorflow-metadata's classes; the same bytes whatever the number of workers."""
 
-import collections
 import json
 import math
 import random
-import struct
-from fractions import Fraction
+import sys
 
 import pytest
 import tensorflow as tf
-from conftest import read_tfrecords, run_cli, task_env, tft_ordered
-from tensorflow.core.example import example_pb2
+from conftest import SCRIPTS, ConfiguredCluster, LiveCoordinator, read_tfrecords, run_cli, task_env
 from tensorflow_metadata.proto.v0 import statistics_pb2
 
 import tf2_mapreduce as mr
 from tf2_mapreduce import output
 from tf2_mapreduce.errors import JobFailed, UsageError
 
-KINDS = {"bytes_list": "bytes", "int64_list": "int64", "float_list": "float"}
+sys.path.insert(0, SCRIPTS)
+import oracle_stats  # noqa: E402  (scripts/, shared with the soak)
+
 ODD_BYTES = [b"", b"\xff\xfe", "caf\u00e9".encode(), b"a\nb", b"x" * 300]
 ODD_INTS = [0, -1, 1, 2**63 - 1, -(2**63), 2**62, -(2**40)]
 ODD_FLOATS = [0.0, -0.0, math.nan, math.inf, -math.inf, 1e-45, -3.4028234663852886e38, 3.4028234663852886e38, 0.1]
-
-
-def float32(x):
-    return struct.unpack("<f", struct.pack("<f", x))[0]
 
 
 def awkward_example(rng):
@@ -71,86 +66,19 @@ def awkward(tmp_path_factory):
     return str(directory), paths
 
 
-def oracle(paths):
-    """Per feature, from each record parsed by protobuf: the examples holding a list of
-    each type, the lengths of those lists, their values, and the examples where the
-    feature has no list set (missing, as in TFDV)."""
-    examples = 0
-    features = collections.defaultdict(
-        lambda: {"kinds": collections.Counter(), "lengths": [], "values": [], "unset": 0}
-    )
-    for path in paths:
-        for record in read_tfrecords(path):
-            examples += 1
-            for name, feature in example_pb2.Example.FromString(record).features.feature.items():
-                kind = feature.WhichOneof("kind")
-                entry = features[name]
-                if kind is None:
-                    entry["unset"] += 1
-                    continue
-                values = list(getattr(feature, kind).value)
-                entry["kinds"][KINDS[kind]] += 1
-                entry["lengths"].append(len(values))
-                entry["values"].extend(values)
-    return examples, dict(features)
+def oracle(paths, features=()):
+    """stats.json's figures by scripts/oracle_stats.py: each record parsed by protobuf."""
+    return oracle_stats.figures((r for path in paths for r in read_tfrecords(path)), features)
 
 
-def quantiles(ordered):
-    n = len(ordered)
-    return [ordered[k * (n - 1) // 10] for k in range(11)] if n else []
-
-
-def assert_numeric(figures, values):
-    finite = sorted(v for v in values if math.isfinite(v))
-    assert figures.count == len(values)
-    assert figures.num_nan == sum(1 for v in values if math.isnan(v))
-    assert figures.num_pos_inf == values.count(math.inf) and figures.num_neg_inf == values.count(-math.inf)
-    assert figures.num_zeros == sum(1 for v in finite if v == 0)
-    if not finite:
-        assert figures.mean is None and figures.min is None
-        return
-    n = len(finite)
-    exact = [Fraction(v) for v in finite]
-    mean = sum(exact) / n
-    assert figures.mean == float(mean)
-    assert figures.std_dev == math.sqrt(float(sum((v - mean) ** 2 for v in exact) / n))
-    assert (figures.min, figures.max) == (finite[0], finite[-1])
-    assert figures.median == finite[(n - 1) // 2]
-    assert figures.quantiles == quantiles(finite)
-    assert sum(count for _, _, count in figures.histogram) == n
-    for low, high, count in figures.histogram:
-        last = high == finite[-1]
-        assert count == sum(1 for v in finite if low <= v and (v < high or (last and v <= high)))
-
-
-def assert_matches(stats, paths):
-    examples, features = oracle(paths)
-    assert stats.num_examples == examples
-    assert sorted(stats.features) == sorted(features)
-    for name, expected in features.items():
-        got = stats.features[name]
-        kinds = expected["kinds"]
-        assert got.type == (kinds.most_common(1)[0][0] if kinds else None), name
-        lengths = sorted(expected["lengths"])
-        assert (got.num_present, got.num_missing) == (len(lengths), examples - len(lengths))
-        assert got.num_unset == expected["unset"]
-        assert got.num_values_quantiles == quantiles(lengths) and got.tot_num_values == sum(lengths)
-        if lengths:
-            assert (got.min_num_values, got.max_num_values) == (lengths[0], lengths[-1])
-            assert got.avg_num_values == sum(lengths) / len(lengths)
-        values = expected["values"]
-        if got.type == "bytes":
-            counts = collections.Counter(values)
-            ranked = tft_ordered(counts)
-            assert got.string.unique == len(counts) and got.string.count == len(values)
-            assert got.string.top_values == ranked[:20]
-            assert got.string.rank_histogram == [(r, v, c) for r, (v, c) in enumerate(ranked[:1000])]
-            assert got.string.avg_length == sum(len(v) for v in values) / len(values)
-            assert got.string.invalid_utf8_count == sum(1 for v in values if not _utf8(v))
-        elif got.type == "int64":
-            assert_numeric(got.numeric, values)
-        elif got.type == "float":
-            assert_numeric(got.numeric, [float32(v) for v in values])
+def assert_matches(stats, paths, features=()):
+    """Every figure of every feature, against the oracle, whole."""
+    expected = oracle(paths, features)
+    got = stats.as_json()
+    assert sorted(got["features"]) == sorted(expected["features"])
+    assert got["num_examples"] == expected["num_examples"]
+    for name, figures in expected["features"].items():
+        assert got["features"][name] == figures, name
 
 
 def assert_proto(path, stats):
@@ -232,8 +160,8 @@ def test_stats_of_named_features_only(inprocess, awkward):
     assert sorted(result.features) == ["absent", "user_id"]
     absent = result.features["absent"]
     assert absent.type is None and absent.num_present == 0 and absent.num_missing == result.total.num_examples
-    examples, features = oracle(paths)
-    assert result.features["user_id"].num_present == len(features["user_id"]["lengths"])
+    assert_matches(result.total, paths, ("user_id", "absent"))
+    assert [list(f.path.step) for f in result.proto().datasets[0].features] == [["user_id"]]
 
 
 def test_one_example_and_no_example(inprocess, tmp_path):
@@ -313,7 +241,7 @@ def test_the_cli_writes_the_same_bytes_whatever_the_workers(awkward, tmp_path):
         )
         assert run.returncode == 0, run.stderr
         lines = run.stdout.splitlines()
-        assert lines[0].startswith("stats: %d examples, 6 features in 6 files" % oracle(paths)[0])
+        assert lines[0].startswith("stats: %d examples, 6 features in 6 files" % oracle(paths)["num_examples"])
         assert [line.split()[0] for line in lines[2:8]] == ["constant", "query", "rare", "score", "unset", "user_id"]
         outputs.append({name: (out / name).read_bytes() for name in ("stats.pb", "stats.html")})
     assert outputs[0] == outputs[1]
@@ -322,3 +250,66 @@ def test_the_cli_writes_the_same_bytes_whatever_the_workers(awkward, tmp_path):
         bad.returncode == 2
         and "--output: this job writes stats.pb, stats.json, stats.html: use --output_dir" in bad.stderr
     )
+
+
+@pytest.fixture(scope="module")
+def many(tmp_path_factory):
+    """24 files of awkward examples, half of them GZIP'd, for runs long enough to be cut."""
+    directory = tmp_path_factory.mktemp("many")
+    rng = random.Random(29)
+    paths = []
+    for n in range(24):
+        suffix, compression = [(".tfrecord", ""), (".tfrecord.gz", "GZIP")][n % 2]
+        records = [awkward_example(rng) for _ in range(250)]
+        paths.append(write_records(str(directory / ("part-%02d%s" % (n, suffix))), records, compression))
+    return str(directory), paths
+
+
+@pytest.mark.cluster
+def test_a_killed_worker_then_a_killed_ps_and_a_rerun_give_the_same_bytes(tmp_path, processes, many):
+    directory, paths = many
+    reference = tmp_path / "reference"
+    clean = run_cli(["--job=stats", "--input", directory, "--output_dir", str(reference)], task_env())
+    assert clean.returncode == 0, clean.stderr
+    cluster = ConfiguredCluster(tmp_path, processes, num_ps=2, num_workers=2)
+    cluster.start_all()
+    out = tmp_path / "out"
+    args = [
+        "--job=stats",
+        "--input",
+        directory,
+        "--output_dir",
+        str(out),
+        "--checkpoint_dir",
+        str(tmp_path / "ckpt"),
+        "--checkpoint_every",
+        "0.3",
+        "--files_per_step",
+        "1",
+        "--read_size",
+        "2048",
+        "--progress_every",
+        "0.2",
+    ]
+    job = LiveCoordinator(args, cluster.chief_env(), processes, tmp_path / "first.log")
+    assert job.wait_for_files(2) < len(paths)
+    cluster.servers["worker", 1].kill()
+    saved = int(job.wait_for(r"checkpoint saved: ([1-9]\d*) of").group(1))
+    cluster.servers["ps", 0].kill()
+    code, _, stderr = job.finish()
+    assert code == 3, stderr
+    assert "failed during the job" in stderr and not (out / "stats.pb").exists()
+    cluster.start("ps", 0)
+    cluster.start("worker", 1)
+    resumed = LiveCoordinator(args, cluster.chief_env(), processes, tmp_path / "second.log")
+    pattern = r"resuming from .*: (\d+) of %d files already done" % len(paths)
+    assert int(resumed.wait_for(pattern).group(1)) >= saved
+    code, _, stderr = resumed.finish()
+    assert code == 0, stderr
+    for name in ("stats.pb", "stats.html"):
+        assert (out / name).read_bytes() == (reference / name).read_bytes(), name
+    with open(out / "stats.json") as f:
+        document = json.load(f)
+    expected = oracle(paths)
+    assert document["num_examples"] == expected["num_examples"] and document["features"] == expected["features"]
+    assert cluster.exit_codes() == {task: 0 for task in cluster.tasks}
