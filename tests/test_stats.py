@@ -5,11 +5,13 @@ tensorflow-metadata's classes; the same bytes whatever the number of workers."""
 import json
 import math
 import random
+import struct
 import sys
 
 import pytest
 import tensorflow as tf
 from conftest import SCRIPTS, ConfiguredCluster, LiveCoordinator, read_tfrecords, run_cli, task_env
+from tensorflow.core.example import example_pb2
 from tensorflow_metadata.proto.v0 import statistics_pb2
 
 import tf2_mapreduce as mr
@@ -313,3 +315,42 @@ def test_a_killed_worker_then_a_killed_ps_and_a_rerun_give_the_same_bytes(tmp_pa
     expected = oracle(paths)
     assert document["num_examples"] == expected["num_examples"] and document["features"] == expected["features"]
     assert cluster.exit_codes() == {task: 0 for task in cluster.tasks}
+
+
+def _field(number, payload):
+    """A length-delimited protobuf field."""
+    return bytes([number << 3 | 2]) + _varint(len(payload)) + payload
+
+
+def _varint(n):
+    out = bytearray()
+    while True:
+        out.append((n & 0x7F) | (0x80 if n > 0x7F else 0))
+        n >>= 7
+        if not n:
+            return bytes(out)
+
+
+def _entry(name, *feature_fields):
+    return _field(1, _field(1, name) + _field(2, b"".join(feature_fields)))
+
+
+def test_wire_forms_protobuf_accepts_are_read_as_protobuf_reads_them(inprocess, tmp_path):
+    ints = _field(3, bytes([1 << 3 | 0]) + _varint(5) + bytes([1 << 3 | 0]) + _varint(2**64 - 3))  # unpacked int64s
+    floats = _field(2, bytes([1 << 3 | 5]) + struct.pack("<f", 1.5))  # an unpacked float
+    records = [
+        # A name given twice: the last entry wins.
+        _field(1, _entry(b"a", _field(3, _field(1, _varint(1)))) + _entry(b"a", _field(1, _field(1, b"x")))),
+        # Two Features fields merge: the same list appends, another kind replaces.
+        _field(1, _entry(b"b", ints, ints) + _entry(b"c", ints, floats)),
+        # Two `features` fields merge, unknown fields are passed over.
+        _field(1, _entry(b"d", floats)) + bytes([7 << 3 | 0, 1]) + _field(1, _entry(b"e", _field(1, b""))),
+        # Packed lists, and a Feature with none.
+        _field(1, _entry(b"b", _field(3, _field(1, _varint(7) + _varint(8)))) + _entry(b"f")),
+    ]
+    for record in records:  # each one protobuf itself parses
+        example_pb2.Example.FromString(record)
+    path = write_records(str(tmp_path / "wire.tfrecord"), records, "")
+    result = inprocess.run(mr.Stats(), [path])
+    assert_matches(result.total, [path])
+    assert result.features["b"].numeric.count == 6 and result.features["c"].type == "float"
