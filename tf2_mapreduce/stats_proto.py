@@ -52,10 +52,11 @@ def _with_infinities(numbers):
     """(mean, std_dev, min, max) as TFDV computes them, infinities included."""
     low = -math.inf if numbers.num_neg_inf else numbers.min
     high = math.inf if numbers.num_pos_inf else numbers.max
+    # TFDV's deviation of values with an infinity is NaN, which it writes as 0 (max(0, NaN)).
     if numbers.num_neg_inf and numbers.num_pos_inf:
-        return math.nan, math.nan, low, high
+        return math.nan, 0.0, low, high
     if numbers.num_neg_inf or numbers.num_pos_inf:
-        return (high if numbers.num_pos_inf else low), math.nan, low, high
+        return (high if numbers.num_pos_inf else low), 0.0, low, high
     return numbers.mean, numbers.std_dev, low, high
 
 
