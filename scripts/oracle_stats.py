@@ -6,13 +6,17 @@ and Counter.
 
 Shared by the tests and the soak. Its definitions are the README's: a feature with no list
 set is missing; NaN and infinities are counted apart and left out of the other figures;
-a quantile is the value of rank floor(q * (n - 1)); -0.0 sorts before 0.0.
+a quantile is the value of rank floor(q * (n - 1)), the first and last are min and max;
+-0.0 sorts before 0.0. A float's median, inner quantiles and histogram bucket are those
+of its value with all but the leading one of its mantissa and the 10 bits after it
+cleared (toward zero), kept between min and max.
 """
 
 import collections
 import json
 import math
 import os
+import struct
 import sys
 from fractions import Fraction
 
@@ -25,16 +29,30 @@ from tf2_mapreduce import output
 KINDS = {"bytes_list": "bytes", "int64_list": "int64", "float_list": "float"}
 PARTS = 10  # quantiles and equal-width buckets
 TOP, RANKS = 20, 1000
+FLOAT_BITS = 10
 
 
-def _quantiles(ordered):
+def bucket(value):
+    """A float32's value with all but its mantissa's leading one and FLOAT_BITS bits cleared."""
+    (bits,) = struct.unpack("<I", struct.pack("<f", value))
+    mantissa = bits & 0x7FFFFF
+    lead = 23 if bits & 0x7F800000 else mantissa.bit_length() - 1
+    drop = lead - FLOAT_BITS
+    if drop > 0:
+        bits &= ~((1 << drop) - 1)
+    return struct.unpack("<f", struct.pack("<I", bits))[0]
+
+
+def _quantiles(ordered, place=lambda v: v):
     n = len(ordered)
-    return [ordered[k * (n - 1) // PARTS] for k in range(PARTS + 1)] if n else []
+    if not n:
+        return []
+    return [ordered[0]] + [place(ordered[k * (n - 1) // PARTS]) for k in range(1, PARTS)] + [ordered[-1]]
 
 
-def _histogram(finite):
+def _histogram(finite, place):
     low, high = float(finite[0]), float(finite[-1])
-    values = [float(v) for v in finite]
+    values = [float(place(v)) for v in finite]
     if low == high:
         return [{"low": low, "high": high, "count": len(values)}]
     width = (high - low) / PARTS
@@ -47,18 +65,20 @@ def _histogram(finite):
     return buckets
 
 
-def _numeric(values):
+def _numeric(values, is_float):
     nan = sum(1 for v in values if math.isnan(v))
     finite = sorted((v for v in values if math.isfinite(v)), key=lambda v: (v, math.copysign(1, v) > 0))
+    place = (lambda v: min(max(bucket(v), finite[0]), finite[-1])) if is_float else (lambda v: v)
     figures = {
         "count": len(values),
+        "quantile_error": 2.0**-FLOAT_BITS if is_float else 0.0,
         "mean": None,
         "std_dev": None,
         "num_zeros": sum(1 for v in finite if v == 0),
         "min": None,
         "median": None,
         "max": None,
-        "quantiles": _quantiles(finite),
+        "quantiles": _quantiles(finite, place),
         "histogram": [],
         "num_nan": nan,
         "num_pos_inf": sum(1 for v in values if v == math.inf),
@@ -72,9 +92,9 @@ def _numeric(values):
             mean=float(mean),
             std_dev=math.sqrt(float(sum((v - mean) ** 2 for v in exact) / n)),
             min=finite[0],
-            median=finite[(n - 1) // 2],
+            median=place(finite[(n - 1) // 2]),
             max=finite[-1],
-            histogram=_histogram(finite),
+            histogram=_histogram(finite, place),
         )
     return figures
 
@@ -139,7 +159,7 @@ def figures(records, features=()):
             "avg_num_values": sum(lengths) / len(lengths) if lengths else 0.0,
             "tot_num_values": sum(lengths),
             "num_values_quantiles": _quantiles(lengths),
-            "numeric": _numeric(values) if kind in ("int64", "float") else None,
+            "numeric": _numeric(values, kind == "float") if kind in ("int64", "float") else None,
             "string": _strings(values) if kind == "bytes" else None,
             "left_out": {},
         }

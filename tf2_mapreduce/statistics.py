@@ -1,10 +1,14 @@
 """Exact dataset statistics from exact counts: per feature its presence, values per example,
 numbers (mean, deviation, quantiles, histograms) or strings (top values, ranks).
 
-Every figure is computed from the counts of each distinct value, which do not depend on
-the order in which pieces were counted: sums are exact integers (a float32 is an integer
-times 2**-149), so two runs over the same data give the same figures to the last bit.
-Quantiles are exact too: the value of rank floor(q * (n - 1)) in the sorted values.
+Every figure is computed from counts, which do not depend on the order in which pieces
+were counted: sums are exact integers (a float32 is an integer times 2**-149), so two
+runs over the same data give the same figures to the last bit. An int64 feature's
+quantiles are exact: the value of rank floor(q * (n - 1)) in the sorted values. A float
+feature's values are counted by bucket (`FloatSums`): its count, zeros, NaN,
+infinities, mean, deviation, min and max stay exact; its median and inner quantiles
+are the bucket of the value of that rank (within a relative FLOAT_ERROR of it, toward
+zero), and a value falls in the histogram bucket of its own bucket.
 """
 
 import functools
@@ -18,7 +22,7 @@ import numpy as np
 from tf2_mapreduce.errors import JobFailed
 from tf2_mapreduce.vocabulary import tft_key
 
-__all__ = ["NumericStats", "StringStats", "FeatureStats", "DatasetStats", "Builder", "KIND_NAMES"]
+__all__ = ["NumericStats", "StringStats", "FeatureStats", "DatasetStats", "Builder", "FloatSums", "KIND_NAMES"]
 
 KIND_NAMES = {"b": "bytes", "f": "float", "i": "int64", "x": None}  # as the statistics keys name them
 NUM_QUANTILES = 10  # buckets of the quantile histograms (TFDV's default)
@@ -26,6 +30,8 @@ NUM_BUCKETS = 10  # buckets of the equal-width histograms (TFDV's default)
 NUM_TOP_VALUES = 20  # top values of a bytes feature kept (TFDV's default)
 NUM_RANK_BUCKETS = 1000  # ranks of a bytes feature's rank histogram (TFDV's default)
 _FLOAT_SCALE = 149  # a float32 times 2**149 is an integer
+FLOAT_BITS = 10  # bits after a float's leading one that its bucket keeps (native/example_features.cc)
+FLOAT_ERROR = 2.0**-FLOAT_BITS  # how far a float's bucket may be from the value, relative to it
 
 
 @dataclass(frozen=True)
@@ -34,13 +40,14 @@ class NumericStats:
     out of the other figures (then None where no value is left)."""
 
     count: int  # values, NaN and infinities included
+    quantile_error: float  # relative bound of median and inner quantiles: 0 (int64) or FLOAT_ERROR
     mean: float | None
     std_dev: float | None  # population standard deviation
     num_zeros: int
     min: float | int | None
     max: float | int | None
     median: float | int | None  # the value of rank floor((n - 1) / 2)
-    quantiles: list  # NUM_QUANTILES + 1 values: ranks floor(k * (n - 1) / NUM_QUANTILES)
+    quantiles: list  # NUM_QUANTILES + 1 values: ranks floor(k * (n - 1) / NUM_QUANTILES); min, max at the ends
     histogram: list  # [(low, high, count)], NUM_BUCKETS equal widths from min to max
     num_nan: int
     num_pos_inf: int
@@ -115,8 +122,41 @@ def _python(value):
     return value.item() if isinstance(value, np.generic) else value
 
 
-def _numeric(values, counts, is_float):
-    """`NumericStats` of sorted distinct `values` (int64 or float32) with `counts`."""
+class FloatSums:
+    """What stays exact of a float feature counted by bucket: its finite values' sum and
+    sum of squares as integers per biased exponent e (a value is m * 2**(max(e, 1) - 150),
+    m = a * 2**12 + b), and its least and greatest value. Filled by `add_*`."""
+
+    def __init__(self):
+        self.sums = {}  # (sign, e) -> sum of m
+        self.squares = {}  # (term, e) -> sum of a*a (term 0), 2*a*b (1), b*b (2)
+        self.low = self.high = None
+
+    def add_sum(self, sign, exponent, total):
+        self.sums[sign, exponent] = self.sums.get((sign, exponent), 0) + total
+
+    def add_square(self, term, exponent, total):
+        self.squares[term, exponent] = self.squares.get((term, exponent), 0) + total
+
+    def add_extreme(self, value):
+        """A batch's least or greatest value (a float)."""
+        key = (value, not math.copysign(1.0, value) < 0)  # -0.0 before 0.0
+        if self.low is None or key < self.low[0]:
+            self.low = (key, value)
+        if self.high is None or key > self.high[0]:
+            self.high = (key, value)
+
+    def moments(self):
+        """(sum, sum of squares) of the finite values, scaled by 2**149 and 2**298."""
+        total = sum((-m if sign == "-" else m) << (max(e, 1) - 1) for (sign, e), m in self.sums.items())
+        shift = {0: 24, 1: 12, 2: 0}
+        squares = sum(t << (shift[term] + 2 * (max(e, 1) - 1)) for (term, e), t in self.squares.items())
+        return total, squares
+
+
+def _numeric(values, counts, is_float, exact=None):
+    """`NumericStats` of sorted distinct `values` (int64 or float32) with `counts`; for a
+    float feature, `values` are buckets and `exact` its `FloatSums`."""
     total = int(counts.sum())
     nan = pos_inf = neg_inf = 0
     if is_float:
@@ -127,24 +167,28 @@ def _numeric(values, counts, is_float):
         values, counts = values[keep], counts[keep]
     n = int(counts.sum())
     zeros = int(counts[values == 0].sum())
+    error = FLOAT_ERROR if is_float else 0.0
     if n == 0:
-        return NumericStats(total, None, None, zeros, None, None, None, [], [], nan, pos_inf, neg_inf)
+        return NumericStats(total, error, None, None, zeros, None, None, None, [], [], nan, pos_inf, neg_inf)
     if is_float:
-        scaled = [int(v) for v in (values.astype(np.float64) * 2.0**_FLOAT_SCALE).tolist()]
+        s, squares = exact.moments()
         scale = 2**_FLOAT_SCALE
+        low, high = exact.low[1], exact.high[1]
     else:
-        scaled, scale = [int(v) for v in values.tolist()], 1
-    weights = [int(c) for c in counts.tolist()]
-    s = sum(v * c for v, c in zip(scaled, weights))
-    squares = sum(v * v * c for v, c in zip(scaled, weights))
+        scaled, weights = [int(v) for v in values.tolist()], [int(c) for c in counts.tolist()]
+        s = sum(v * c for v, c in zip(scaled, weights))
+        squares = sum(v * v * c for v, c in zip(scaled, weights))
+        scale = 1
+        low, high = _python(values[0]), _python(values[-1])
     mean = Fraction(s, n * scale)
     variance = Fraction(n * squares - s * s, n * n * scale * scale)
-    quantiles = [
-        _python(v) for v in _at_ranks(values, counts, [_rank(k, NUM_QUANTILES, n) for k in range(NUM_QUANTILES + 1)])
-    ]
-    low, high = _python(values[0]), _python(values[-1])
+    if is_float:  # a bucket is toward zero from its values: the extremes' buckets may be beyond them
+        values = np.clip(values, np.float32(low), np.float32(high))
+    ranks = [_rank(k, NUM_QUANTILES, n) for k in range(NUM_QUANTILES + 1)]
+    quantiles = [low] + [_python(v) for v in _at_ranks(values, counts, ranks[1:-1])] + [high]
     return NumericStats(
         count=total,
+        quantile_error=error,
         mean=float(mean),
         std_dev=math.sqrt(float(variance)),
         num_zeros=zeros,
@@ -234,16 +278,20 @@ class _Feature:
         self.examples = {}  # kind -> {number of values: examples}
         self.numbers = {}  # kind -> ([payload bytes], [counts])
         self.strings = _Strings()
+        self.exact = FloatSums()
 
 
 class Builder:
-    """Statistics from counted keys: `add_examples`, `add_lengths` and `add_value` in any
-    order, then `finish`. `features`: names every one of which is reported, even if
-    absent from all examples (empty: those found). `on_error`: what a feature with
-    values of two types means, "fail" (`JobFailed`) or "skip" (the type of most
-    examples is kept, the others' examples left out and counted in `left_out`)."""
+    """Statistics from counted keys: `add_examples`, `add_lengths`, `add_value` and the
+    `float_sums` of float features in any order, then `finish`. `decode(kind, payloads)`:
+    the numbers (a numpy array) of a list of number payloads. `features`: names every
+    one of which is reported, even if absent from all examples (empty: those found).
+    `on_error`: what a feature with values of two types means, "fail" (`JobFailed`) or
+    "skip" (the type of most examples is kept, the others' examples left out and
+    counted in `left_out`)."""
 
-    def __init__(self, features=(), on_error="fail"):
+    def __init__(self, decode, features=(), on_error="fail"):
+        self.decode = decode
         self.num_examples = 0
         self.named = tuple(features)
         self.on_error = on_error
@@ -263,9 +311,13 @@ class Builder:
         by_length = self._feature(name).examples.setdefault(kind, {})
         by_length[length] = by_length.get(length, 0) + count
 
+    def float_sums(self, name) -> FloatSums:
+        """What stays exact of float feature `name`, to fill in."""
+        return self._feature(name).exact
+
     def add_value(self, name, kind, payload, count):
-        """`payload` (bytes; 8 bytes big-endian, sign bit flipped, for an int64; 4 bytes
-        big-endian for a float32) occurs `count` times as a value of `name`."""
+        """`payload` (bytes, or a number's payload for `decode`: a float's bucket) occurs
+        `count` times as a value of `name`."""
         feature = self._feature(name)
         if kind == "b":
             feature.strings.add(payload, count)
@@ -320,7 +372,12 @@ class Builder:
         if kind == "b":
             string = feature.strings.finish()
         elif kind in ("i", "f"):
-            numeric = _numbers(feature.numbers.get(kind, ([], [])), kind == "f")
+            payloads, counts = feature.numbers.get(kind, ([], []))
+            values = self.decode(kind, payloads)
+            counts = np.array(counts, np.int64)
+            # -0.0 before 0.0: values that compare equal must not come in the order the keys did.
+            order = np.lexsort((~np.signbit(values), values))
+            numeric = _numeric(values[order], counts[order], kind == "f", feature.exact)
         return FeatureStats(
             name=name,
             type=KIND_NAMES[kind] if kind else None,
@@ -336,16 +393,3 @@ class Builder:
             string=string,
             left_out=others,
         )
-
-
-def _numbers(collected, is_float):
-    payloads, counts = collected
-    raw = b"".join(payloads)
-    if is_float:
-        values = np.frombuffer(raw, ">f4").astype(np.float32)
-    else:
-        values = (np.frombuffer(raw, ">u8").astype(np.uint64) ^ np.uint64(1 << 63)).view(np.int64)
-    counts = np.array(counts, np.int64)
-    # -0.0 before 0.0: values that compare equal must not come in the order the keys did.
-    order = np.lexsort((~np.signbit(values), values))
-    return _numeric(values[order], counts[order], is_float)

@@ -132,7 +132,7 @@ def to_proto(stats):
 def _figures(numbers):
     return {
         name: getattr(numbers, name)
-        for name in ("count", "mean", "std_dev", "num_zeros", "min", "median", "max", "quantiles")
+        for name in ("count", "quantile_error", "mean", "std_dev", "num_zeros", "min", "median", "max", "quantiles")
     } | {
         "histogram": [{"low": low, "high": high, "count": count} for low, high, count in numbers.histogram],
         "num_nan": numbers.num_nan,

@@ -5,9 +5,16 @@
 //
 // Tf2MapreduceExampleFeatureKeys: the keys of a batch, each distinct one with its count.
 // What a key means is decoded in one place, reducers/feature_stats.py (`StatKeys`).
+//
+// A float feature's values are counted by bucket (the value with all but the top
+// kFloatBits bits of its mantissa cleared), so that a feature of distinct values (an
+// embedding) costs a bounded number of keys; what must stay exact is summed apart, per
+// batch: the values' sum and sum of squares as integers per exponent, the least and the
+// greatest value.
 
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -33,6 +40,54 @@ namespace {
 // A feature's kind as its keys name it: no list set, bytes_list, float_list, int64_list.
 constexpr char kKinds[] = {'x', 'b', 'f', 'i'};
 constexpr uint32_t kCanonicalNan = 0x7fc00000u;
+constexpr int kFloatBits = 10;  // bits after the leading one a bucket keeps: StatKeys.FLOAT_BITS
+constexpr int kExponents = 255;  // biased exponents of finite floats: 0 (subnormal) to 254
+
+inline bool IsNan(uint32_t bits) { return (bits & 0x7f800000u) == 0x7f800000u && (bits & 0x007fffffu) != 0; }
+inline bool IsFinite(uint32_t bits) { return (bits & 0x7f800000u) != 0x7f800000u; }
+
+// A float's bucket: its bits with all but the leading one of its mantissa (the hidden bit
+// of a normal number) and the kFloatBits bits after it cleared, so that the bucket is
+// within 2^-kFloatBits of the value, toward zero. NaN is one bucket; zeros and
+// infinities are their own.
+inline uint32_t Bucket(uint32_t bits) {
+  if (IsNan(bits)) return kCanonicalNan;
+  const uint32_t mantissa = bits & 0x007fffffu;
+  const int lead = (bits & 0x7f800000u) ? 23 : (mantissa ? 31 - __builtin_clz(mantissa) : 0);
+  const int drop = lead - kFloatBits;
+  return drop > 0 ? bits & ~((uint32_t{1} << drop) - 1) : bits;
+}
+
+// Whether float `a` comes before `b`: by value, and -0.0 before 0.0.
+inline bool Before(uint32_t a, uint32_t b) {
+  float x, y;
+  std::memcpy(&x, &a, 4);
+  std::memcpy(&y, &b, 4);
+  return x < y || (x == y && (a >> 31) > (b >> 31));
+}
+
+// What a batch sums of a float feature's finite values. A value is m * 2^(max(e, 1) - 150)
+// for its biased exponent e and m its mantissa (with the hidden bit when e > 0); m = a *
+// 2^12 + b, so m^2 = a^2 * 2^24 + 2ab * 2^12 + b^2, each term under 2^25.
+struct FloatSums {
+  bool any = false;
+  uint32_t min = 0, max = 0;
+  int64_t positive[kExponents] = {}, negative[kExponents] = {};
+  int64_t squares[3][kExponents] = {};
+
+  void Add(uint32_t bits) {
+    if (!any || Before(bits, min)) min = bits;
+    if (!any || Before(max, bits)) max = bits;
+    any = true;
+    const int e = static_cast<int>((bits >> 23) & 0xff);
+    const int64_t m = (bits & 0x007fffffu) | (e ? (int64_t{1} << 23) : 0);
+    ((bits >> 31) ? negative : positive)[e] += m;
+    const int64_t a = m >> 12, b = m & 0xfff;
+    squares[0][e] += a * a;
+    squares[1][e] += 2 * a * b;
+    squares[2][e] += b * b;
+  }
+};
 
 // A Feature as protobuf's parser leaves it: the list field seen last sets the kind (a
 // oneof), and the same list field seen again appends to it (a message merge).
@@ -259,7 +314,7 @@ REGISTER_OP("Tf2MapreduceExampleFeatureKeys")
     })
     .Doc(R"doc(
 The statistics keys of `records` (a vector of serialized tf.train.Example), each distinct
-one with its count, in no order; only of the features named in `features`, or of all
+one with its count, in no order (reducers/feature_stats.py says what each means); only of the features named in `features`, or of all
 of them if it is empty. A map key given twice keeps its last entry, as protobuf's
 parser does. Fails with InvalidArgument for a record that is not an Example.
 )doc");
@@ -277,6 +332,7 @@ class ExampleFeatureKeysOp : public OpKernel {
     if (records.size() > 0) counts["e"] += records.size();
     std::vector<Entry> entries;
     absl::flat_hash_set<absl::string_view> seen;
+    absl::flat_hash_map<std::string, std::unique_ptr<FloatSums>> float_sums;  // by name and kind
     std::string key;
     for (int64_t r = 0; r < records.size(); ++r) {
       entries.clear();
@@ -299,10 +355,16 @@ class ExampleFeatureKeysOp : public OpKernel {
           key.append(value.data(), value.size());
           ++counts[key];
         }
+        FloatSums* sums = nullptr;
+        if (!feature.floats.empty()) {
+          auto& slot = float_sums[key.substr(1, prefix - 1)];
+          if (!slot) slot = std::make_unique<FloatSums>();
+          sums = slot.get();
+        }
         for (uint32_t bits : feature.floats) {
           key.resize(prefix);
-          const bool nan = (bits & 0x7f800000u) == 0x7f800000u && (bits & 0x007fffffu) != 0;
-          AppendBigEndian(nan ? kCanonicalNan : bits, 4, &key);
+          if (IsFinite(bits)) sums->Add(bits);
+          AppendBigEndian(Bucket(bits), 4, &key);
           ++counts[key];
         }
         for (int64_t value : feature.ints) {
@@ -312,6 +374,27 @@ class ExampleFeatureKeysOp : public OpKernel {
           ++counts[key];
         }
       }
+    }
+    for (const auto& [prefix, sums] : float_sums) {
+      if (!sums->any) continue;
+      // Counts are positive in a table: the sum of each sign is a key of its own.
+      for (int e = 0; e < kExponents; ++e) {
+        const int64_t* terms[] = {&sums->positive[e], &sums->negative[e], &sums->squares[0][e],
+                                  &sums->squares[1][e], &sums->squares[2][e]};
+        const char* names[] = {"s+", "s-", "q0", "q1", "q2"};
+        for (int t = 0; t < 5; ++t) {
+          if (*terms[t] == 0) continue;
+          key = absl::StrCat(absl::string_view(names[t], 1), prefix, absl::string_view(names[t] + 1, 1));
+          key.push_back(static_cast<char>(e));
+          counts[key] += *terms[t];
+        }
+      }
+      key = absl::StrCat("<", prefix);
+      AppendBigEndian(sums->min, 4, &key);
+      ++counts[key];
+      key = absl::StrCat(">", prefix);
+      AppendBigEndian(sums->max, 4, &key);
+      ++counts[key];
     }
     Tensor* keys = nullptr;
     Tensor* numbers = nullptr;

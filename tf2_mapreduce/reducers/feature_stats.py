@@ -6,6 +6,7 @@ import json
 import os
 from dataclasses import dataclass
 
+import numpy as np
 import tensorflow as tf
 
 from tf2_mapreduce import output, statistics
@@ -26,11 +27,24 @@ class StatKeys:
     - record "n": the number of values in decimal; counted once per example holding
       the feature with that many values;
     - record "v": a value (bytes as they are; an int64 as 8 bytes big-endian with the
-      sign bit flipped; a float32 as 4 bytes big-endian, NaN as 0x7fc00000); counted
-      once per occurrence."""
+      sign bit flipped); counted once per occurrence. A float32 is counted by its
+      bucket (`statistics.FLOAT_BITS`), 4 bytes big-endian, NaN as 0x7fc00000;
+    - records of a float feature's exact figures (`statistics.FloatSums`), a batch at a
+      time: "s" then "+" or "-" and the biased exponent e as one byte, counting the sum
+      of the mantissas of the values of that sign and exponent; "q" then the term (0, 1,
+      2) and e, counting the sums of the terms of their squares; "<" and ">" then a
+      batch's least or greatest value, 4 bytes big-endian."""
 
     reserved = (b"e",)
     examples_key = b"e"
+
+    @staticmethod
+    def numbers(kind, payloads):
+        """The numbers of the payloads of an "i" or "f" feature's values, as an array."""
+        raw = b"".join(payloads)
+        if kind == "f":
+            return np.frombuffer(raw, ">f4").astype(np.float32)
+        return (np.frombuffer(raw, ">u8").astype(np.uint64) ^ np.uint64(1 << 63)).view(np.int64)
 
     def split(self, key):
         """(record, name, kind, payload) of a key; (b"e", None, None, b"") for the examples."""
@@ -76,14 +90,20 @@ class FeatureStats(KeySum):
     def collect(self, state, plan, piece_done):
         """Reads the whole table once, a chunk at a time; raises `JobFailed` for a feature
         of two types with on_error="fail"."""
-        builder = statistics.Builder(self.features, plan.on_error)
         space = self.keys()
+        builder = statistics.Builder(space.numbers, self.features, plan.on_error)
         for key, count in state.entries():
             record, name, kind, payload = space.split(key)
             if record == b"v":
                 builder.add_value(name, kind, payload, count)
             elif record == b"n":
                 builder.add_lengths(name, kind, int(payload), count)
+            elif record == b"s":
+                builder.float_sums(name).add_sum(payload[:1].decode(), payload[1], count)
+            elif record == b"q":
+                builder.float_sums(name).add_square(int(payload[:1]), payload[1], count)
+            elif record in (b"<", b">"):
+                builder.float_sums(name).add_extreme(float(space.numbers(kind, [payload])[0]))
             else:
                 builder.add_examples(count)
         return Collected(builder.finish(), None, NO_FILES)
