@@ -421,3 +421,18 @@ def test_distinct_counts_each_key_once(inprocess, zipf, tmp_path):
     ordered = sorted(oracle.items(), key=lambda kv: (-kv[1], kv[0]))
     assert [(output.unescape(word), count) for word, count in document["words"]] == ordered
     assert "Distinct" in mr.__all__
+
+
+def test_a_streamed_files_keys_fold_to_their_counts_whatever_the_batches():
+    # The fold combines its batches only once they outgrow what it combined before: every
+    # key must come out once, with its count, after any run of batches.
+    rng = random.Random(17)
+    fold = tf.function(WORDS.stream_fold)
+    for sizes in ([], [5], [1, 1, 1, 1, 50], [300, 2, 2, 2, 2, 2, 400, 7], [40] * 30):
+        value, oracle = WORDS.stream_start(), collections.Counter()
+        for size in sizes:
+            batch = [b"k%d" % rng.randint(0, 120) for _ in range(size)]
+            oracle.update(batch)
+            value = fold(value, tf.constant(batch, tf.string) if batch else tf.zeros([0], tf.string))
+        keys, counts = WORDS.stream_finish(value)
+        assert sorted(zip(keys.numpy().tolist(), counts.numpy().tolist())) == sorted(oracle.items()), sizes

@@ -122,7 +122,8 @@ def _map_stream(job, map_fn, path, compression, read_size):
     batch mapped and folded into the file's value as it comes (`Reducer.stream_fold`)."""
     reducer = job.reducer
     batches = stream(job, path, compression, read_size)
-    return batches.reduce(reducer.stream_start(), lambda value, batch: reducer.stream_fold(value, map_fn(batch)))
+    folded = batches.reduce(reducer.stream_start(), lambda value, batch: reducer.stream_fold(value, map_fn(batch)))
+    return reducer.stream_finish(folded)
 
 
 def _map_piece(job, map_fn, text):

@@ -26,9 +26,9 @@ class Reducer:
        - `combine(output)`: the job's `map_fn` output for one piece becomes what is
          committed (keys counted once on the worker, say). A streamed piece (a
          compressed or TFRecord file) is mapped a batch at a time instead:
-         `stream_start()` is its value before the first batch, and
-         `stream_fold(value, output)` folds each batch's output into it, giving what
-         `combine` would;
+         `stream_start()` is its value before the first batch,
+         `stream_fold(value, output)` folds each batch's output into it, and
+         `stream_finish(value)` makes the last value what `combine` would give;
        - `batch(outputs)`: a step's per-piece outputs, stacked by `tf.map_fn`, become
          what the state commits. A step of whole files maps them in one `map_fn` call
          instead, and `combine_step(output)` makes that output what the state commits.
@@ -69,6 +69,9 @@ class Reducer:
 
     def stream_fold(self, value, output):
         raise NotImplementedError
+
+    def stream_finish(self, value):
+        return value
 
     def new_state(self, sizes, ps_devices, run_id):
         raise NotImplementedError

@@ -89,12 +89,31 @@ class KeySum(Reducer):
         return output
 
     def stream_start(self):
-        return tf.zeros([0], tf.string), tf.zeros([0], tf.int64)
+        # The keys combined so far, and those of the batches since (not yet combined).
+        return tuple([tf.zeros([0], tf.string), tf.zeros([0], tf.int64)] * 2)
 
     def stream_fold(self, value, output):
-        # Combined at every batch, so a file's running value holds each key once.
-        keys, counts = self.combine_step(output)
-        return _merge(tf.concat([value[0], keys], 0), tf.concat([value[1], counts], 0))
+        # Combined once the batches since hold more keys than the combined ones: the work
+        # is then about twice the keys mapped, where combining at every batch cost the
+        # file's distinct keys once a batch (a float feature's thousands of buckets, say).
+        keys, counts, pending_keys, pending_counts = value
+        new_keys, new_counts = self.combine_step(output)
+        pending_keys = tf.concat([pending_keys, new_keys], 0)
+        pending_counts = tf.concat([pending_counts, new_counts], 0)
+
+        def combined():
+            merged = _merge(tf.concat([keys, pending_keys], 0), tf.concat([counts, pending_counts], 0))
+            return (*merged, pending_keys[:0], pending_counts[:0])
+
+        return tf.cond(
+            tf.size(pending_keys) > tf.size(keys),
+            combined,
+            lambda: (keys, counts, pending_keys, pending_counts),
+        )
+
+    def stream_finish(self, value):
+        keys, counts, pending_keys, pending_counts = value
+        return _merge(tf.concat([keys, pending_keys], 0), tf.concat([counts, pending_counts], 0))
 
     def keys(self) -> KeySpace:
         """How the table's keys name its vocabularies."""
