@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 import tensorflow as tf
 
-from tf2_mapreduce import output, statistics
+from tf2_mapreduce import output, statistics, stats_builder
 from tf2_mapreduce.errors import UsageError
 from tf2_mapreduce.reducers.base import Collected
 from tf2_mapreduce.reducers.keyed import KeySum
@@ -29,7 +29,7 @@ class StatKeys:
     - record "v": a value (bytes as they are; an int64 as 8 bytes big-endian with the
       sign bit flipped); counted once per occurrence. A float32 is counted by its
       bucket (`statistics.FLOAT_BITS`), 4 bytes big-endian, NaN as 0x7fc00000;
-    - records of a float feature's exact figures (`statistics.FloatSums`), a batch at a
+    - records of a float feature's exact figures (`stats_builder.FloatSums`), a batch at a
       time: "s" then "+" or "-" and the biased exponent e as one byte, counting the sum
       of the mantissas of the values of that sign and exponent; "q" then the term (0, 1,
       2) and e, counting the sums of the terms of their squares; "<" and ">" then a
@@ -91,7 +91,7 @@ class FeatureStats(KeySum):
         """Reads the whole table once, a chunk at a time; raises `JobFailed` for a feature
         of two types with on_error="fail"."""
         space = self.keys()
-        builder = statistics.Builder(space.numbers, self.features, plan.on_error)
+        builder = stats_builder.Builder(space.numbers, self.features, plan.on_error)
         for key, count in state.entries():
             record, name, kind, payload = space.split(key)
             if record == b"v":
