@@ -182,118 +182,97 @@ bool Tag(Wire* wire, uint64_t* number, int* wire_type) {
   return true;
 }
 
-bool ParseList(absl::string_view data, int kind, Feature* feature) {
+// Calls `field(number, wire_type, &wire)` for each field of message `data` whose number
+// `known(number)` accepts (the others are passed over): it reads the field, or returns
+// false for a malformed one. False if the message is malformed.
+template <typename Known, typename Field>
+bool ForEachField(absl::string_view data, Known known, Field field) {
   Wire wire(data);
   while (!wire.done()) {
     uint64_t number;
     int type;
     if (!Tag(&wire, &number, &type)) return false;
-    if (number != 1) {
+    if (!known(number)) {
       if (!wire.Skip(type)) return false;
-      continue;
+    } else if (!field(number, type, &wire)) {
+      return false;
     }
-    if (kind == 1 && type == 2) {
+  }
+  return true;
+}
+
+// A length-delimited field (a message, bytes or a packed list): its bytes.
+bool Delimited(int wire_type, Wire* wire, absl::string_view* bytes) { return wire_type == 2 && wire->Bytes(bytes); }
+
+bool ParseList(absl::string_view data, int kind, Feature* feature) {
+  return ForEachField(data, [](uint64_t number) { return number == 1; }, [&](uint64_t, int type, Wire* wire) {
+    absl::string_view packed;
+    if (kind == 1) {
       absl::string_view value;
-      if (!wire.Bytes(&value)) return false;
+      if (!Delimited(type, wire, &value)) return false;
       feature->bytes.push_back(value);
     } else if (kind == 2 && type == 5) {
       uint32_t bits;
-      if (!wire.Fixed32(&bits)) return false;
+      if (!wire->Fixed32(&bits)) return false;
       feature->floats.push_back(bits);
-    } else if (kind == 2 && type == 2) {  // packed
-      absl::string_view packed;
-      if (!wire.Bytes(&packed) || packed.size() % 4 != 0) return false;
+    } else if (kind == 2) {
+      if (!Delimited(type, wire, &packed) || packed.size() % 4 != 0) return false;
       Wire values(packed);
       uint32_t bits;
       while (!values.done() && values.Fixed32(&bits)) feature->floats.push_back(bits);
-    } else if (kind == 3 && type == 0) {
+    } else if (type == 0) {
       uint64_t value;
-      if (!wire.Varint(&value)) return false;
+      if (!wire->Varint(&value)) return false;
       feature->ints.push_back(static_cast<int64_t>(value));
-    } else if (kind == 3 && type == 2) {  // packed
-      absl::string_view packed;
-      if (!wire.Bytes(&packed)) return false;
+    } else {
+      if (!Delimited(type, wire, &packed)) return false;
       Wire values(packed);
       uint64_t value;
       while (!values.done()) {
         if (!values.Varint(&value)) return false;
         feature->ints.push_back(static_cast<int64_t>(value));
       }
-    } else {
-      return false;
     }
-  }
-  return true;
+    return true;
+  });
 }
 
 bool ParseFeature(absl::string_view data, Feature* feature) {
-  Wire wire(data);
-  while (!wire.done()) {
-    uint64_t number;
-    int type;
-    if (!Tag(&wire, &number, &type)) return false;
-    if (number < 1 || number > 3) {
-      if (!wire.Skip(type)) return false;
-      continue;
-    }
-    absl::string_view list;
-    if (type != 2 || !wire.Bytes(&list)) return false;
-    const int kind = static_cast<int>(number);
-    feature->Become(kind);
-    if (!ParseList(list, kind, feature)) return false;
-  }
-  return true;
+  return ForEachField(
+      data, [](uint64_t number) { return number >= 1 && number <= 3; },
+      [&](uint64_t number, int type, Wire* wire) {
+        absl::string_view list;
+        if (!Delimited(type, wire, &list)) return false;
+        feature->Become(static_cast<int>(number));
+        return ParseList(list, feature->kind, feature);
+      });
 }
 
 // A map entry: its key (the last one given) and its value (every one merged).
 bool ParseEntry(absl::string_view data, Entry* entry) {
-  Wire wire(data);
-  while (!wire.done()) {
-    uint64_t number;
-    int type;
-    if (!Tag(&wire, &number, &type)) return false;
-    if (number == 1 && type == 2) {
-      if (!wire.Bytes(&entry->name)) return false;
-    } else if (number == 2 && type == 2) {
-      absl::string_view value;
-      if (!wire.Bytes(&value) || !ParseFeature(value, &entry->feature)) return false;
-    } else if (number == 1 || number == 2 || !wire.Skip(type)) {
-      return false;
-    }
-  }
-  return true;
+  return ForEachField(
+      data, [](uint64_t number) { return number == 1 || number == 2; },
+      [&](uint64_t number, int type, Wire* wire) {
+        if (number == 1) return Delimited(type, wire, &entry->name);
+        absl::string_view value;
+        return Delimited(type, wire, &value) && ParseFeature(value, &entry->feature);
+      });
 }
 
 // The entries of an Example's feature map, in the order met; every `features` field
 // adds its entries (a message merge).
 bool ParseExample(absl::string_view data, std::vector<Entry>* entries) {
-  Wire wire(data);
-  while (!wire.done()) {
-    uint64_t number;
-    int type;
-    if (!Tag(&wire, &number, &type)) return false;
-    if (number != 1) {
-      if (!wire.Skip(type)) return false;
-      continue;
-    }
+  const auto first = [](uint64_t number) { return number == 1; };
+  return ForEachField(data, first, [&](uint64_t, int type, Wire* wire) {
     absl::string_view features;
-    if (type != 2 || !wire.Bytes(&features)) return false;
-    Wire fields(features);
-    while (!fields.done()) {
-      uint64_t field;
-      int field_type;
-      if (!Tag(&fields, &field, &field_type)) return false;
-      if (field != 1) {
-        if (!fields.Skip(field_type)) return false;
-        continue;
-      }
-      absl::string_view entry;
-      if (field_type != 2 || !fields.Bytes(&entry)) return false;
-      entries->emplace_back();
-      if (!ParseEntry(entry, &entries->back())) return false;
-    }
-  }
-  return true;
+    return Delimited(type, wire, &features) &&
+           ForEachField(features, first, [&](uint64_t, int entry_type, Wire* fields) {
+             absl::string_view entry;
+             if (!Delimited(entry_type, fields, &entry)) return false;
+             entries->emplace_back();
+             return ParseEntry(entry, &entries->back());
+           });
+  });
 }
 
 void AppendBigEndian(uint64_t value, int bytes, std::string* out) {

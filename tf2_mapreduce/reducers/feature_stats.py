@@ -12,7 +12,7 @@ import tensorflow as tf
 from tf2_mapreduce import output, statistics, stats_builder
 from tf2_mapreduce.errors import UsageError
 from tf2_mapreduce.reducers.base import Collected
-from tf2_mapreduce.reducers.keyed import KeySum
+from tf2_mapreduce.reducers.keyed import ExamplesKeySum
 from tf2_mapreduce.result import NO_FILES
 
 __all__ = ["FeatureStats"]
@@ -57,7 +57,7 @@ class StatKeys:
 
 
 @dataclass(frozen=True)
-class FeatureStats(KeySum):
+class FeatureStats(ExamplesKeySum):
     """Exact statistics of the features of tf.train.Example records (`statistics`), from
     one table of counts (`KeySum`'s) that `StatKeys` describes: `map_fn(records)`
     returns (keys, counts). The job's value while it runs is the examples read; its
@@ -69,23 +69,11 @@ class FeatureStats(KeySum):
     def keys(self) -> StatKeys:
         return StatKeys()
 
-    def counted(self, keys, counts):
-        return tf.reduce_sum(tf.where(tf.equal(keys, StatKeys.examples_key), counts, 0))
-
     def describe(self, value, distinct=None):
         if isinstance(value, statistics.DatasetStats):
             return "%d examples, %d features" % (value.num_examples, len(value.features))
         text = "%d examples" % value
         return text if distinct is None else "%s (%d distinct keys)" % (text, distinct)
-
-    def fields(self, value, distinct=None):
-        named = {"examples": value}
-        if distinct is not None:
-            named["distinct_keys"] = distinct
-        return named
-
-    def rates(self, before, after, seconds):
-        return {"examples": (after - before) / seconds}
 
     def collect(self, state, plan, piece_done):
         """Reads the whole table once, a chunk at a time; raises `JobFailed` for a feature

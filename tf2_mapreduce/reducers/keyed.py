@@ -203,6 +203,24 @@ class KeySum(Reducer):
 
 
 @dataclass(frozen=True)
+class ExamplesKeySum(KeySum):
+    """A `KeySum` over tf.train.Example records whose job's value is the examples read,
+    counted under its key space's `examples_key` in the same commit as the rest."""
+
+    def counted(self, keys, counts):
+        return tf.reduce_sum(tf.where(tf.equal(keys, self.keys().examples_key), counts, 0))
+
+    def fields(self, value, distinct=None):
+        named = {"examples": value}
+        if distinct is not None:
+            named["distinct_keys"] = distinct
+        return named
+
+    def rates(self, before, after, seconds):
+        return {"examples": (after - before) / seconds}
+
+
+@dataclass(frozen=True)
 class Distinct(KeySum):
     """The exact number of distinct keys. `map_fn(texts)` returns keys, as for `KeySum`,
     whose table it keeps: `top`, `entries`, `--output` and `--output_dir` give each key

@@ -10,7 +10,7 @@ import tensorflow as tf
 
 from tf2_mapreduce import vocabulary
 from tf2_mapreduce.errors import UsageError
-from tf2_mapreduce.reducers.keyed import KeySpace, KeySum, vocabulary_lines
+from tf2_mapreduce.reducers.keyed import ExamplesKeySum, KeySpace, vocabulary_lines
 
 __all__ = ["Vocabularies"]
 
@@ -55,7 +55,7 @@ class FeatureKeys(KeySpace):
 
 
 @dataclass(frozen=True)
-class Vocabularies(KeySum):
+class Vocabularies(ExamplesKeySum):
     """Exact counts of the values of several features, in one table (`KeySum`'s): each
     value is kept under its feature (`FeatureKeys`), and the examples read and the
     examples missing each feature are counted in the same commit, so all of it is
@@ -89,21 +89,9 @@ class Vocabularies(KeySum):
     def combine_step(self, output):
         return self._table_keys(output)
 
-    def counted(self, keys, counts):
-        return tf.reduce_sum(tf.where(tf.equal(keys, self.keys().examples_key), counts, 0))
-
     def describe(self, value, distinct=None):
         text = "%d examples" % value
         return text if distinct is None else "%s (%d distinct values)" % (text, distinct)
-
-    def fields(self, value, distinct=None):
-        named = {"examples": value}
-        if distinct is not None:
-            named["distinct_keys"] = distinct
-        return named
-
-    def rates(self, before, after, seconds):
-        return {"examples": (after - before) / seconds}
 
     def entries(self, state, min_count=1):
         space = self.keys()
