@@ -26,7 +26,7 @@ __all__ = ["ENV", "MODES", "WEAKER", "mode", "cache_dir", "load", "unavailable",
 
 ENV = "TF2_MAPREDUCE_NATIVE"
 MODES = ("auto", "require", "off")
-SOURCES = ("read_range.cc", "words.cc", "text_stream.cc", "example_features.cc")
+SOURCES = ("read_range.cc", "words.cc", "text_stream.cc", "example_features.cc", "merge_counts.cc")
 # -O3: the word counter's loop is counted many bytes at a time only when vectorized.
 OPTIONS = ("-std=c++17", "-shared", "-fPIC", "-O3", "-w")  # -w: TensorFlow's headers warn by the hundred
 NATIVE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "native")
