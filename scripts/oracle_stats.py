@@ -20,7 +20,6 @@ import struct
 import sys
 from fractions import Fraction
 
-import oracle_vocab
 from absl import app
 from tensorflow.core.example import example_pb2
 
@@ -167,7 +166,10 @@ def figures(records, features=()):
 
 
 def records_of(paths):
-    """Every record of the TFRecord files at `paths`, read by oracle_vocab's own reader."""
+    """Every record of the TFRecord files at `paths`, read by oracle_vocab's own reader
+    (imported here: it defines absl flags, which a test process must not get)."""
+    import oracle_vocab
+
     for path in paths:
         yield from oracle_vocab.records(path)
 
