@@ -4,7 +4,7 @@ lines captured from TensorFlow 2.21 on a CPU-only machine, and on a real import.
 import subprocess
 import sys
 
-from tf2_mapreduce.quiet import is_startup_noise
+from tf2_mapreduce.quiet import is_closure_error, is_startup_noise
 
 CAPTURED_NOISE = [
     "WARNING: All log messages before absl::InitializeLog() is called are written to STDERR",
@@ -52,3 +52,23 @@ def test_an_import_shows_only_what_is_not_start_up_noise():
     lines = shown.stderr.decode().splitlines()
     assert shown.returncode == 0 and lines[0] == "before" and "after" in lines
     assert any(is_startup_noise(line) for line in lines), "verbose=True must show TensorFlow's own lines"
+
+
+# ClusterCoordinator's records of a failed map step (a corrupt TFRecord file), as TensorFlow
+# 2.21 logged them: source file and the first line of each message.
+COORDINATOR = "/venv/lib/python3.11/site-packages/tensorflow/python/distribute/coordinator/cluster_coordinator.py"
+CLOSURE_ERRORS = [
+    " /job:worker/task:1 encountered the following error when processing closure: DataLossError():Graph "
+    "execution error:\n\nDetected at node map/while/ReduceDataset defined at (most recent call last):",
+    "Start cancelling closures due to error DataLossError(): Graph execution error:",
+]
+OTHER_RECORDS = [
+    (COORDINATOR, "Waiting for all global closures to be finished."),
+    (COORDINATOR, "/job:worker/replica:0/task:1 has been recovered."),
+    ("/venv/lib/python3.11/site-packages/tensorflow/python/eager/context.py", CLOSURE_ERRORS[0]),
+]
+
+
+def test_a_failed_map_steps_records_are_told_apart_from_the_others():
+    assert all(is_closure_error(COORDINATOR, message) for message in CLOSURE_ERRORS)
+    assert not any(is_closure_error(path, message) for path, message in OTHER_RECORDS)

@@ -343,6 +343,7 @@ def main(argv):
     started = time.monotonic()
     if not FLAGS["verbosity"].present:
         absl_logging.set_verbosity(absl_logging.WARNING)  # TF logs its whole config at INFO
+        quiet.hide_closure_errors()
     console.show_log()
     for name, value in TASK_ENV.items():
         os.environ.setdefault(name, value)

@@ -1,13 +1,15 @@
 """Imports TensorFlow without the native start-up lines every CPU-only run prints
 (oneDNN, CUDA drivers, absl log set-up); any other line it writes still reaches stderr.
+And hides the log records TensorFlow writes of a failed map step, which the run reports.
 """
 
+import logging
 import os
 import re
 import sys
 import threading
 
-__all__ = ["is_startup_noise", "import_tensorflow"]
+__all__ = ["is_startup_noise", "import_tensorflow", "is_closure_error", "hide_closure_errors"]
 
 # Lines TensorFlow's C++ writes to stderr while it loads and finds its devices, before
 # (and regardless of) TF_CPP_MIN_LOG_LEVEL: two shared libraries each print the first
@@ -25,10 +27,34 @@ _NOISE = [
 
 _imported = None
 
+# What ClusterCoordinator logs (at ERROR, with the remote traceback) when a scheduled
+# function fails, and when it then cancels the others.
+_CLOSURE_ERRORS = ("encountered the following error when processing closure", "Start cancelling closures due to error")
+
 
 def is_startup_noise(line: str) -> bool:
     """Whether `line` (without its newline) is one of TensorFlow's start-up lines."""
     return any(pattern.search(line) for pattern in _NOISE)
+
+
+def is_closure_error(pathname: str, message: str) -> bool:
+    """Whether a log record (its source file, its message) is ClusterCoordinator's of a
+    failed map step. Pure: TensorFlow's own wording, matched here only."""
+    return os.path.basename(pathname) == "cluster_coordinator.py" and any(text in message for text in _CLOSURE_ERRORS)
+
+
+class _ClosureErrors(logging.Filter):
+    def filter(self, record):
+        return not is_closure_error(record.pathname, record.getMessage())
+
+
+def hide_closure_errors() -> None:
+    """Drops TensorFlow's log records of a failed map step (tens of lines each, a remote
+    traceback): the run classifies every failure itself and says what it means in one
+    line (`failures`), which they would bury. For the CLI; idempotent."""
+    tf_logger = logging.getLogger("tensorflow")
+    if not any(isinstance(f, _ClosureErrors) for f in tf_logger.filters):
+        tf_logger.addFilter(_ClosureErrors())
 
 
 def _forward(read_fd, out_fd):
