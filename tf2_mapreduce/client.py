@@ -77,18 +77,25 @@ class JobHandle:
         """Blocks until the job ends, at most `timeout` s; returns its `Result` or raises its
         error (`ClusterError`, `JobFailed`, `Cancelled`...). Raises `TimeoutError` if
         it has not ended by then; the job goes on. Signal handlers run while it waits."""
-        deadline = None if timeout is None else time.monotonic() + timeout
-        # In slices: a signal the kernel hands to another thread (one of TensorFlow's)
-        # runs its Python handler only once the main thread wakes, so a SIGTERM would
-        # otherwise wait for the job's end instead of stopping it.
-        while not self._finished.is_set():
-            left = WAKE_FOR_SIGNALS if deadline is None else deadline - time.monotonic()
-            if left <= 0:
-                raise TimeoutError("job %s still running after %gs" % (self.name, timeout))
-            self._finished.wait(min(left, WAKE_FOR_SIGNALS))
+        if not _wait_awake(self._finished.is_set, self._finished.wait, timeout):
+            raise TimeoutError("job %s still running after %gs" % (self.name, timeout))
         if "error" in self._outcome:
             raise self._outcome["error"]
         return self._outcome["result"]
+
+
+def _wait_awake(done, wait, seconds=None) -> bool:
+    """Waits until `done()`, at most `seconds` (None: as long as it takes), calling
+    `wait(s)` (which blocks up to s) in slices; returns `done()`. In slices: a signal the
+    kernel hands to another thread (one of TensorFlow's) runs its Python handler only
+    once the main thread wakes, so a SIGTERM would otherwise wait for the end."""
+    deadline = None if seconds is None else time.monotonic() + seconds
+    while not done():
+        left = WAKE_FOR_SIGNALS if deadline is None else deadline - time.monotonic()
+        if left <= 0:
+            return False
+        wait(min(left, WAKE_FOR_SIGNALS))
+    return True
 
 
 def _within(seconds, connect):
@@ -105,10 +112,7 @@ def _within(seconds, connect):
 
     thread = threading.Thread(target=attempt, name="tf2_mapreduce-connect", daemon=True)
     thread.start()
-    deadline = time.monotonic() + seconds
-    while thread.is_alive() and time.monotonic() < deadline:
-        thread.join(WAKE_FOR_SIGNALS)  # in slices, as in `JobHandle.wait`
-    if thread.is_alive():
+    if not _wait_awake(lambda: not thread.is_alive(), thread.join, seconds):
         raise ClusterError(
             "connecting to the cluster took over %gs; check that every task of the cluster is up" % seconds
         )

@@ -105,14 +105,11 @@ class KeySum(Reducer):
         pending_keys = tf.concat([pending_keys, new_keys], 0)
         pending_counts = tf.concat([pending_counts, new_counts], 0)
 
-        def combined():
-            merged = _merge(tf.concat([keys, pending_keys], 0), tf.concat([counts, pending_counts], 0))
-            return (*merged, pending_keys[:0], pending_counts[:0])
-
+        value = (keys, counts, pending_keys, pending_counts)
         return tf.cond(
             tf.size(pending_keys) > tf.size(keys),
-            combined,
-            lambda: (keys, counts, pending_keys, pending_counts),
+            lambda: (*self.stream_finish(value), pending_keys[:0], pending_counts[:0]),
+            lambda: value,
         )
 
     def stream_finish(self, value):
