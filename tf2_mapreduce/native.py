@@ -27,6 +27,7 @@ __all__ = ["ENV", "MODES", "WEAKER", "mode", "cache_dir", "load", "unavailable",
 ENV = "TF2_MAPREDUCE_NATIVE"
 MODES = ("auto", "require", "off")
 SOURCES = ("read_range.cc", "words.cc", "text_stream.cc", "example_features.cc", "merge_counts.cc")
+HEADERS = ("key_counts.h",)  # included by sources: part of the build's digest, not compiled apart
 # -O3: the word counter's loop is counted many bytes at a time only when vectorized.
 OPTIONS = ("-std=c++17", "-shared", "-fPIC", "-O3", "-w")  # -w: TensorFlow's headers warn by the hundred
 NATIVE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "native")
@@ -73,7 +74,7 @@ def _library_path():
     framework = os.path.realpath(os.path.join(_tensorflow_dir(), _FRAMEWORK))
     st = os.stat(framework)
     digest = hashlib.sha256(("%s %d %d %s" % (framework, st.st_size, st.st_mtime_ns, " ".join(OPTIONS))).encode())
-    for name in SOURCES:
+    for name in SOURCES + HEADERS:
         with open(os.path.join(NATIVE_DIR, name), "rb") as f:
             digest.update(f.read())
     return os.path.join(cache_dir(), "ops-%s.so" % digest.hexdigest()[:20])

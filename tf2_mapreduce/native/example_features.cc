@@ -25,14 +25,13 @@
 #include "tensorflow/core/framework/op.h"
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/shape_inference.h"
+#include "key_counts.h"
 
 namespace tf2_mapreduce {
 
 using tensorflow::OpKernel;
 using tensorflow::OpKernelConstruction;
 using tensorflow::OpKernelContext;
-using tensorflow::Tensor;
-using tensorflow::TensorShape;
 using tensorflow::tstring;
 
 namespace {
@@ -375,19 +374,7 @@ class ExampleFeatureKeysOp : public OpKernel {
       AppendBigEndian(sums->max, 4, &key);
       ++counts[key];
     }
-    Tensor* keys = nullptr;
-    Tensor* numbers = nullptr;
-    const int64_t size = static_cast<int64_t>(counts.size());
-    OP_REQUIRES_OK(context, context->allocate_output(0, TensorShape({size}), &keys));
-    OP_REQUIRES_OK(context, context->allocate_output(1, TensorShape({size}), &numbers));
-    auto key_out = keys->flat<tstring>();
-    auto count_out = numbers->flat<int64_t>();
-    int64_t k = 0;
-    for (const auto& [text, count] : counts) {
-      key_out(k).assign(text.data(), text.size());
-      count_out(k) = count;
-      ++k;
-    }
+    OutputKeyCounts(context, counts);
   }
 };
 

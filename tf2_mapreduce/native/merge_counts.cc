@@ -11,14 +11,13 @@
 #include "tensorflow/core/framework/op.h"
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/shape_inference.h"
+#include "key_counts.h"
 
 namespace tf2_mapreduce {
 
 using tensorflow::OpKernel;
 using tensorflow::OpKernelConstruction;
 using tensorflow::OpKernelContext;
-using tensorflow::Tensor;
-using tensorflow::TensorShape;
 using tensorflow::tstring;
 
 REGISTER_OP("Tf2MapreduceMergeCounts")
@@ -48,19 +47,7 @@ class MergeCountsOp : public OpKernel {
     absl::flat_hash_map<absl::string_view, int64_t> sums;  // views of the input, which outlives it
     sums.reserve(keys.size());
     for (int64_t i = 0; i < keys.size(); ++i) sums[absl::string_view(keys(i).data(), keys(i).size())] += counts(i);
-    Tensor* unique = nullptr;
-    Tensor* totals = nullptr;
-    const int64_t size = static_cast<int64_t>(sums.size());
-    OP_REQUIRES_OK(context, context->allocate_output(0, TensorShape({size}), &unique));
-    OP_REQUIRES_OK(context, context->allocate_output(1, TensorShape({size}), &totals));
-    auto key_out = unique->flat<tstring>();
-    auto sum_out = totals->flat<int64_t>();
-    int64_t k = 0;
-    for (const auto& [key, sum] : sums) {
-      key_out(k).assign(key.data(), key.size());
-      sum_out(k) = sum;
-      ++k;
-    }
+    OutputKeyCounts(context, sums);
   }
 };
 
