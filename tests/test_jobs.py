@@ -436,3 +436,11 @@ def test_a_streamed_files_keys_fold_to_their_counts_whatever_the_batches():
             value = fold(value, tf.constant(batch, tf.string) if batch else tf.zeros([0], tf.string))
         keys, counts = WORDS.stream_finish(value)
         assert sorted(zip(keys.numpy().tolist(), counts.numpy().tolist())) == sorted(oracle.items()), sizes
+
+
+def test_a_job_mapping_whole_pieces_is_checked_when_made():
+    reducer = mr.Stats().reducer
+    with pytest.raises(ValueError, match="map_input must be 'batch' or 'dataset', not 'file'"):
+        mr.Job(name="j", map_fn=len, reducer=reducer, records="tfrecord", map_input="file")
+    with pytest.raises(ValueError, match="is for jobs over TFRecord files"):
+        mr.Job(name="j", map_fn=len, reducer=reducer, map_input="dataset")

@@ -177,6 +177,25 @@ def test_one_example_and_no_example(inprocess, tmp_path):
     assert result.proto().datasets[0].num_examples == 0
 
 
+def test_a_float_repeated_hundreds_of_times_in_one_file_is_counted_exactly(inprocess, tmp_path):
+    # A piece counts a float's bucket in one byte, its wraps apart: each of these values
+    # comes back some 700 times in the file, a subnormal one and zeros among them.
+    rng = random.Random(5)
+    values = [1.5, 0.0, -0.0, -2.0, 1e-40, math.nan]
+
+    def example():
+        level = [rng.choice(values) for _ in range(rng.randint(1, 6))]
+        return tf.train.Example(
+            features=tf.train.Features(feature={"level": tf.train.Feature(float_list=tf.train.FloatList(value=level))})
+        ).SerializeToString()
+
+    path = write_records(str(tmp_path / "levels.tfrecord.gz"), [example() for _ in range(1200)])
+    result = inprocess.run(mr.Stats(), [path])
+    assert_matches(result.total, [path])
+    numbers = result.features["level"].numeric
+    assert numbers.count > 2000 and numbers.num_nan > 256 and numbers.num_zeros > 512
+
+
 def conflicting(tmp_path):
     records = [
         tf.train.Example(

@@ -119,9 +119,12 @@ def stream(job, path, compression, read_size):
 
 def _map_stream(job, map_fn, path, compression, read_size):
     """The job's map step over one streamed file, in the form its reducer commits: each
-    batch mapped and folded into the file's value as it comes (`Reducer.stream_fold`)."""
+    batch mapped and folded into the file's value as it comes (`Reducer.stream_fold`),
+    or the file's batches mapped at once (`Job.map_input`)."""
     reducer = job.reducer
     batches = stream(job, path, compression, read_size)
+    if job.map_input == "dataset":
+        return map_fn(batches)
     folded = batches.reduce(reducer.stream_start(), lambda value, batch: reducer.stream_fold(value, map_fn(batch)))
     return reducer.stream_finish(folded)
 

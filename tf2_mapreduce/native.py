@@ -153,7 +153,7 @@ def _load():
 def load():
     """The op library (its ops as functions: `tf2_mapreduce_read_range`,
     `tf2_mapreduce_read_files`, `tf2_mapreduce_file_sizes`, `tf2_mapreduce_count_words`,
-    `tf2_mapreduce_word_counts`, `tf2_mapreduce_example_feature_keys`,
+    `tf2_mapreduce_word_counts`, `tf2_mapreduce_example_stat_keys`,
     `tf2_mapreduce_merge_counts`, and the dataset ops that `text_stream` wraps), or None
     where a job goes without it (`unavailable()` says why). Blocking: the first call on
     a machine builds it (tens of seconds, said on the log); later ones load it from the

@@ -38,6 +38,13 @@ class Job:
     `tf.io.parse_example` on it, say), returning one value per record for a
     per-piece reducer, or the batch's keys for `KeySum`. A record is never cut.
 
+    `map_input="dataset"` (TFRecord jobs only) gives `map_fn` a whole piece at once: a
+    `tf.data.Dataset` of its batches of records, for a native op that iterates it, say.
+    It returns the piece's value as the reducer commits it (`Reducer.combine`'s form,
+    a piece's keys each once for `KeySum`): what a job whose output per batch is about
+    as large as the batch (a float feature's buckets) needs, so that nothing is
+    combined batch by batch.
+
     `autograph` converts Python control flow over tensors in `map_fn` (as
     tf.function does by default); a `map_fn` without any can turn it off, which
     saves about half a second of tracing per run.
@@ -50,6 +57,13 @@ class Job:
     config: dict = field(default_factory=dict)
     records: str = "lines"  # "lines", "words", or "tfrecord"
     autograph: bool = True
+    map_input: str = "batch"  # or "dataset": see above
+
+    def __post_init__(self):
+        if self.map_input not in ("batch", "dataset"):
+            raise ValueError("map_input must be 'batch' or 'dataset', not %r" % (self.map_input,))
+        if self.map_input == "dataset" and self.records != "tfrecord":
+            raise ValueError("map_input='dataset' is for jobs over TFRecord files (records='tfrecord')")
 
     def prepared(self, files, compression="auto") -> "Job":
         """The job to run over `files` (`inputs.InputFile`s, compressed as `compression`

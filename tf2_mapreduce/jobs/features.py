@@ -128,12 +128,14 @@ class Vocab(Job):
 
 
 def _stat_keys(names):
-    """The map step of statistics of the features `names` (all if empty): the native
-    op's keys (`reducers.feature_stats.StatKeys`) with their counts. TFRecord inputs are
-    read by the native ops only (`formats.check`), so a run without them never gets here."""
+    """The map step of statistics of the features `names` (all if empty) over a piece's
+    batches of records: the native op's keys (`reducers.feature_stats.StatKeys`), each
+    once with its count. TFRecord inputs are read by the native ops only
+    (`formats.check`), so a run without them never gets here."""
 
-    def map_fn(records):
-        return native.load().tf2_mapreduce_example_feature_keys(records, tf.constant(names, tf.string))
+    def map_fn(batches):
+        variant = tf.data.experimental.to_variant(batches)
+        return tuple(native.load().tf2_mapreduce_example_stat_keys(variant, tf.constant(names, tf.string)))
 
     return map_fn
 
@@ -152,6 +154,7 @@ class Stats(Job):
             reducer=FeatureStats(unit="examples", features=tuple(names)),
             records="tfrecord",
             autograph=False,
+            map_input="dataset",
             config={"features": names},
             description="exact statistics of tf.train.Example features, as TFDV's DatasetFeatureStatisticsList",
         )

@@ -25,11 +25,7 @@ REGISTER_OP("Tf2MapreduceMergeCounts")
     .Input("counts: int64")
     .Output("unique: string")
     .Output("sums: int64")
-    .SetShapeFn([](tensorflow::shape_inference::InferenceContext* c) {
-      c->set_output(0, c->Vector(c->UnknownDim()));
-      c->set_output(1, c->Vector(c->UnknownDim()));
-      return absl::OkStatus();
-    })
+    .SetShapeFn(VectorOutputs)
     .Doc(R"doc(
 Each distinct key of `keys` (a vector) once, with the sum of its `counts` (a vector of
 the same length), in no particular order.
