@@ -100,6 +100,10 @@ class _KeyShard:
                 distinct -= tf.reduce_sum(tf.cast(found, tf.int64))
             return distinct
 
+    def clear(self):
+        with tf.device(self.device):
+            return self.table.clear()
+
     def snapshot(self):
         def copy():
             with tf.device(self.device):
@@ -114,9 +118,7 @@ class _KeyShard:
 
     def export(self):
         """The job's (keys, counts), without the markers and the total."""
-        # export() leaves the rank unknown; keys are scalars, so both are vectors.
-        keys, counts = self.table.export()
-        keys, counts = tf.ensure_shape(keys, [None]), tf.ensure_shape(counts, [None])
+        keys, counts = self.table.entries()
         ours = tf.strings.substr(keys, 0, 1) == _KEY
         keys, counts = tf.boolean_mask(keys, ours), tf.boolean_mask(counts, ours)
         lengths = tf.strings.length(keys)
@@ -176,6 +178,7 @@ class KeyTables:
         )
         self._chunks = [tf.function(shard.view_chunk, autograph=False) for shard in self.shards]
         self._top = tf.function(lambda k: [shard.top_counts(k) for shard in self.shards], autograph=False)
+        self._clear = tf.function(lambda: [shard.clear() for shard in self.shards], autograph=False)
         self.released = False
         self._sizes = tf.function(
             lambda: [tf.stack([shard.table.size(), shard.saved_table.size()]) for shard in self.shards], autograph=False
@@ -235,14 +238,7 @@ class KeyTables:
 
     def reset(self):
         """Empties every table again. Blocking; not while map steps run."""
-        for shard in self.shards:
-            with tf.device(shard.device):
-                # Importing replaces a table's contents: with nothing, it empties it.
-                tf.raw_ops.LookupTableImportV2(
-                    table_handle=shard.table.resource_handle,
-                    keys=tf.constant([], tf.string),
-                    values=tf.constant([], tf.int64),
-                )
+        self._clear()
 
     def leftover(self):
         """None while every table is empty, else which is not. Blocking."""
