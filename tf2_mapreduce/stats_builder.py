@@ -239,13 +239,17 @@ class Builder:
     def add_value(self, name, kind, payload, count):
         """`payload` (bytes, or a number's payload for `decode`: a float's bucket) occurs
         `count` times as a value of `name`."""
-        feature = self._feature(name)
         if kind == "b":
-            feature.strings.add(payload, count)
+            self._feature(name).strings.add(payload, count)
             return
-        payloads, counts = feature.numbers.setdefault(kind, ([], []))
+        payloads, counts = self.number_values(name, kind)
         payloads.append(payload)
         counts.append(count)
+
+    def number_values(self, name, kind):
+        """The lists ([payloads], [counts]) that `add_value` appends an "f" or "i" value
+        of `name` to: appending there is the same, a method call less a key."""
+        return self._feature(name).numbers.setdefault(kind, ([], []))
 
     def finish(self) -> DatasetStats:
         """Raises `JobFailed` for a feature of two types with on_error="fail"."""
