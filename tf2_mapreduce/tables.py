@@ -190,14 +190,17 @@ class KeyTables:
         return CheckpointState(save=save, restore=restore, prepare=self._snapshot)
 
     def commit(self, ids, output):
-        """Adds a step's (keys, counts) for pieces `ids`, once; called in the scheduled step."""
+        """Adds a step's (keys, counts) for pieces `ids`, once; called in the scheduled
+        step. Each key must be there once (the reducer combined them on the worker): a
+        table insert of a key given twice keeps one of its counts."""
         keys, counts = output
-        unique, index = tf.unique(keys)
-        sums = tf.math.unsorted_segment_sum(counts, index, tf.size(unique))
         num_ps = len(self.shards)
-        shard_of = tf.cast(tf.strings.to_hash_bucket_fast(unique, num_ps), tf.int32)
-        shard_keys = tf.dynamic_partition(unique, shard_of, num_ps)
-        shard_sums = tf.dynamic_partition(sums, shard_of, num_ps)
+        if num_ps == 1:
+            shard_keys, shard_sums = [keys], [counts]
+        else:
+            shard_of = tf.cast(tf.strings.to_hash_bucket_fast(keys, num_ps), tf.int32)
+            shard_keys = tf.dynamic_partition(keys, shard_of, num_ps)
+            shard_sums = tf.dynamic_partition(counts, shard_of, num_ps)
         for shard, keys_here, sums_here in zip(self.shards, shard_keys, shard_sums):
             # Every shard sees every piece, with or without keys for it: it must set
             # the pieces' markers either way.

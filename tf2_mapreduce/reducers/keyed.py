@@ -65,8 +65,8 @@ class KeySum(Reducer):
     """Exact int64 totals per key, in tables on the ps tasks, keys sharded over all of them
     by hash. `map_fn(texts)` returns the keys of the whole batch, a 1-D tf.string, each
     counting 1; or (keys, counts), with a 1-D tf.int64 of counts of the same length.
-    Keys may repeat: they are combined on the worker before anything is sent. The
-    job's value is the total of the counts."""
+    Keys may repeat: they are combined on the worker before anything is sent (what
+    the state commits holds each key once). The job's value is the total of the counts."""
 
     unit: str  # what the keys are, for messages: "words"
 
@@ -84,10 +84,15 @@ class KeySum(Reducer):
         return _merge(*output)
 
     def batch(self, outputs):
-        return outputs[0].flat_values, outputs[1].flat_values
+        # Each piece's keys are distinct already: only those of several pieces are combined.
+        keys, counts = outputs[0].flat_values, outputs[1].flat_values
+        return tf.cond(outputs[0].nrows() > 1, lambda: _merge(keys, counts), lambda: (keys, counts))
 
     def combine_step(self, output):
-        # The state's commit combines the step's repeated keys: no second pass here.
+        return self.combine(output)
+
+    def pairs(self, output):
+        """(keys, counts) of a map_fn's output, keys not combined."""
         if isinstance(output, tf.Tensor):
             return output, tf.ones_like(output, dtype=tf.int64)
         return output
@@ -101,7 +106,7 @@ class KeySum(Reducer):
         # is then about twice the keys mapped, where combining at every batch cost the
         # file's distinct keys once a batch (a float feature's thousands of buckets, say).
         keys, counts, pending_keys, pending_counts = value
-        new_keys, new_counts = self.combine_step(output)
+        new_keys, new_counts = self.pairs(output)
         pending_keys = tf.concat([pending_keys, new_keys], 0)
         pending_counts = tf.concat([pending_counts, new_counts], 0)
 

@@ -86,7 +86,7 @@ class Vocabularies(ExamplesKeySum):
     def combine(self, output):
         return super().combine(self._table_keys(output))
 
-    def combine_step(self, output):
+    def pairs(self, output):
         return self._table_keys(output)
 
     def describe(self, value, distinct=None):
