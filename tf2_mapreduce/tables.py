@@ -55,10 +55,13 @@ class _KeyShard:
         is taken: the lock waits for its inputs, so a worker that stops mid-step (a
         SIGSTOP) cannot hold it while the ps waits for that worker's tensors.
         """
+        # Made on the worker, so that the ps (one for every worker) only joins them up:
+        # a copy of a step's keys less there (a float feature's buckets: 500,000).
+        prefixed, counted = tf.strings.join([_KEY, keys]), self._counted(keys, counts)
         with tf.device(self.device):
             n = tf.size(ids)
-            all_keys = tf.concat([_markers(ids), [_TOTAL], tf.strings.join([_KEY, keys])], 0)
-            deltas = tf.concat([tf.ones_like(ids), [self._counted(keys, counts)], counts], 0)
+            all_keys = tf.concat([_markers(ids), [_TOTAL], prefixed], 0)
+            deltas = tf.concat([tf.ones_like(ids), [counted], counts], 0)
 
         def update():
             with tf.device(self.device):
