@@ -1,6 +1,7 @@
 """Dataset statistics from the counts of a statistics table, as they stream in: a feature's
 figures (`statistics`) are made once all its counts are in, exactly, in any order."""
 
+import array
 import functools
 import heapq
 import math
@@ -197,7 +198,9 @@ class _Feature:
 
     def __init__(self):
         self.examples = {}  # kind -> {number of values: examples}
-        self.numbers = {}  # kind -> ([payload bytes], [counts])
+        # kind -> (the payloads end to end, their counts): 12 bytes a value where a list of
+        # bytes objects and one of ints took 80 (an embedding's 500,000 buckets: 88 MB).
+        self.numbers = {}
         self.strings = _Strings()
         self.exact = FloatSums()
 
@@ -205,7 +208,7 @@ class _Feature:
 class Builder:
     """Statistics from counted keys: `add_examples`, `add_lengths`, `add_value` and the
     `float_sums` of float features in any order, then `finish`. `decode(kind, payloads)`:
-    the numbers (a numpy array) of a list of number payloads. `features`: names every
+    the numbers (a numpy array) of number payloads end to end (bytes-like). `features`: names every
     one of which is reported, even if absent from all examples (empty: those found).
     `on_error`: what a feature with values of two types means, "fail" (`JobFailed`) or
     "skip" (the type of most examples is kept, the others' examples left out and
@@ -243,13 +246,16 @@ class Builder:
             self._feature(name).strings.add(payload, count)
             return
         payloads, counts = self.number_values(name, kind)
-        payloads.append(payload)
+        payloads += payload
         counts.append(count)
 
     def number_values(self, name, kind):
-        """The lists ([payloads], [counts]) that `add_value` appends an "f" or "i" value
-        of `name` to: appending there is the same, a method call less a key."""
-        return self._feature(name).numbers.setdefault(kind, ([], []))
+        """(payloads, counts), a bytearray and an array of int64, that `add_value` adds an
+        "f" or "i" value of `name` to: adding there is the same, a method call less."""
+        found = self._feature(name).numbers.get(kind)
+        if found is None:
+            found = self._feature(name).numbers[kind] = (bytearray(), array.array("q"))
+        return found
 
     def finish(self) -> DatasetStats:
         """Raises `JobFailed` for a feature of two types with on_error="fail"."""
@@ -297,9 +303,9 @@ class Builder:
         if kind == "b":
             string = feature.strings.finish()
         elif kind in ("i", "f"):
-            payloads, counts = feature.numbers.get(kind, ([], []))
+            payloads, counts = feature.numbers.get(kind, (b"", ()))
             values = self.decode(kind, payloads)
-            counts = np.array(counts, np.int64)
+            counts = np.asarray(counts, np.int64)
             # -0.0 before 0.0: values that compare equal must not come in the order the keys did.
             order = np.lexsort((~np.signbit(values), values))
             numeric = _numeric(values[order], counts[order], kind == "f", feature.exact)

@@ -41,11 +41,11 @@ class StatKeys:
 
     @staticmethod
     def numbers(kind, payloads):
-        """The numbers of the payloads of an "i" or "f" feature's values, as an array."""
-        raw = b"".join(payloads)
+        """The numbers of the payloads (end to end, bytes-like) of an "i" or "f" feature's
+        values, as an array."""
         if kind == "f":
-            return np.frombuffer(raw, ">f4").astype(np.float32)
-        return (np.frombuffer(raw, ">u8").astype(np.uint64) ^ np.uint64(1 << 63)).view(np.int64)
+            return np.frombuffer(payloads, ">f4").astype(np.float32)
+        return (np.frombuffer(payloads, ">u8").astype(np.uint64) ^ np.uint64(1 << 63)).view(np.int64)
 
     def split(self, key):
         """(record, name, kind, payload) of a key; (b"e", None, None, b"") for the examples."""
@@ -91,7 +91,7 @@ class FeatureStats(ExamplesKeySum):
             values = numbers.get(key[:-floats]) or numbers.get(key[:-ints])
             if values is not None:
                 payloads, counts, width = values
-                payloads.append(key[-width:])
+                payloads += key[-width:]
                 counts.append(count)
                 continue
             record, name, kind, payload = space.split(key)
@@ -106,7 +106,7 @@ class FeatureStats(ExamplesKeySum):
             elif record == b"q":
                 builder.float_sums(name).add_square(int(payload[:1]), payload[1], count)
             elif record in (b"<", b">"):
-                builder.float_sums(name).add_extreme(float(space.numbers(kind, [payload])[0]))
+                builder.float_sums(name).add_extreme(float(space.numbers(kind, payload)[0]))
             else:
                 builder.add_examples(count)
         return Collected(builder.finish(), None, NO_FILES)
