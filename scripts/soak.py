@@ -23,6 +23,7 @@ import gzip
 import json
 import os
 import random
+import re
 import shutil
 import signal
 import subprocess
@@ -42,6 +43,9 @@ from tf2_mapreduce import orphans, output  # noqa: E402  (its unescape reads a p
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 JOBS = ("wordcount", "wc", "wordfreq", "vocab", "stats")
 EXAMPLE_JOBS = ("vocab", "stats")  # over the tf.Example shards, written to a directory
+# Enough that the example jobs map for a few progress reports, so that a fault drawn
+# "running" strikes while they run (with 800, stats mapped for under a second).
+EXAMPLES_PER_SHARD = 3000
 FEATURES = ("query", "tags", "user_id", "clicks")
 FAULTS = (
     "kill_worker",
@@ -58,6 +62,7 @@ COORDINATOR_TIMEOUT = 240  # seconds a coordinator may run before the round fail
 SERVER_EXIT = 45  # seconds servers get to exit by themselves once the coordinator has exited
 SHUTDOWN_TIMEOUT = 20  # the coordinator's --shutdown_timeout: a restarted worker is up well within it
 CONNECT_TIMEOUT = 20  # the coordinator's --connect_timeout: how long it waits for a worker killed before the job
+PROGRESS_SHARE = re.compile(r"\] \d+/\d+ files \((\d+)%\)")  # a progress report's share of the input done
 MARK = "TF2MR_SOAK"  # in every child's environment: how leftovers of a round are found
 
 
@@ -124,7 +129,7 @@ def write_examples(directory):
                 "--shards",
                 str(shards),
                 "--examples",
-                str(shards * 800),
+                str(shards * EXAMPLES_PER_SHARD),
                 "--seed",
                 str(seed),
                 "--compression",
@@ -307,17 +312,18 @@ class Round:
             "--checkpoint_every=%.1f" % self.rng.uniform(0.3, 3.0),
             "--files_per_step=%d" % self.rng.randint(1, 4),
             "--read_size=%d" % self.rng.choice([16 << 10, 64 << 10, 256 << 10]),
-            "--progress_every=0.5",
+            "--progress_every=0.1",
             "--worker_timeout=60",
             "--connect_timeout=%d" % CONNECT_TIMEOUT,
             "--shutdown_timeout=%d" % SHUTDOWN_TIMEOUT,
         ]
         # When the fault strikes: seconds after the coordinator starts (while it imports
-        # TensorFlow and connects), after its first progress report (while the job
-        # runs: most rounds, since a job here maps for a few seconds only), or late
-        # (often after the job ended).
+        # TensorFlow and connects), once a share of the input is done by its progress
+        # reports (while the job runs: most rounds; a time after the first report
+        # missed most of the stats job, which maps for a second), or late (often after
+        # the job ended).
         self.phase = self.rng.choices(("starting", "running", "late"), weights=(2, 7, 1))[0]
-        self.moment = self.rng.uniform(0.0, {"starting": 4.0, "running": 2.0, "late": 10.0}[self.phase])
+        self.moment = self.rng.uniform(0.0, {"starting": 4.0, "running": 0.8, "late": 10.0}[self.phase])
         self.notes = []
 
     def env(self, role, index):
@@ -419,6 +425,12 @@ class Round:
             )
         return code
 
+    def when(self):
+        """The fault's moment, as the round's line says it."""
+        if self.phase == "running":
+            return "running@%d%%" % (100 * self.moment)
+        return "%s+%.1fs" % (self.phase, self.moment)
+
     def at_the_moment(self, proc):
         """Waits until the fault's moment; False if the coordinator exited first."""
         deadline = None if self.phase == "running" else time.monotonic() + self.moment
@@ -426,10 +438,16 @@ class Round:
             if proc.poll() is not None:
                 self.notes.append("late: the job ended before the fault")
                 return False
-            if deadline is None and self.job_started():
-                deadline = time.monotonic() + self.moment
-            time.sleep(0.05)  # the moment is the scenario, drawn at random
+            if deadline is None and self.done_share() >= self.moment:
+                return True
+            time.sleep(0.02)  # the moment is the scenario, drawn at random
         return True
+
+    def done_share(self):
+        """The share of the input done by the running coordinator's last progress report
+        (0 before the first)."""
+        shares = PROGRESS_SHARE.findall(self.log_tail("coordinator-%d.log" % self.runs, lines=10**6))
+        return int(shares[-1]) / 100 if shares else 0.0
 
     def run(self):
         keep = ("--keep_serving",) if self.fault == "second_job" else ()
@@ -668,8 +686,8 @@ def main():
             tally[key][1] += verdict == "ok"
         notes = " (%s)" % "; ".join(one.notes) if one.notes else ""
         print(
-            "round %d: job=%s fault=%s at=%s+%.1fs -> %s%s (%.1fs)"
-            % (number, job, fault, one.phase, one.moment, verdict, notes, time.monotonic() - started),
+            "round %d: job=%s fault=%s at=%s -> %s%s (%.1fs)"
+            % (number, job, fault, one.when(), verdict, notes, time.monotonic() - started),
             flush=True,
         )
         if verdict == "ok":
