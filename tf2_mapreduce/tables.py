@@ -51,17 +51,19 @@ class _KeyShard:
         killed worker once left a shard's total counted twice and its table once,
         with separate table, flags and total). An insert is one kernel: it runs whole
         or not at all, and it writes values read under the lock, so running it twice
-        writes the same values. Everything it writes is made on the ps before the lock
-        is taken: the lock waits for its inputs, so a worker that stops mid-step (a
+        writes the same values. Everything it writes is on the ps before the lock is
+        taken: the lock waits for its inputs, so a worker that stops mid-step (a
         SIGSTOP) cannot hold it while the ps waits for that worker's tensors.
         """
-        # Made on the worker, so that the ps (one for every worker) only joins them up:
-        # a copy of a step's keys less there (a float feature's buckets: 500,000).
-        prefixed, counted = tf.strings.join([_KEY, keys]), self._counted(keys, counts)
+        # Made on the worker, so that the ps (one for every worker) holds no copy of a
+        # step's keys but the one it receives (a float feature's buckets: 500,000).
+        all_keys = tf.concat([_markers(ids), [_TOTAL], tf.strings.join([_KEY, keys])], 0)
+        deltas = tf.concat([tf.ones_like(ids), [self._counted(keys, counts)], counts], 0)
         with tf.device(self.device):
+            # Received here before the lock is taken (an identity copies nothing): the
+            # lock waits for ops on the ps, not for a worker's.
             n = tf.size(ids)
-            all_keys = tf.concat([_markers(ids), [_TOTAL], prefixed], 0)
-            deltas = tf.concat([tf.ones_like(ids), [counted], counts], 0)
+            all_keys, deltas = tf.identity(all_keys), tf.identity(deltas)
 
         def update():
             with tf.device(self.device):
