@@ -19,7 +19,7 @@ COORDINATOR_TIMEOUT = 120  # seconds for one coordinator process, import of Tens
 # What the second coordinator reads before writing, as docs/runtime.md states it:
 # (id, key in a coordinator's report, expected value, the fact).
 FACTS = [
-    ("R1", "default_table", 1, "DenseHashTable made eagerly (table_<n>): the new process gets the old one's entries"),
+    ("R1", "default_table", 1, "MutableHashTable made eagerly (table_<n>): the new process gets the old one's entries"),
     ("R2", "run_table", 0, "ps_state.RunTable with a fresh shared name per run: new and empty"),
     ("R3", "variable", 0, "tf.Variable made eagerly, same name= in both processes: new, initial value"),
     ("R4", "kept_table", 1, "a table of a fixed shared name outlives the process that made it"),
@@ -75,9 +75,7 @@ def as_coordinator(jobs, run):
         tables = {
             # TF names it "table_<n>", n from a per-process counter: the same n in both
             # processes, since both run this same code.
-            "default_table": tf.lookup.experimental.DenseHashTable(
-                tf.string, tf.int64, default_value=0, empty_key="", deleted_key="\x00"
-            ),
+            "default_table": tf.lookup.experimental.MutableHashTable(tf.string, tf.int64, default_value=0),
             "run_table": RunTable("measure_runtime/%s/table" % uuid.uuid4().hex),
             "kept_table": RunTable("measure_runtime/kept"),
             "released_table": RunTable("measure_runtime/released"),

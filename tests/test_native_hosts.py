@@ -61,6 +61,28 @@ def test_a_worker_without_the_native_ops_gives_the_same_exact_result(tmp_path, p
     assert counts == oracle_counter(paths)
 
 
+def test_a_ps_without_the_native_ops_gives_the_same_exact_result(tmp_path, processes):
+    """Per-key tables are the native op library's where every task has it: a ps without
+    it makes jobs use TensorFlow's table, said once, with the same counts."""
+    paths = write_corpus(str(tmp_path / "corpus"), 12, seed=5, max_words=2000)
+    cluster = ConfiguredCluster(tmp_path, processes, num_ps=1, num_workers=1)
+    cluster.start("ps", 0, env=no_compiler(tmp_path))
+    cluster.start("worker", 0)
+    for role, index in cluster.tasks:
+        wait_serving(cluster, role, index)
+    table = str(tmp_path / "words.tsv")
+    run = run_cli(["--job=wordfreq", "--output", table, str(tmp_path / "corpus")], env=cluster.chief_env())
+    assert run.returncode == 0, run.stderr
+    warning = (
+        "warning: jobs go without tf2_mapreduce's native ops: ps 0 at %s has not loaded them"
+        % (cluster.addresses["ps", 0])
+    )
+    assert run.stderr.count(warning) == 1, run.stderr
+    with open(table, encoding="utf-8") as f:
+        counts = collections.Counter({output.unescape(w): int(c) for w, c in (line.split("\t") for line in f)})
+    assert counts == oracle_counter(paths)
+
+
 def test_require_refuses_a_cluster_with_a_worker_without_the_native_ops(tmp_path, processes):
     cluster = mixed_cluster(tmp_path, processes)
     write_corpus(str(tmp_path / "corpus"), 3, seed=1)

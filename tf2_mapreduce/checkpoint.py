@@ -15,8 +15,7 @@ from tf2_mapreduce.errors import UsageError, connectivity_errors, first_line
 __all__ = ["JobCheckpoint", "manifest"]
 
 MANIFEST = "manifest.json"
-FORMAT = 4  # 2: per-piece rows carry a committed marker; 3: per-key done markers in the table;
-# 4: per-key tables are dense (their buckets saved)
+FORMAT = 3  # 2: per-piece rows carry a committed marker; 3: per-key done markers in the table
 
 
 def manifest(job, num_ps, plan):

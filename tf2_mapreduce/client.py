@@ -173,17 +173,18 @@ def _listed(inputs, on_error):
 
 
 def _check_native(spec):
-    """Map steps are traced here, with the native ops if this process has them: a worker
-    without them could run none. With TF2_MAPREDUCE_NATIVE=require that is a
-    `ClusterError`; else every job goes without them, said once. Blocking."""
+    """Map steps are traced here, with the native ops if this process has them, and
+    per-key tables are made from here: a worker without them could run no map step, a
+    ps no table. With TF2_MAPREDUCE_NATIVE=require that is a `ClusterError`; else every
+    job goes without them, said once. Blocking."""
     from tf2_mapreduce import native
 
     if native.load() is None:
         return
-    for _, index, address in spec.tasks(roles=("worker",)):
-        if native.missing_on(cluster_spec.device("worker", index)) is None:
+    for role, index, address in spec.tasks(roles=("worker", "ps")):
+        if native.missing_on(cluster_spec.device(role, index)) is None:
             continue
-        where = "worker %d at %s has not loaded them (see its log)" % (index, address)
+        where = "%s %d at %s has not loaded them (see its log)" % (role, index, address)
         if native.mode() == "require":
             raise ClusterError("%s=require, but %s" % (native.ENV, where))
         native.disable(where)

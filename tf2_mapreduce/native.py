@@ -26,7 +26,14 @@ __all__ = ["ENV", "MODES", "WEAKER", "mode", "cache_dir", "load", "unavailable",
 
 ENV = "TF2_MAPREDUCE_NATIVE"
 MODES = ("auto", "require", "off")
-SOURCES = ("read_range.cc", "words.cc", "text_stream.cc", "example_features.cc", "merge_counts.cc")
+SOURCES = (
+    "read_range.cc",
+    "words.cc",
+    "text_stream.cc",
+    "example_features.cc",
+    "merge_counts.cc",
+    "key_count_table.cc",
+)
 HEADERS = ("key_counts.h",)  # included by sources: part of the build's digest, not compiled apart
 # -O3: the word counter's loop is counted many bytes at a time only when vectorized.
 OPTIONS = ("-std=c++17", "-shared", "-fPIC", "-O3", "-w")  # -w: TensorFlow's headers warn by the hundred
@@ -154,7 +161,8 @@ def load():
     """The op library (its ops as functions: `tf2_mapreduce_read_range`,
     `tf2_mapreduce_read_files`, `tf2_mapreduce_file_sizes`, `tf2_mapreduce_count_words`,
     `tf2_mapreduce_word_counts`, `tf2_mapreduce_example_stat_keys`,
-    `tf2_mapreduce_merge_counts`, and the dataset ops that `text_stream` wraps), or None
+    `tf2_mapreduce_merge_counts`, the per-key table `tf2_mapreduce_key_count_table` and its
+    `tf2_mapreduce_key_count_commit`, and the dataset ops that `text_stream` wraps), or None
     where a job goes without it (`unavailable()` says why). Blocking: the first call on
     a machine builds it (tens of seconds, said on the log); later ones load it from the
     cache. Raises `UsageError` with `TF2_MAPREDUCE_NATIVE=require` if it cannot be had."""

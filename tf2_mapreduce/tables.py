@@ -46,42 +46,28 @@ class _KeyShard:
     def commit(self, ids, keys, counts):
         """Adds `counts` to `keys` and marks pieces `ids` done, unless they are done.
 
-        All or nothing, in one table insert. A step is a graph split across the worker
-        and the ps, and the ps part can stop between two ops when the worker dies (a
-        killed worker once left a shard's total counted twice and its table once,
-        with separate table, flags and total). An insert is one kernel: it runs whole
-        or not at all, and it writes values read under the lock, so running it twice
-        writes the same values. Everything it writes is on the ps before the lock is
+        All or nothing, in one kernel (`RunTable.commit`). A step is a graph split across
+        the worker and the ps, and the ps part can stop between two ops when the worker
+        dies (a killed worker once left a shard's total counted twice and its table
+        once, with separate table, flags and total). One kernel runs whole or not at
+        all. Everything it writes is on the ps before the lock is
         taken: the lock waits for its inputs, so a worker that stops mid-step (a
         SIGSTOP) cannot hold it while the ps waits for that worker's tensors.
         """
         # Made on the worker, so that the ps (one for every worker) holds no copy of a
         # step's keys but the one it receives (a float feature's buckets: 500,000).
         all_keys = tf.concat([_markers(ids), [_TOTAL], tf.strings.join([_KEY, keys])], 0)
+        packed = self.table.pack(all_keys)
         deltas = tf.concat([tf.ones_like(ids), [self._counted(keys, counts)], counts], 0)
         with tf.device(self.device):
             # Received here before the lock is taken (an identity copies nothing): the
             # lock waits for ops on the ps, not for a worker's.
-            n = tf.size(ids)
-            all_keys, deltas = tf.identity(all_keys), tf.identity(deltas)
+            n = tf.size(ids, out_type=tf.int64)
+            packed, deltas = tf.nest.map_structure(tf.identity, (packed, deltas))
 
         def update():
             with tf.device(self.device):
-                old = self.table.lookup(all_keys)
-                done = tf.reduce_sum(old[:n])
-                # A step's pieces are committed together, so a step finds all of them
-                # done (it is a re-run) or none; anything else would be a bug.
-                whole = tf.debugging.Assert(
-                    tf.logical_or(done == 0, done == tf.cast(n, tf.int64)),
-                    ["tf2_mapreduce: a step's pieces were committed in part", self.device],
-                )
-
-                def apply():
-                    with tf.control_dependencies([self.table.insert(all_keys, old + deltas)]):
-                        return tf.constant(True)
-
-                with tf.control_dependencies([whole]):
-                    return tf.cond(done == 0, apply, lambda: tf.constant(False))
+                return self.table.commit(packed, deltas, n)
 
         return self.lock.execute(update)
 
@@ -105,10 +91,6 @@ class _KeyShard:
                 distinct -= tf.reduce_sum(tf.cast(found, tf.int64))
             return distinct
 
-    def clear(self):
-        with tf.device(self.device):
-            return self.table.clear()
-
     def snapshot(self):
         def copy():
             with tf.device(self.device):
@@ -123,7 +105,9 @@ class _KeyShard:
 
     def export(self):
         """The job's (keys, counts), without the markers and the total."""
-        keys, counts = self.table.entries()
+        # export() leaves the rank unknown; keys are scalars, so both are vectors.
+        keys, counts = self.table.export()
+        keys, counts = tf.ensure_shape(keys, [None]), tf.ensure_shape(counts, [None])
         ours = tf.strings.substr(keys, 0, 1) == _KEY
         keys, counts = tf.boolean_mask(keys, ours), tf.boolean_mask(counts, ours)
         lengths = tf.strings.length(keys)
@@ -183,7 +167,6 @@ class KeyTables:
         )
         self._chunks = [tf.function(shard.view_chunk, autograph=False) for shard in self.shards]
         self._top = tf.function(lambda k: [shard.top_counts(k) for shard in self.shards], autograph=False)
-        self._clear = tf.function(lambda: [shard.clear() for shard in self.shards], autograph=False)
         self.released = False
         self._sizes = tf.function(
             lambda: [tf.stack([shard.table.size(), shard.saved_table.size()]) for shard in self.shards], autograph=False
@@ -246,7 +229,14 @@ class KeyTables:
 
     def reset(self):
         """Empties every table again. Blocking; not while map steps run."""
-        self._clear()
+        for shard in self.shards:
+            with tf.device(shard.device):
+                # Importing replaces a table's contents: with nothing, it empties it.
+                tf.raw_ops.LookupTableImportV2(
+                    table_handle=shard.table.resource_handle,
+                    keys=tf.constant([], tf.string),
+                    values=tf.constant([], tf.int64),
+                )
 
     def leftover(self):
         """None while every table is empty, else which is not. Blocking."""
