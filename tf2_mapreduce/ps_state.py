@@ -95,7 +95,7 @@ class RunTable(tf.lookup.experimental.MutableHashTable):
         if self._library is not None:
             key_bytes, key_lengths = packed
             return self._library.tf2_mapreduce_key_count_commit(
-                self.resource_handle, key_bytes, tf.cast(key_lengths, tf.int64), deltas, markers
+                self.resource_handle, key_bytes, key_lengths, deltas, markers
             )
         keys = packed
         old = self.lookup(keys)

@@ -62,7 +62,7 @@ its task's resource manager.
 REGISTER_OP("Tf2MapreduceKeyCountCommit")
     .Input("table_handle: resource")
     .Input("key_bytes: uint8")
-    .Input("key_lengths: int64")
+    .Input("key_lengths: int32")
     .Input("deltas: int64")
     .Input("markers: int64")
     .Output("applied: bool")
@@ -144,24 +144,26 @@ class KeyCountTable : public tensorflow::lookup::LookupInterface {
   // The commit's work (Tf2MapreduceKeyCountCommit says what it does): whole or nothing.
   absl::Status Commit(const Tensor& key_bytes, const Tensor& key_lengths, const Tensor& deltas, int64_t markers,
                       bool* applied) {
-    const auto bytes = key_bytes.flat<uint8_t>();
-    const auto lengths = key_lengths.flat<int64_t>();
+    const char* bytes = reinterpret_cast<const char*>(key_bytes.flat<uint8_t>().data());
+    const auto lengths = key_lengths.flat<int32_t>();
     const auto delta_values = deltas.flat<int64_t>();
     const int64_t n = lengths.size();
-    std::vector<absl::string_view> keys;
-    keys.reserve(n);
-    int64_t start = 0;
-    for (int64_t i = 0; i < n && lengths(i) >= 0 && lengths(i) <= bytes.size() - start; ++i) {
-      keys.emplace_back(reinterpret_cast<const char*>(bytes.data()) + start, lengths(i));
-      start += lengths(i);
+    // Checked whole before anything is read (views of the keys would hold 16 bytes a
+    // key more: the keys are walked by their lengths instead).
+    int64_t total = 0;
+    bool valid = delta_values.size() == n && markers >= 0 && markers <= n;
+    for (int64_t i = 0; valid && i < n; ++i) {
+      valid = lengths(i) >= 0;
+      total += lengths(i);
     }
-    if (keys.size() != n || start != bytes.size() || delta_values.size() != n || markers < 0 || markers > n) {
+    if (!valid || total != key_bytes.NumElements()) {
       return absl::InvalidArgumentError("tf2_mapreduce: a commit's keys, deltas and markers do not match");
     }
     tensorflow::mutex_lock lock(mu_);
     int64_t done = 0;
-    for (int64_t i = 0; i < markers; ++i) {
-      const auto found = counts_.find(keys[i]);
+    const char* key = bytes;
+    for (int64_t i = 0; i < markers; key += lengths(i++)) {
+      const auto found = counts_.find(absl::string_view(key, lengths(i)));
       done += found != counts_.end() && found->second > 0;
     }
     if (done != 0 && done != markers) {
@@ -170,10 +172,12 @@ class KeyCountTable : public tensorflow::lookup::LookupInterface {
     }
     *applied = done == 0;
     if (*applied) {
-      for (int64_t i = 0; i < n; ++i) {
-        auto found = counts_.find(keys[i]);
+      key = bytes;
+      for (int64_t i = 0; i < n; key += lengths(i++)) {
+        const absl::string_view view(key, lengths(i));
+        auto found = counts_.find(view);
         if (found == counts_.end()) {
-          counts_.emplace(Keep(keys[i]), delta_values(i));
+          counts_.emplace(Keep(view), delta_values(i));
         } else {
           found->second += delta_values(i);
         }
