@@ -154,6 +154,12 @@ def test_stats_of_awkward_features_match_the_oracle_in_every_figure(inprocess, a
     assert "<svg" in page and "http" not in page.replace('xmlns="http://www.w3.org/2000/svg"', "")
     flagged = page[page.index("To look at") : page.index('<div class="feature"')]
     assert "constant" in flagged and "a single value" in flagged and "NaN" in flagged
+    # A number's chart spans its histogram: from the first bucket's low edge to the last's high.
+    for name, feature in result.features.items():
+        histogram = feature.numeric.histogram if feature.numeric is not None else []
+        if histogram:
+            chart = page[page.index('id="f-%s"' % name) :].split("</svg>")[0]
+            assert ">%.4g</text>" % histogram[0][0] in chart and ">%.4g</text>" % histogram[-1][1] in chart
 
 
 def test_stats_of_named_features_only(inprocess, awkward):

@@ -36,21 +36,25 @@ def flags(feature) -> list:
     return found
 
 
-def _bars(labels, counts):
-    """An SVG bar chart of `counts`, a bar each, labelled below."""
+def _bars(titles, counts, left, right):
+    """An SVG bar chart of `counts`, a bar each with its title (shown on hover), `left`
+    and `right` written under its two ends."""
     if not counts:
         return ""
     top = max(counts) or 1
     width = _WIDTH / len(counts)
     parts = ['<svg width="%d" height="%d" role="img">' % (_WIDTH, _HEIGHT + 30)]
-    for k, (label, count) in enumerate(zip(labels, counts)):
+    for k, (title, count) in enumerate(zip(titles, counts)):
         height = _HEIGHT * count / top
         parts.append(
             '<rect x="%.1f" y="%.1f" width="%.1f" height="%.1f"><title>%s: %d</title></rect>'
-            % (k * width + 1, _HEIGHT - height, max(width - 2, 1), height, html.escape(label), count)
+            % (k * width + 1, _HEIGHT - height, max(width - 2, 1), height, html.escape(title), count)
         )
-    for k in (0, len(labels) - 1):
-        parts.append('<text x="%.1f" y="%d">%s</text>' % (k * width + 1, _HEIGHT + 14, html.escape(labels[k][:24])))
+    # Ends anchored inside the chart: a long label is not cut off at its edge.
+    parts.append('<text x="1" y="%d">%s</text>' % (_HEIGHT + 14, html.escape(left[:24])))
+    parts.append(
+        '<text x="%d" y="%d" text-anchor="end">%s</text>' % (_WIDTH - 1, _HEIGHT + 14, html.escape(right[:24]))
+    )
     parts.append("</svg>")
     return "".join(parts)
 
@@ -73,12 +77,19 @@ def _feature(f):
         n = f.numeric
         rows += [(name, getattr(n, name)) for name in ("count", "mean", "std_dev", "num_zeros", "min", "median", "max")]
         rows += [("NaN", n.num_nan), ("+inf", n.num_pos_inf), ("-inf", n.num_neg_inf)]
-        chart = _bars(["%.4g" % low for low, _, _ in n.histogram], [count for _, _, count in n.histogram])
+        if n.histogram:
+            chart = _bars(
+                ["%.4g to %.4g" % (low, high) for low, high, _ in n.histogram],
+                [count for _, _, count in n.histogram],
+                "%.4g" % n.histogram[0][0],
+                "%.4g" % n.histogram[-1][1],
+            )
     elif f.string is not None:
         s = f.string
         rows += [("unique", s.unique), ("average length", "%.4g bytes" % s.avg_length)]
         top = s.top_values[:10]
-        chart = _bars([output.escape(value) for value, _ in top], [count for _, count in top])
+        values = [output.escape(value) for value, _ in top]
+        chart = _bars(values, [count for _, count in top], values[0] if values else "", values[-1] if values else "")
         rows += [("top: " + output.escape(value), count) for value, count in top]
     warning = "".join('<div class="flag">%s</div>' % html.escape(text) for text in flags(f))
     return '<div class="feature" id="f-%s"><div><h3>%s</h3>%s%s</div><div>%s</div></div>' % (
