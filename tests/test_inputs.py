@@ -83,6 +83,17 @@ def test_a_symbolic_link_to_a_listed_file_is_a_duplicate_and_a_hard_link_is_a_fi
     assert found.duplicates == [str(tmp_path / "soft.txt")]
 
 
+def test_hard_links_of_one_file_are_files_and_links_to_any_of_them_duplicates(tree, tmp_path):
+    a = os.path.join(tree, "a.txt")
+    hard = [str(tmp_path / ("hard%d.txt" % k)) for k in range(3)]
+    for link in hard:
+        os.link(a, link)
+    os.symlink(hard[1], str(tmp_path / "soft.txt"))
+    found = inputs.expand([a, *hard, str(tmp_path / "soft.txt"), hard[2]])
+    assert paths(found) == [a, *hard]
+    assert found.duplicates == [str(tmp_path / "soft.txt"), hard[2]]
+
+
 def test_at_list_relative_to_cwd_with_blank_lines(tree, monkeypatch):
     listing = touch(os.path.join(tree, "lists", "files.txt"), b"a.txt\n\n  sub/c.txt  \r\nsub/deeper\n")
     monkeypatch.chdir(tree)

@@ -126,7 +126,9 @@ class _Expander:
             raise ValueError("on_error must be one of %s" % (ON_ERROR,))
         self.skip = on_error == "skip"
         self.result = Inputs()
-        self.seen = {}  # inode (or path) -> the local path met with it, or a list of them
+        # inode (or path) -> the local path met with it, or the set of the real paths of
+        # those met with it once a second one came
+        self.seen = {}
 
     def problem(self, error):
         """Raises `error`, or with on_error="skip" records it and carries on."""
@@ -151,11 +153,18 @@ class _Expander:
         # link is a file of its own. Resolved only when an inode comes back: realpath
         # costs a stat per path component (5 s for 100,000 files).
         if met is not None:
-            met = met if isinstance(met, list) else [met]
-            if local is None or os.path.realpath(local) in {os.path.realpath(p) for p in met}:
+            if local is None:
                 self.result.duplicates.append(path)
                 return
-            self.seen[key] = met + [local]
+            # Each path resolved once: 200 hard links of a file resolved every earlier one
+            # each time, 74 s to list 60,000 such files.
+            if isinstance(met, str):
+                met = self.seen[key] = {os.path.realpath(met)}
+            real = os.path.realpath(local)
+            if real in met:
+                self.result.duplicates.append(path)
+                return
+            met.add(real)
         else:
             self.seen[key] = path if local is None else local  # a str shared with its InputFile
         self.result.files.append(InputFile(path, size, mtime_ns))
