@@ -10,6 +10,8 @@ from dataclasses import dataclass
 
 import tensorflow as tf
 
+from tf2_mapreduce.failures import COMMITTED_IN_PART
+
 __all__ = ["Stats", "CheckpointState", "RunTable", "destroy"]
 
 
@@ -88,10 +90,11 @@ class RunTable(tf.lookup.experimental.MutableHashTable):
 
     def commit(self, packed, deltas, markers):
         """Adds `deltas` to the counts of the keys `packed` (`pack`) unless the first
-        `markers` keys (done markers, whose deltas are 1) are in the table; True if it did. All or nothing: one kernel
-        (a step's ps part can stop between two ops when its worker dies), whose writes
-        are values read under the caller's lock where it is TensorFlow's table. Raises
-        (`failures.COMMITTED_IN_PART`) if some of the markers are in and some not: a bug."""
+        `markers` keys (done markers, whose deltas are 1) are in the table; True if it
+        did. All or nothing: one kernel (a step's ps part can stop between two ops when
+        its worker dies), whose writes are values read under the caller's lock where it
+        is TensorFlow's table. Raises (`failures.COMMITTED_IN_PART`) if some of the
+        markers are in and some not: a bug."""
         if self._library is not None:
             key_bytes, key_lengths = packed
             return self._library.tf2_mapreduce_key_count_commit(
@@ -104,7 +107,7 @@ class RunTable(tf.lookup.experimental.MutableHashTable):
         # is a re-run) or none.
         whole = tf.debugging.Assert(
             tf.logical_or(done == 0, done == tf.cast(markers, tf.int64)),
-            ["tf2_mapreduce: a step's pieces were committed in part", self.resource_handle.device],
+            [COMMITTED_IN_PART, self.resource_handle.device],
         )
 
         def apply():

@@ -23,6 +23,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/string_view.h"
+#include "tensorflow/core/framework/common_shape_fns.h"
 #include "tensorflow/core/framework/lookup_interface.h"
 #include "tensorflow/core/framework/op.h"
 #include "tensorflow/core/framework/op_kernel.h"
@@ -40,7 +41,6 @@ using tensorflow::OpKernelContext;
 using tensorflow::Tensor;
 using tensorflow::TensorShape;
 using tensorflow::tstring;
-using tensorflow::shape_inference::InferenceContext;
 
 REGISTER_OP("Tf2MapreduceKeyCountTable")
     .Output("table_handle: resource")
@@ -50,10 +50,7 @@ REGISTER_OP("Tf2MapreduceKeyCountTable")
     .Attr("key_dtype: {string} = DT_STRING")
     .Attr("value_dtype: {int64} = DT_INT64")
     .SetIsStateful()
-    .SetShapeFn([](InferenceContext* c) {
-      c->set_output(0, c->Scalar());
-      return absl::OkStatus();
-    })
+    .SetShapeFn(tensorflow::shape_inference::ScalarShape)
     .Doc(R"doc(
 A table of int64 counts by string key (missing keys count 0), named `shared_name` in
 its task's resource manager.
@@ -67,10 +64,7 @@ REGISTER_OP("Tf2MapreduceKeyCountCommit")
     .Input("markers: int64")
     .Output("applied: bool")
     .SetIsStateful()
-    .SetShapeFn([](InferenceContext* c) {
-      c->set_output(0, c->Scalar());
-      return absl::OkStatus();
-    })
+    .SetShapeFn(tensorflow::shape_inference::ScalarShape)
     .Doc(R"doc(
 Adds `deltas` to the counts of the keys (`key_bytes` end to end, `key_lengths` long;
 vectors of one length) in one step under the table's lock, unless the first `markers` keys (done markers) are in the table already:
@@ -173,15 +167,7 @@ class KeyCountTable : public tensorflow::lookup::LookupInterface {
     *applied = done == 0;
     if (*applied) {
       key = bytes;
-      for (int64_t i = 0; i < n; key += lengths(i++)) {
-        const absl::string_view view(key, lengths(i));
-        auto found = counts_.find(view);
-        if (found == counts_.end()) {
-          counts_.emplace(Keep(view), delta_values(i));
-        } else {
-          found->second += delta_values(i);
-        }
-      }
+      for (int64_t i = 0; i < n; key += lengths(i++)) Count(absl::string_view(key, lengths(i))) += delta_values(i);
     }
     return absl::OkStatus();
   }
@@ -203,15 +189,14 @@ class KeyCountTable : public tensorflow::lookup::LookupInterface {
   void Put(const Tensor& keys, const Tensor& values) TF_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     const auto key_values = keys.flat<tstring>();
     const auto value_values = values.flat<int64_t>();
-    for (int64_t i = 0; i < key_values.size(); ++i) {
-      const absl::string_view key(key_values(i));
-      auto found = counts_.find(key);
-      if (found == counts_.end()) {
-        counts_.emplace(Keep(key), value_values(i));
-      } else {
-        found->second = value_values(i);
-      }
-    }
+    for (int64_t i = 0; i < key_values.size(); ++i) Count(absl::string_view(key_values(i))) = value_values(i);
+  }
+
+  // The count of `key`, a new one (0) kept in the table if it has none.
+  int64_t& Count(absl::string_view key) TF_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    auto found = counts_.find(key);
+    if (found == counts_.end()) found = counts_.emplace(Keep(key), 0).first;
+    return found->second;
   }
 
   // A copy of `key` in this table's blocks, which live as long as the table's contents.
