@@ -102,27 +102,32 @@ def read_range_through(path, start, end, size):
         return tf.raw_ops.IteratorGetNext(iterator=iterator, output_types=[tf.string], output_shapes=[[]])[0]
 
 
-def stream(job, path, compression, read_size):
+def stream(job, path, compression, read_size, start=0, end=-1):
     """A tf.data pipeline of the file at `path` as `job.map_fn` takes it, a batch at a time:
     its records (`RECORDS_PER_BATCH` at a time) for a job over TFRecord files, else its
     text (decompressed with `compression`, TF's name: "", "GZIP", "ZLIB") in chunks of
     about `read_size` bytes cut at the job's record boundaries. For use inside a
-    `tf.function`; memory is bounded by a batch, not by the file."""
+    `tf.function`; memory is bounded by a batch, not by the file. A TFRecord file may be
+    read from `start` to `end` (-1: its end), both records' starts (`text_stream.records`)."""
     from tf2_mapreduce import text_stream
 
     if job.records == "tfrecord":
-        data = text_stream.records(path, compression).batch(RECORDS_PER_BATCH)
+        data = text_stream.records(path, compression, start, end).batch(RECORDS_PER_BATCH)
     else:
         data = text_stream.chunks(path, compression, read_size, _SEPARATORS[job.records]).batch(1)
     return data.with_options(_no_dataset_rewrites())
 
 
-def _map_stream(job, map_fn, path, compression, read_size):
-    """The job's map step over one streamed file, in the form its reducer commits: each
-    batch mapped and folded into the file's value as it comes (`Reducer.stream_fold`),
-    or the file's batches mapped at once (`Job.map_input`)."""
+def _map_stream(job, map_fn, piece, compression, read_size):
+    """The job's map step over one streamed piece (path, start, end, the file's size), in
+    the form its reducer commits: each batch mapped and folded into the piece's value as
+    it comes (`Reducer.stream_fold`), or the piece's batches mapped at once
+    (`Job.map_input`). A piece is a whole file but for an uncompressed TFRecord file's
+    ranges, read up to `end` unless that is the file's end: there, its end is the
+    stream's, and a record cut short by it is a truncated one."""
     reducer = job.reducer
-    batches = stream(job, path, compression, read_size)
+    path, start, end, size = piece
+    batches = stream(job, path, compression, read_size, start, tf.where(end < size, end, -1))
     if job.map_input == "dataset":
         return map_fn(batches)
     folded = batches.reduce(reducer.stream_start(), lambda value, batch: reducer.stream_fold(value, map_fn(batch)))
@@ -172,13 +177,13 @@ def build(job, state, worker_steps, changed_files, kind, compression="", read_si
                 def map_one(piece):
                     return _map_piece(job, map_fn, read_range(*piece))
             else:
-                pieces = paths
+                pieces = (paths, starts, ends, sizes)
                 now = file_sizes(paths)
                 if now is not None:  # a stream's length read is not its size: compared before it is read
                     checks = [changed_files.check(ids, sizes, now)]
 
-                def map_one(path):
-                    return _map_stream(job, map_fn, path, compression, read_size)
+                def map_one(piece):
+                    return _map_stream(job, map_fn, piece, compression, read_size)
 
             outputs = tf.map_fn(map_one, pieces, fn_output_signature=signature, parallel_iterations=PIECES_IN_FLIGHT)
             committed = job.reducer.batch(outputs)

@@ -69,7 +69,7 @@ def _boundary(reader, position, size, separator):
     return size
 
 
-def _cuts(f, read_size, separator):
+def _text_cuts(f, read_size, separator):
     """The offsets `f` is cut at, from 0 to its size. Reads a few bytes at each cut."""
     reader = _Reader(f.path)
     try:
@@ -82,14 +82,25 @@ def _cuts(f, read_size, separator):
         reader.close()
 
 
+def _record_cuts(f, read_size):
+    """The offsets an uncompressed TFRecord file `f` is cut at, from 0 to its size: where
+    records start as their checksums tell. Reads a few bytes and one record at each cut."""
+    from tf2_mapreduce import text_stream
+
+    return text_stream.record_cuts(inputs.encode_path(f.path), f.size, read_size)
+
+
 class Plan:
     """`files` (`inputs.InputFile`s) cut into `Piece`s of about `read_size` bytes, each cut
     moved forward to just after the next separator (ASCII whitespace for records="words",
     a newline for "lines"), so that every word (or line) lies in exactly one piece: the
-    one in which it starts. A compressed file (`formats.compression_of`) and a TFRecord
-    file (records="tfrecord") cannot be cut: each is one piece, read as a stream.
+    one in which it starts. A TFRecord file (records="tfrecord") is cut where a record
+    starts as its checksums tell (`text_stream.record_cuts`), and each piece read as a
+    stream of its records that must end exactly at the next cut, so a misleading cut
+    fails the job rather than count a record twice or never. A compressed file
+    (`formats.compression_of`) cannot be cut: it is one piece, read as a stream.
 
-    Blocking: reads a few bytes at each cut of a large file. A file that can no longer
+    Blocking: reads a few bytes (a record, for TFRecord files) at each cut of a large file. A file that can no longer
     be read is an `InputError`, or with on_error="skip" is left out and listed in
     `skipped` as (path, reason).
     """
@@ -104,11 +115,11 @@ class Plan:
         self.pieces = []
         separator = RECORDS.get(records)
         for number, f in enumerate(files):
-            if f.size <= read_size or separator is None or self.compressions[number]:
+            if f.size <= read_size or self.compressions[number]:
                 self.pieces.append(Piece(number, 0, f.size))
                 continue
             try:
-                cuts = _cuts(f, read_size, separator)
+                cuts = _record_cuts(f, read_size) if records == "tfrecord" else _text_cuts(f, read_size, separator)
             except (OSError, inputs.tf_error()) as e:
                 error = InputError(f.path, "cannot be read to plan its pieces: " + cause_of(e))
                 if on_error == "fail":
@@ -130,7 +141,8 @@ class Plan:
 
     def kind(self, piece_id):
         """How a map step reads the piece: ("whole" | "range" | "stream", compression),
-        compression as TF names it; one map step is traced per kind."""
+        compression as TF names it; one map step is traced per kind. A TFRecord file's
+        pieces are streams of records, a range of the file or all of it."""
         compression = self.compressions[self.pieces[piece_id].file]
         if compression or self.records == "tfrecord":
             return "stream", compression

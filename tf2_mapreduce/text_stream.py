@@ -9,7 +9,7 @@ import tensorflow as tf
 from tf2_mapreduce import native
 from tf2_mapreduce.errors import UsageError
 
-__all__ = ["chunks", "records", "COMPRESSIONS"]
+__all__ = ["chunks", "records", "record_cuts", "COMPRESSIONS"]
 
 # As TextLineDataset and tf.io.decode_compressed name them.
 COMPRESSIONS = ("", "GZIP", "ZLIB")
@@ -44,10 +44,17 @@ def chunks(path, compression, chunk_bytes, separators) -> tf.data.Dataset:
     return tf.data.experimental.from_variant(variant, _ELEMENT)
 
 
-def records(path, compression) -> tf.data.Dataset:
+def records(path, compression, start=0, end=-1) -> tf.data.Dataset:
     """The records of the TFRecord file at `path` (a str or string scalar), inflated if
     `compression` is "GZIP" or "ZLIB", as scalar tf.string elements in order: on a good file
     the records tf.data.TFRecordDataset yields. Memory is one record and the buffers.
+
+    An uncompressed file may be read as a byte range: from `start`, which must be a
+    record's start, to `end` (-1: the file's end), which must be one too, or the file's
+    end (int64 scalars). A record that runs past `end` is a tf.errors.DataLossError, "<path>;
+    records do not line up at <end>: ...": its ranges were not cut at records' starts
+    (`plan.Plan` cuts them where records' checksums say one starts; a payload that holds a
+    whole TFRecord file can mislead that), so no record is read twice or skipped.
 
     Both checksums of every record are checked; GZIP reads every member of a multi-member
     file (`cat a.tfrecord.gz b.tfrecord.gz`). Errors are tf.errors.DataLossError, their
@@ -62,8 +69,19 @@ def records(path, compression) -> tf.data.Dataset:
     variant = ops.tf2_mapreduce_record_dataset(
         filename=tf.convert_to_tensor(path, tf.string),
         compression_type=tf.convert_to_tensor(compression, tf.string),
+        start=tf.convert_to_tensor(start, tf.int64),
+        end=tf.convert_to_tensor(end, tf.int64),
     )
     return tf.data.experimental.from_variant(variant, _ELEMENT)
+
+
+def record_cuts(path, size, piece_bytes) -> list:
+    """The offsets, from 0 to `size`, at which the uncompressed TFRecord file at `path` of
+    `size` bytes is cut into byte ranges of about `piece_bytes`: each the first offset
+    after the previous cut + `piece_bytes` where a record starts, as far as checksums tell
+    (its header's, its data's, and the next header's). Eager; blocking: reads a few bytes
+    and one record at each cut. Read errors are TensorFlow's."""
+    return _ops().tf2_mapreduce_record_cuts(path, size, piece_bytes).numpy().tolist()
 
 
 def _ops():

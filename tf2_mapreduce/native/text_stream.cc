@@ -96,9 +96,9 @@ class Source {
   // Reads up to `n` bytes into `dst`; *got == 0 only at the end of the text.
   virtual absl::Status Read(char* dst, size_t n, size_t* got) = 0;
 
-  // The file at `path` as a Source: its own bytes if `compression` is "", else them
-  // inflated as "GZIP" or "ZLIB" (checked by CheckCompression).
-  static absl::Status Open(Env* env, const std::string& path, const std::string& compression,
+  // The file at `path` as a Source: its own bytes from `start` on if `compression` is "",
+  // else them inflated as "GZIP" or "ZLIB" (checked by CheckCompression; `start` 0).
+  static absl::Status Open(Env* env, const std::string& path, const std::string& compression, uint64_t start,
                            std::unique_ptr<Source>* source);
 };
 
@@ -112,7 +112,7 @@ absl::Status CheckCompression(const std::string& compression) {
 // a record, or the record reader's buffer).
 class PlainSource : public Source {
  public:
-  explicit PlainSource(std::unique_ptr<RandomAccessFile> file) : file_(std::move(file)) {}
+  PlainSource(std::unique_ptr<RandomAccessFile> file, uint64_t start) : file_(std::move(file)), offset_(start) {}
 
   absl::Status Read(char* dst, size_t n, size_t* got) override {
     *got = 0;
@@ -134,7 +134,7 @@ class PlainSource : public Source {
   }
 
   std::unique_ptr<RandomAccessFile> file_;
-  tensorflow::uint64 offset_ = 0;
+  tensorflow::uint64 offset_;
   bool eof_ = false;
 };
 
@@ -148,7 +148,7 @@ class InflatingSource : public Source {
         gzip_(kind == "GZIP"),
         window_bits_(options.window_bits),
         input_(options.input_buffer_size),
-        plain_(std::move(file)) {
+        plain_(std::move(file), 0) {
     std::memset(&stream_, 0, sizeof(stream_));
   }
 
@@ -232,12 +232,15 @@ class InflatingSource : public Source {
   int64_t total_out_ = 0;
 };
 
-absl::Status Source::Open(Env* env, const std::string& path, const std::string& compression,
+absl::Status Source::Open(Env* env, const std::string& path, const std::string& compression, uint64_t start,
                           std::unique_ptr<Source>* source) {
+  if (start != 0 && !compression.empty()) {
+    return absl::InvalidArgumentError("a compressed file is read from its start, not from " + std::to_string(start));
+  }
   std::unique_ptr<RandomAccessFile> file;
   TF_RETURN_IF_ERROR(env->NewRandomAccessFile(path, &file));
   if (compression.empty()) {
-    *source = std::make_unique<PlainSource>(std::move(file));
+    *source = std::make_unique<PlainSource>(std::move(file), start);
   } else {
     const ZlibOptions options = compression == "GZIP" ? ZlibOptions::GZIP() : ZlibOptions::DEFAULT();
     *source = std::make_unique<InflatingSource>(path, std::move(file), compression, options);
@@ -302,7 +305,7 @@ class TextChunkDataset : public DatasetBase {
                                  bool* end_of_sequence) override {
       tensorflow::mutex_lock lock(mu_);
       if (source_ == nullptr && !ended_) {
-        TF_RETURN_IF_ERROR(Source::Open(ctx->env(), dataset()->filename_, dataset()->compression_, &source_));
+        TF_RETURN_IF_ERROR(Source::Open(ctx->env(), dataset()->filename_, dataset()->compression_, 0, &source_));
       }
       const size_t chunk = static_cast<size_t>(dataset()->chunk_bytes_);
       Tensor element(tstring{});
@@ -457,8 +460,12 @@ bool ChecksumMatches(const char* data, size_t size, const char* masked) {
 
 class RecordDataset : public DatasetBase {
  public:
-  RecordDataset(OpKernelContext* ctx, std::string filename, std::string compression)
-      : DatasetBase(DatasetContext(ctx)), filename_(std::move(filename)), compression_(std::move(compression)) {}
+  RecordDataset(OpKernelContext* ctx, std::string filename, std::string compression, int64_t start, int64_t end)
+      : DatasetBase(DatasetContext(ctx)),
+        filename_(std::move(filename)),
+        compression_(std::move(compression)),
+        start_(start),
+        end_(end) {}
 
   std::unique_ptr<IteratorBase> MakeIteratorInternal(const std::string& prefix) const override {
     return std::make_unique<Iterator>(Iterator::Params{this, prefix + "::Record"});
@@ -487,7 +494,11 @@ class RecordDataset : public DatasetBase {
     Node* compression = nullptr;
     TF_RETURN_IF_ERROR(b->AddScalar(tstring(filename_), &filename));
     TF_RETURN_IF_ERROR(b->AddScalar(tstring(compression_), &compression));
-    return b->AddDataset(this, {filename, compression}, output);
+    Node* start = nullptr;
+    Node* end = nullptr;
+    TF_RETURN_IF_ERROR(b->AddScalar(start_, &start));
+    TF_RETURN_IF_ERROR(b->AddScalar(end_, &end));
+    return b->AddDataset(this, {filename, compression, start, end}, output);
   }
 
  private:
@@ -500,8 +511,10 @@ class RecordDataset : public DatasetBase {
       tensorflow::mutex_lock lock(mu_);
       *end_of_sequence = false;
       if (source_ == nullptr && !ended_) {
-        TF_RETURN_IF_ERROR(Source::Open(ctx->env(), dataset()->filename_, dataset()->compression_, &source_));
+        TF_RETURN_IF_ERROR(
+            Source::Open(ctx->env(), dataset()->filename_, dataset()->compression_, dataset()->start_, &source_));
         buffer_.reset(new char[kRecordBufferBytes]);
+        offset_ = dataset()->start_;
       }
       if (!ended_) {
         Tensor element(ctx->allocator({}), tensorflow::DT_STRING, tensorflow::TensorShape({}));
@@ -540,6 +553,11 @@ class RecordDataset : public DatasetBase {
     // The next record into `record`, or sets ended_ at the end of the stream. Offsets in
     // errors are TFRecordDataset's: a record's start, but its data's for the data's checksum.
     absl::Status ReadRecord(tstring* record) TF_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      const int64_t range_end = dataset()->end_;
+      if (range_end >= 0 && offset_ == static_cast<uint64_t>(range_end)) {
+        ended_ = true;
+        return absl::OkStatus();
+      }
       char header[kHeaderBytes];
       size_t got = 0;
       TF_RETURN_IF_ERROR(ReadFully(header, kHeaderBytes, &got));
@@ -550,6 +568,16 @@ class RecordDataset : public DatasetBase {
       if (got < kHeaderBytes) return Truncated();
       if (!ChecksumMatches(header, sizeof(uint64_t), header + sizeof(uint64_t))) return Corrupted(offset_);
       const uint64_t length = DecodeFixed64(header);
+      // A range's records end exactly at its end, where the next range's first record
+      // starts; one that runs past it means that start is not a record's (a payload that
+      // holds records) or the file is corrupt: either way, counting on would be wrong.
+      const uint64_t room = range_end >= 0 ? static_cast<uint64_t>(range_end) - offset_ : 0;
+      if (range_end >= 0 && (room < kHeaderBytes + kFooterBytes || length > room - kHeaderBytes - kFooterBytes)) {
+        return absl::DataLossError(dataset()->filename_ + "; records do not line up at " + std::to_string(range_end) +
+                                   ": the record at " + std::to_string(offset_) + " is " + std::to_string(length) +
+                                   " bytes long, so the next one starts at " +
+                                   std::to_string(offset_ + kHeaderBytes + length + kFooterBytes));
+      }
       size_t have = 0;
       while (have < length) {
         const uint64_t step = std::max<uint64_t>(have, kRecordStepBytes);
@@ -613,6 +641,8 @@ class RecordDataset : public DatasetBase {
 
   const std::string filename_;
   const std::string compression_;
+  const int64_t start_;
+  const int64_t end_;  // -1: the end of the stream
 };
 
 class RecordDatasetOp : public DatasetOpKernel {
@@ -624,7 +654,129 @@ class RecordDatasetOp : public DatasetOpKernel {
     OP_REQUIRES_OK(ctx, ParseScalarArgument<tstring>(ctx, "filename", &filename));
     OP_REQUIRES_OK(ctx, ParseScalarArgument<tstring>(ctx, "compression_type", &compression));
     OP_REQUIRES_OK(ctx, CheckCompression(std::string(compression)));
-    *output = new RecordDataset(ctx, std::string(filename), std::string(compression));
+    int64_t start = 0, end = 0;
+    OP_REQUIRES_OK(ctx, ParseScalarArgument<int64_t>(ctx, "start", &start));
+    OP_REQUIRES_OK(ctx, ParseScalarArgument<int64_t>(ctx, "end", &end));
+    OP_REQUIRES(ctx, start >= 0 && (end == -1 || end >= start),
+                absl::InvalidArgumentError("not a byte range: start " + std::to_string(start) + ", end " +
+                                           std::to_string(end)));
+    OP_REQUIRES(ctx, start == 0 || compression.empty(),
+                absl::InvalidArgumentError("a compressed file is read from its start"));
+    *output = new RecordDataset(ctx, std::string(filename), std::string(compression), start, end);
+  }
+};
+
+// Where an uncompressed TFRecord file is cut into byte ranges of about `piece_bytes`, each
+// cut at what can be told is a record's start without reading the file from its start: the
+// first offset at or after the target where a header checks (the masked crc32c of its
+// length), the record fits the file, what follows it is the file's end or another header
+// that checks, and its data's checksum checks. Told, not known: a payload may hold
+// records. So the ranges' readers check the rest: each range's records must end exactly at
+// the next cut (RecordDataset's `end`), or the job fails naming the offset.
+class RecordCuts {
+ public:
+  RecordCuts(std::unique_ptr<RandomAccessFile> file, uint64_t size) : file_(std::move(file)), size_(size) {}
+
+  // The first offset >= `target` where a record starts as far as can be told, or the size.
+  absl::Status Next(uint64_t target, uint64_t* cut) {
+    uint64_t position = target;
+    std::string window;
+    while (size_ - position >= kHeaderBytes + kFooterBytes) {
+      TF_RETURN_IF_ERROR(ReadAt(position, kScanBytes + kHeaderBytes - 1, &window));
+      if (window.size() < kHeaderBytes) break;  // the file is shorter than it was listed
+      const size_t candidates = window.size() - kHeaderBytes + 1;
+      for (size_t i = 0; i < candidates; ++i) {
+        const char* header = window.data() + i;
+        if (!ChecksumMatches(header, sizeof(uint64_t), header + sizeof(uint64_t))) continue;
+        bool starts = false;
+        TF_RETURN_IF_ERROR(RecordStartsAt(position + i, DecodeFixed64(header), &starts));
+        if (starts) {
+          *cut = position + i;
+          return absl::OkStatus();
+        }
+      }
+      position += candidates;
+    }
+    *cut = size_;
+    return absl::OkStatus();
+  }
+
+ private:
+  static constexpr size_t kScanBytes = 64 << 10;
+  static constexpr size_t kDataStepBytes = 1 << 20;  // a record's data is checked this much at a time
+
+  // Reads up to `n` bytes at `offset` into `into`: fewer only at the file's end.
+  absl::Status ReadAt(uint64_t offset, size_t n, std::string* into) {
+    into->resize(n);
+    size_t have = 0;
+    while (have < n) {
+      absl::string_view read;
+      absl::Status status = file_->Read(offset + have, n - have, &read, &(*into)[have]);
+      if (!status.ok() && !absl::IsOutOfRange(status)) return status;
+      if (read.data() != &(*into)[have] && !read.empty()) std::memmove(&(*into)[have], read.data(), read.size());
+      have += read.size();
+      if (read.empty() || absl::IsOutOfRange(status)) break;
+    }
+    into->resize(have);
+    return absl::OkStatus();
+  }
+
+  // Whether a record of `length` bytes whose header checks at `offset` fits the file, is
+  // followed by the file's end or a header that checks, and has data whose checksum checks.
+  absl::Status RecordStartsAt(uint64_t offset, uint64_t length, bool* starts) {
+    *starts = false;
+    const uint64_t room = size_ - offset;
+    if (room < kHeaderBytes + kFooterBytes || length > room - kHeaderBytes - kFooterBytes) return absl::OkStatus();
+    const uint64_t next = offset + kHeaderBytes + length + kFooterBytes;
+    std::string bytes;
+    if (next != size_) {
+      if (size_ - next < kHeaderBytes + kFooterBytes) return absl::OkStatus();
+      TF_RETURN_IF_ERROR(ReadAt(next, kHeaderBytes, &bytes));
+      if (bytes.size() < kHeaderBytes || !ChecksumMatches(bytes.data(), sizeof(uint64_t), bytes.data() + 8)) {
+        return absl::OkStatus();
+      }
+      if (DecodeFixed64(bytes.data()) > size_ - next - kHeaderBytes - kFooterBytes) return absl::OkStatus();
+    }
+    uint32_t crc = 0;
+    for (uint64_t done = 0; done < length;) {
+      const size_t step = static_cast<size_t>(std::min<uint64_t>(length - done, kDataStepBytes));
+      TF_RETURN_IF_ERROR(ReadAt(offset + kHeaderBytes + done, step, &bytes));
+      if (bytes.size() < step) return absl::OkStatus();
+      crc = tensorflow::crc32c::Extend(crc, bytes.data(), bytes.size());
+      done += step;
+    }
+    TF_RETURN_IF_ERROR(ReadAt(offset + kHeaderBytes + length, kFooterBytes, &bytes));
+    *starts = bytes.size() == kFooterBytes && tensorflow::crc32c::Unmask(DecodeFixed32(bytes.data())) == crc;
+    return absl::OkStatus();
+  }
+
+  std::unique_ptr<RandomAccessFile> file_;
+  const uint64_t size_;
+};
+
+class RecordCutsOp : public tensorflow::OpKernel {
+ public:
+  explicit RecordCutsOp(OpKernelConstruction* ctx) : OpKernel(ctx) {}
+
+  void Compute(OpKernelContext* ctx) override {
+    const std::string filename(ctx->input(0).scalar<tstring>()());
+    const int64_t size = ctx->input(1).scalar<int64_t>()();
+    const int64_t piece_bytes = ctx->input(2).scalar<int64_t>()();
+    OP_REQUIRES(ctx, size >= 0 && piece_bytes > 0,
+                absl::InvalidArgumentError("size must be >= 0 and piece_bytes > 0"));
+    std::unique_ptr<RandomAccessFile> file;
+    OP_REQUIRES_OK(ctx, ctx->env()->NewRandomAccessFile(filename, &file));
+    RecordCuts finder(std::move(file), static_cast<uint64_t>(size));
+    std::vector<int64_t> cuts = {0};
+    while (cuts.back() < size) {
+      const int64_t target = cuts.back() + piece_bytes;
+      uint64_t cut = static_cast<uint64_t>(size);
+      if (target < size) OP_REQUIRES_OK(ctx, finder.Next(static_cast<uint64_t>(target), &cut));
+      cuts.push_back(static_cast<int64_t>(cut));
+    }
+    Tensor* output = nullptr;
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, tensorflow::TensorShape({static_cast<int64_t>(cuts.size())}), &output));
+    std::copy(cuts.begin(), cuts.end(), output->vec<int64_t>().data());
   }
 };
 
@@ -652,6 +804,8 @@ REGISTER_KERNEL_BUILDER(Name("Tf2MapreduceTextChunkDataset").Device(tensorflow::
 REGISTER_OP("Tf2MapreduceRecordDataset")
     .Input("filename: string")
     .Input("compression_type: string")
+    .Input("start: int64")
+    .Input("end: int64")
     .Output("handle: variant")
     .Attr("metadata: string = ''")
     .SetDoNotOptimize()
@@ -662,8 +816,31 @@ The records of the TFRecord file `filename`, inflated if `compression_type` is "
 Both checksums of every record are checked. A record cut short ("truncated record at
 <offset>"), a checksum that does not match ("corrupted record at <offset>"), and a
 truncated or corrupt compressed file are DataLoss errors that name the file.
+
+An uncompressed file may be read from `start`, a record's start, up to `end` (-1: its
+end): then a record that runs past `end` is a DataLoss error, "records do not line up at
+<end>: ...", since `end` is not a record's start.
 )doc");
 
 REGISTER_KERNEL_BUILDER(Name("Tf2MapreduceRecordDataset").Device(tensorflow::DEVICE_CPU), RecordDatasetOp);
+
+
+REGISTER_OP("Tf2MapreduceRecordCuts")
+    .Input("filename: string")
+    .Input("size: int64")
+    .Input("piece_bytes: int64")
+    .Output("cuts: int64")
+    .SetShapeFn([](tensorflow::shape_inference::InferenceContext* c) {
+      c->set_output(0, c->Vector(c->UnknownDim()));
+      return absl::OkStatus();
+    })
+    .Doc(R"doc(
+The offsets at which the uncompressed TFRecord file `filename` of `size` bytes is cut into
+byte ranges of about `piece_bytes`, from 0 to `size`: each cut the first offset at or after
+the previous cut + `piece_bytes` where a record starts, as far as its checksums, its length
+and the header after it tell.
+)doc");
+
+REGISTER_KERNEL_BUILDER(Name("Tf2MapreduceRecordCuts").Device(tensorflow::DEVICE_CPU), RecordCutsOp);
 
 }  // namespace tf2_mapreduce

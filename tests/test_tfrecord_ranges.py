@@ -1,0 +1,172 @@
+"""Uncompressed TFRecord files cut into byte ranges: records of random sizes (0 bytes to
+several MB) whose payloads hold valid-looking headers, each range's cut checked against
+the records' true starts (framed here in plain Python), vocab and recordcount equal to
+records parsed one by one; a payload that holds whole records and a corrupt byte fail
+the job naming the file and the offset, never counting a record twice or never."""
+
+import os
+import random
+import struct
+
+import pytest
+import tensorflow as tf
+from conftest import oracle_vocab, read_tfrecords
+
+import tf2_mapreduce as mr
+from tf2_mapreduce.errors import JobFailed
+from tf2_mapreduce.plan import Plan
+
+FEATURES = [("query", "string"), ("user_id", "int64")]
+READ_SIZE = 256 << 10
+
+
+def _crc32c_table():
+    table = []
+    for byte in range(256):
+        crc = byte
+        for _ in range(8):
+            crc = (crc >> 1) ^ (0x82F63B78 if crc & 1 else 0)
+        table.append(crc)
+    return table
+
+
+CRC_TABLE = _crc32c_table()
+
+
+def masked_crc(data):
+    """TFRecord's masked CRC32C, in plain Python: for short data only."""
+    crc = 0xFFFFFFFF
+    for byte in data:
+        crc = CRC_TABLE[(crc ^ byte) & 0xFF] ^ (crc >> 8)
+    crc ^= 0xFFFFFFFF
+    return struct.pack("<I", (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF)
+
+
+def header(length):
+    """A record's header whose checksum checks."""
+    size = struct.pack("<Q", length)
+    return size + masked_crc(size)
+
+
+def framed(payload):
+    """A whole record, both checksums right."""
+    return header(len(payload)) + payload + masked_crc(payload)
+
+
+def decoy(rng):
+    """Bytes that look like a record's start: a header that checks, for a length that
+    may fit the file, followed by data whose checksum does not."""
+    length = rng.choice([0, 1, 5, 100, 4000, 300_000])
+    return header(length) + bytes(rng.getrandbits(8) for _ in range(min(length, 64))) + b"\x00\x00\x00\x00"
+
+
+def example(rng, blob_bytes):
+    """A tf.train.Example whose `blob` feature (not in the vocabulary) is `blob_bytes`
+    random bytes with valid-looking headers planted in them."""
+    features = {}
+    if rng.random() < 0.9:
+        features["query"] = tf.train.Feature(
+            bytes_list=tf.train.BytesList(value=[b"q%d" % rng.randint(0, 300) for _ in range(rng.randint(1, 2))])
+        )
+    if rng.random() < 0.8:
+        features["user_id"] = tf.train.Feature(int64_list=tf.train.Int64List(value=[rng.randint(-50, 50)]))
+    if blob_bytes:
+        blob = bytearray(rng.randbytes(blob_bytes))
+        for _ in range(1 + blob_bytes // 50_000):
+            planted = decoy(rng)
+            at = rng.randint(0, max(0, blob_bytes - len(planted)))
+            blob[at : at + len(planted)] = planted[: blob_bytes - at]
+        features["blob"] = tf.train.Feature(bytes_list=tf.train.BytesList(value=[bytes(blob)]))
+    return tf.train.Example(features=tf.train.Features(feature=features)).SerializeToString()
+
+
+def record_starts(path):
+    """The offset of every record of the file, and its size: where a cut may fall."""
+    starts, offset = [], 0
+    for record in read_tfrecords(path):
+        starts.append(offset)
+        offset += 16 + len(record)
+    return starts + [offset]
+
+
+@pytest.fixture(scope="module")
+def big_file(tmp_path_factory):
+    """One uncompressed TFRecord file of about 14 MB: mostly small examples, some empty
+    ones (0 bytes), some of up to 3 MB, payloads planted with headers that check."""
+    rng = random.Random(23)
+    path = str(tmp_path_factory.mktemp("ranges") / "one.tfrecord")
+    with tf.io.TFRecordWriter(path) as writer:
+        for _ in range(3000):
+            kind = rng.random()
+            if kind < 0.03:
+                writer.write(b"")
+            elif kind < 0.036:
+                writer.write(example(rng, rng.randint(400_000, 3_000_000)))
+            else:
+                writer.write(example(rng, rng.choice([0, 0, 20, 700, 9000])))
+    return path
+
+
+def test_cuts_fall_on_records_starts_whatever_the_payloads_hold(big_file):
+    files = mr.inputs.expand([big_file]).files
+    plan = Plan(files, READ_SIZE, "tfrecord")
+    starts = set(record_starts(big_file))
+    cuts = [p.start for p in plan.pieces] + [plan.pieces[-1].end]
+    assert len(plan.pieces) > 30
+    assert cuts[0] == 0 and cuts[-1] == files[0].size
+    assert all(a < b for a, b in zip(cuts, cuts[1:]))
+    assert set(cuts) <= starts, sorted(set(cuts) - starts)
+    # A record longer than a piece: the cut after it is the first start past it.
+    for cut, following in zip(cuts, cuts[1:]):
+        first_after_target = min(s for s in starts if s >= min(cut + READ_SIZE, files[0].size))
+        assert following == first_after_target
+
+
+def test_recordcount_and_vocab_over_a_split_file_equal_the_oracle(inprocess, big_file):
+    records = read_tfrecords(big_file)
+    counted = inprocess.run(mr.RecordCount(), [big_file], read_size=READ_SIZE, split_size=READ_SIZE)
+    assert counted.total == len(records)
+    assert [(f.path, f.value) for f in counted.per_file] == [(big_file, len(records))]
+    assert counted.bytes_done == os.path.getsize(big_file)
+    oracle = oracle_vocab([big_file], FEATURES)
+    vocab = inprocess.run(mr.Vocab(features=FEATURES), [big_file], read_size=READ_SIZE, split_size=READ_SIZE)
+    assert vocab.total == oracle["examples"] == len(records)
+    table = vocab.table()
+    for name, _ in FEATURES:
+        assert oracle["counts"][name]
+        assert {term: count for (feature, term), count in table.items() if feature == name} == oracle["counts"][name]
+
+
+def test_a_payload_holding_whole_records_fails_the_job_at_the_offset(inprocess, tmp_path):
+    # The first record's payload is a TFRecord file of its own: the cut after 100 bytes
+    # lands on its first record, which checks in every way. The reader of the range before
+    # it finds its record running past the cut, and the job fails saying where.
+    inner = framed(b"inner one") + framed(b"inner two")
+    first = b"x" * 500 + inner
+    path = tmp_path / "nested.tfrecord"
+    path.write_bytes(framed(first) + b"".join(framed(b"r%d" % i * 40) for i in range(50)))
+    cut = 12 + 500
+    with pytest.raises(JobFailed) as failed:
+        inprocess.run(mr.RecordCount(), [str(path)], read_size=100)
+    message = str(failed.value)
+    assert str(path) in message
+    assert "records do not line up at %d: the record at 0 is %d bytes long" % (cut, len(first)) in message
+    # Read whole, it is a good file.
+    assert inprocess.run(mr.RecordCount(), [str(path)]).total == 51
+
+
+def test_a_corrupt_byte_mid_file_fails_the_job_at_its_record(inprocess, big_file, tmp_path):
+    data = bytearray(open(big_file, "rb").read())
+    starts = record_starts(big_file)
+    # A record in the middle with data to damage: its data's checksum no longer checks.
+    number = next(n for n in range(len(starts) // 2, len(starts)) if starts[n + 1] - starts[n] > 40)
+    victim = starts[number]
+    data[victim + 12 + 20] ^= 0x40
+    path = tmp_path / "corrupt.tfrecord"
+    path.write_bytes(bytes(data))
+    with pytest.raises(JobFailed) as failed:
+        inprocess.run(mr.RecordCount(), [str(path)], read_size=READ_SIZE)
+    message = str(failed.value)
+    assert str(path) in message and "corrupted record at %d" % (victim + 12) in message
+    skipped = inprocess.run(mr.RecordCount(), [str(path)], read_size=READ_SIZE, on_error="skip")
+    assert len(skipped.skipped) == 1 and str(path) in skipped.skipped[0][0]
