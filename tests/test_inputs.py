@@ -1,6 +1,7 @@
 """Input specs -> files: directories, globs, @lists, and a one-line error for each bad input."""
 
 import os
+import random
 import shutil
 import subprocess
 import sys
@@ -212,3 +213,89 @@ def test_unreadable_file_is_refused(tmp_path):
         command = ["setpriv", "--bounding-set=" + caps, "--inh-caps=" + caps] + command
     out = subprocess.run(command, capture_output=True, timeout=120, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
     assert out.stdout.decode().strip() == "%s: permission denied" % secret, out.stderr.decode()[-2000:]
+
+
+def test_a_tree_deeper_than_pythons_recursion_limit_is_walked_in_order(tmp_path):
+    depth = sys.getrecursionlimit() + 200
+    directory, expected = str(tmp_path), []
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        for _ in range(depth):  # by descriptor: the paths grow past what one call may take
+            for name in ("b.txt", "a.txt"):
+                os.close(os.open(name, os.O_WRONLY | os.O_CREAT, dir_fd=fd))
+            os.mkdir("d", dir_fd=fd)
+            next_fd = os.open("d", os.O_RDONLY, dir_fd=fd)
+            os.close(fd)
+            fd = next_fd
+    finally:
+        os.close(fd)
+    for level in range(depth):
+        prefix = os.path.join(directory, *["d"] * level)
+        expected += [os.path.join(prefix, "a.txt"), os.path.join(prefix, "b.txt")]
+    try:
+        found = inputs.expand([directory], on_error="skip")
+    finally:
+        subprocess.run(["rm", "-rf", os.path.join(directory, "d")], check=True)  # shutil.rmtree recurses
+    listed = paths(found) + [path for path, _ in found.skipped]
+    assert listed == expected
+    assert all(reason == "file name too long" for _, reason in found.skipped)
+
+
+def _oracle_files(top):
+    """The real paths of the files under `top`, following links to directories, each
+    directory once by its real path, hidden names left out: walked recursively by realpath,
+    not by inode as the product does."""
+    found, seen = set(), set()
+
+    def walk(directory):
+        if os.path.realpath(directory) in seen:
+            return
+        seen.add(os.path.realpath(directory))
+        for name in sorted(os.listdir(directory)):
+            path = os.path.join(directory, name)
+            if name.startswith((".", "_")):
+                continue
+            if os.path.isdir(path):
+                walk(path)
+            elif os.path.isfile(path):
+                found.add(os.path.realpath(path))
+
+    walk(top)
+    return found
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_links_to_files_and_directories_in_any_layout_list_each_file_once(tmp_path, seed):
+    rng = random.Random(seed)
+    root = tmp_path / "root"
+    directories = [root]
+    root.mkdir()
+    for n in range(40):
+        parent = rng.choice(directories)
+        if rng.random() < 0.3:
+            directories.append(parent / ("d%d" % n))
+            directories[-1].mkdir()
+        else:
+            touch(str(parent / ("f%d.txt" % n)), b"%d" % n)
+    # Files reached only through a link to their directory, from inside the tree.
+    elsewhere = tmp_path / "elsewhere"
+    touch(str(elsewhere / "e1.txt"))
+    touch(str(elsewhere / "deeper" / "e2.txt"))
+    os.symlink(elsewhere, rng.choice(directories) / "outside")
+    files = [p for p in root.rglob("f*.txt")]
+    for n in range(30):
+        place = rng.choice(directories) / ("l%d" % n)
+        kind = rng.random()
+        if kind < 0.4:  # a hard link: a file of its own
+            os.link(rng.choice(files), place)
+        elif kind < 0.7:  # to a file, absolute or relative, maybe through ".."
+            target = rng.choice(files)
+            os.symlink(target if rng.random() < 0.5 else os.path.relpath(target, place.parent), place)
+        else:  # to a directory: an ancestor (a loop), a sibling, the root
+            target = rng.choice(directories)
+            os.symlink(target if rng.random() < 0.5 else os.path.relpath(target, place.parent), place)
+    found = inputs.expand([str(root), str(rng.choice(directories))])
+    reals = [os.path.realpath(f.path) for f in found.files]
+    assert len(reals) == len(set(reals))
+    assert set(reals) == _oracle_files(str(root))
+    assert {str(elsewhere / "e1.txt"), str(elsewhere / "deeper" / "e2.txt")} <= set(reals)
