@@ -91,6 +91,14 @@ class _KeyShard:
                 distinct -= tf.reduce_sum(tf.cast(found, tf.int64))
             return distinct
 
+    def figures(self):
+        """(done, total, distinct): read in the commit's critical section, as one state. Read
+        apart, a commit between the markers and the table's size counted its markers as
+        distinct keys: a progress report of distinct words above the final count."""
+        with tf.device(self.device):
+            done = self.done()
+            return done, self.total(), self.distinct(done)
+
     def snapshot(self):
         def copy():
             with tf.device(self.device):
@@ -199,11 +207,11 @@ class KeyTables:
         where = tf.zeros([self.num_pieces], tf.int64)  # bit n: done on shard n
         total = distinct = tf.constant(0, tf.int64)
         for n, shard in enumerate(self.shards):
-            shard_done = shard.done()
+            shard_done, shard_total, shard_distinct = shard.lock.execute(shard.figures)
             done = tf.logical_and(done, shard_done)
             where += tf.cast(shard_done, tf.int64) * (1 << n)
-            total += shard.total()
-            distinct += shard.distinct(shard_done)
+            total += shard_total
+            distinct += shard_distinct
         return done, total, distinct, tf.where(done, tf.zeros_like(where), where)
 
     def done(self):
