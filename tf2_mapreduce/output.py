@@ -142,12 +142,12 @@ def _isdir(path):
 
 def check_path(path, setting="{setting:output}"):
     """Fails before the job, not after it, where a file cannot be written at `path`: a
-    directory there, no parent directory, or one that refuses a file. Raises
-    `UsageError`."""
+    directory there, no parent directory (on a local disk: in a bucket, a name's
+    "directories" are only its prefix), or one that refuses a file. Raises `UsageError`."""
     if _isdir(path):
         raise UsageError("%s %s: is a directory" % (setting, path))
     parent = os.path.dirname(path)
-    if parent and not _isdir(parent):
+    if parent and inputs.local_path(parent) is not None and not _isdir(parent):
         raise UsageError("%s %s: directory %s does not exist" % (setting, path, parent))
     _probe(parent, setting, path)
 

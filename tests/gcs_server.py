@@ -1,0 +1,268 @@
+"""A Cloud Storage server for the tests: gcp-storage-emulator's JSON/XML API over TLS,
+reached by TensorFlow's own gs:// file system (libcurl) through a CONNECT proxy.
+
+TensorFlow's gs:// client has its hosts built in (www.googleapis.com, storage.googleapis.com)
+and no endpoint setting, so nothing in it or in tf2_mapreduce is pointed elsewhere. Its
+processes get only standard settings: `https_proxy` (libcurl sends every request through
+the proxy here, which tunnels the two storage hosts to this server and refuses any other),
+`CURL_CA_BUNDLE` (TensorFlow hands it to libcurl: the server's self-signed certificate for
+those names is trusted), and the token and no-metadata-server settings TensorFlow reads
+for tests. The TLS, the HTTP and the requests are what a real bucket gets.
+
+Where the emulator does not answer as Cloud Storage does, a small fix here makes it (each
+says what TensorFlow sent and what the emulator did); nothing else is changed.
+"""
+
+import json
+import os
+import select
+import socket
+import ssl
+import subprocess
+import threading
+import urllib.parse
+from functools import partial
+from http import server as http_server
+
+from gcp_storage_emulator import server as emulator
+from gcp_storage_emulator.handlers import buckets, objects
+from gcp_storage_emulator.storage import Storage
+
+__all__ = ["GcsServer"]
+
+HOSTS = ("www.googleapis.com", "storage.googleapis.com")
+
+
+def _make_certificate(directory):
+    """A self-signed certificate for both storage hosts (openssl); returns (cert, key)."""
+    cert, key = os.path.join(directory, "cert.pem"), os.path.join(directory, "key.pem")
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", key, "-out", cert, "-days", "2"]
+        + ["-subj", "/CN=%s" % HOSTS[0], "-addext", "subjectAltName=" + ",".join("DNS:" + h for h in HOSTS)],
+        check=True,
+        capture_output=True,
+        timeout=60,
+    )
+    return cert, key
+
+
+_read_raw_data = emulator._read_raw_data
+_read_data = emulator._read_data
+
+
+def _read_body(handler):
+    """The request's body. TensorFlow's libcurl sends uploads with both Transfer-Encoding:
+    chunked and a Content-Length; the chunked framing wins (RFC 9112, 6.3), where the
+    emulator reads Content-Length bytes of the framing into the object."""
+    if "chunked" not in (handler.headers.get("Transfer-Encoding") or "").lower():
+        return _read_raw_data(handler)
+    body = bytearray()
+    while True:
+        size = int(handler.rfile.readline().split(b";")[0].strip() or b"0", 16)
+        if size == 0:
+            while handler.rfile.readline() not in (b"\r\n", b"\n", b""):
+                pass
+            return bytes(body)
+        body += handler.rfile.read(size)
+        handler.rfile.readline()
+
+
+def _read_data_or_empty(handler, query):
+    """An empty upload is an empty object (TensorFlow makes a directory's marker so); the
+    emulator fails on its missing body."""
+    data = _read_data(handler, query)
+    return b"" if data is None else data
+
+
+class _Request(emulator.Request):
+    """The emulator's request, its own URL https as the client's was: it hands out the
+    address of a resumable upload from it, and libcurl must come back over TLS."""
+
+    def __init__(self, request_handler, method):
+        super().__init__(request_handler, method)
+        self._base_url = "https://" + self._base_url[len("http://") :]
+        self._full_url = self._base_url + self._path
+        self._parsed_url = urllib.parse.urlparse(self._full_url)
+
+
+class GcsServer:
+    """The server and its proxy on loopback ports, started at once; `env()` is what a
+    process needs to reach it; `stop()` ends both. `writes` records every object written
+    (bucket, name, size), in order, for tests of what readers could have seen; `reads`
+    every GET (path, Range header)."""
+
+    def __init__(self, directory):
+        self.cert, key = _make_certificate(directory)
+        self.storage = Storage(use_memory_fs=True)
+        self.lock = threading.Lock()  # the emulator's storage is not safe across threads
+        self.writes = []
+        self.reads = []  # (path asked, Range header) of every GET, in order
+        emulator._read_raw_data, emulator._read_data, emulator.Request = _read_body, _read_data_or_empty, _Request
+        create = self.storage.create_file
+
+        def create_file(bucket, name, content, file_obj, file_id=None):
+            self.writes.append((bucket, name, len(content)))
+            return create(bucket, name, content, file_obj, file_id)
+
+        self.storage.create_file = create_file
+        self.httpd = http_server.ThreadingHTTPServer(("127.0.0.1", 0), partial(self._handler(), self.storage))
+        self.httpd.daemon_threads = True
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.load_cert_chain(self.cert, key)
+        # The handshake in each connection's thread, not in the loop that accepts.
+        self.httpd.socket = context.wrap_socket(self.httpd.socket, server_side=True, do_handshake_on_connect=False)
+        self.proxy = socket.create_server(("127.0.0.1", 0))
+        self.threads = [
+            threading.Thread(target=self.httpd.serve_forever, daemon=True),
+            threading.Thread(target=self._proxy_loop, daemon=True),
+        ]
+        for thread in self.threads:
+            thread.start()
+
+    def _handler(self):
+        lock = self.lock
+        storage = self.storage
+        reads = self.reads
+
+        class Handler(emulator.RequestHandler):
+            # HTTP/1.1: libcurl waits a second for "100 Continue" from an HTTP/1.0 server
+            # before each upload.
+            protocol_version = "HTTP/1.1"
+
+            def _serve(self, method):
+                if method == "GET":
+                    reads.append((urllib.parse.unquote(self.path), self.headers.get("Range")))
+                with lock:
+                    if self._storage_layout(method):
+                        return
+                    getattr(super(), "do_" + method)()
+
+            def _storage_layout(self, method):
+                """A bucket's storage layout, which TensorFlow asks before renaming a
+                directory; the emulator has none. Flat, not hierarchical."""
+                parts = urllib.parse.urlparse(self.path).path.split("/")
+                if method != "GET" or len(parts) != 6 or parts[1:4] != ["storage", "v1", "b"]:
+                    return False
+                if parts[5] != "storageLayout":
+                    return False
+                found = storage.buckets.get(parts[4])
+                body = json.dumps({"kind": "storage#storageLayout", "bucket": parts[4]}).encode() if found else b""
+                self.send_response(200 if found else 404)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+                return True
+
+            def do_GET(self):
+                self._serve("GET")
+
+            def do_POST(self):
+                self._serve("POST")
+
+            def do_PUT(self):
+                self._serve("PUT")
+
+            def do_DELETE(self):
+                self._serve("DELETE")
+
+            def do_PATCH(self):
+                self._serve("PATCH")
+
+        return Handler
+
+    def _proxy_loop(self):
+        while True:
+            try:
+                client, _ = self.proxy.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._tunnel, args=(client,), daemon=True).start()
+
+    def _tunnel(self, client):
+        """One CONNECT to a storage host, tunnelled to the server; any other refused."""
+        upstream = None
+        try:
+            head = b""
+            while b"\r\n\r\n" not in head and len(head) < 65536:
+                chunk = client.recv(4096)
+                if not chunk:
+                    return
+                head += chunk
+            request = head.split(b"\r\n", 1)[0].decode("latin-1").split()
+            if len(request) < 2 or request[0] != "CONNECT" or request[1] not in ["%s:443" % h for h in HOSTS]:
+                client.sendall(b"HTTP/1.1 403 Forbidden\r\nContent-Length: 0\r\n\r\n")
+                return
+            upstream = socket.create_connection(self.httpd.server_address)
+            client.sendall(b"HTTP/1.1 200 Connection established\r\n\r\n")
+            upstream.sendall(head.split(b"\r\n\r\n", 1)[1])
+            while True:
+                ready, _, _ = select.select([client, upstream], [], [], 120)
+                if not ready:
+                    return
+                for end in ready:
+                    data = end.recv(65536)
+                    if not data:
+                        return
+                    (upstream if end is client else client).sendall(data)
+        except OSError:
+            pass
+        finally:
+            client.close()
+            if upstream is not None:
+                upstream.close()
+
+    def env(self, base):
+        """`base` (an environment) with what TensorFlow's gs:// client needs to reach the
+        server, and no other proxy or credentials."""
+        env = dict(base)
+        for name in ("http_proxy", "HTTP_PROXY", "all_proxy", "ALL_PROXY", "grpc_proxy"):
+            env.pop(name, None)
+        env.pop("GOOGLE_APPLICATION_CREDENTIALS", None)
+        proxy = "http://127.0.0.1:%d" % self.proxy.getsockname()[1]
+        env.update(
+            https_proxy=proxy,
+            HTTPS_PROXY=proxy,
+            # gRPC takes https_proxy too: the cluster's own connections stay direct.
+            no_proxy="localhost,127.0.0.1",
+            NO_PROXY="localhost,127.0.0.1",
+            CURL_CA_BUNDLE=self.cert,
+            GOOGLE_AUTH_TOKEN_FOR_TESTING="test-token",
+            NO_GCE_CHECK="true",
+            # A failing request is retried 10 times from 1 s, doubling (about 200 s): twice
+            # at once here, so that a test of a failure takes a second, not minutes.
+            GCS_RETRY_CONFIG_INIT_DELAY_TIME_US="0",
+            GCS_RETRY_CONFIG_MAX_RETRIES="2",
+        )
+        return env
+
+    def create_bucket(self, name):
+        with self.lock:
+            buckets.create_bucket(name, self.storage)
+
+    def put(self, bucket, name, data):
+        """Writes an object straight into the server's storage."""
+        resource = objects._make_object_resource(
+            "https://www.googleapis.com", bucket, name, "application/octet-stream", str(len(data))
+        )
+        with self.lock:
+            self.storage.create_file(bucket, name, data, objects._checksums(data, resource))
+
+    def get(self, bucket, name):
+        """An object's bytes, or None if there is none."""
+        with self.lock:
+            try:
+                return self.storage.get_file(bucket, name)
+            except Exception:  # noqa: BLE001 - the emulator's own NotFound
+                return None
+
+    def names(self, bucket):
+        with self.lock:
+            return sorted(o["name"] for o in self.storage.get_file_list(bucket)[0])
+
+    def stop(self):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+        self.proxy.close()
+        for thread in self.threads:
+            thread.join(10)
