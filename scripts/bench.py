@@ -15,7 +15,12 @@ collections.Counter in one process and in Pool(2). A tf.Example dataset ("exampl
 of GZIP'd TFRecord shards from make_examples.py) times a vocabulary of 3 features: ours
 against one plain tf.data + parse_example pass per core, and Pool(2) parsing with
 protobuf into Counters; and our statistics (`--job=stats`) of the same 3 features and of
-every feature (the embedding too). Each contender runs --repeats times,
+every feature (the embedding too). "record" is those examples inflated into one
+uncompressed TFRecord file of 4 GB: vocab with one worker and with two (the file cut into
+byte ranges), and one tf.data pass. "layouts" are directories hard to list (60,000 hard
+links of 300 files; 1,000,000 files in one directory; as many in a 3-level tree): the
+default command's start-up against Python's import of TensorFlow, and the coordinator's
+peak RSS. Each contender runs --repeats times,
 in turns; the report gives medians with their range, ratios against wc -w and Pool(2),
 and the performance targets, each met or not. Every run's result must agree with the
 others, or the benchmark fails. Peak RSS is reported per role (coordinator, ps,
@@ -51,8 +56,19 @@ flags.DEFINE_integer("giant_mb", 4096, "Size of the one giant file, in MB; 0 for
 flags.DEFINE_integer(
     "examples_mb", 1024, "Size of the tf.Example dataset (GZIP'd TFRecord shards), in MB; 0 for none.", lower_bound=0
 )
+flags.DEFINE_integer(
+    "record_mb", 4096, "Size of the one uncompressed TFRecord file of examples, in MB; 0 for none.", lower_bound=0
+)
+flags.DEFINE_integer(
+    "layout_files",
+    1_000_000,
+    "Files in each listing layout (one directory; a 3-level tree); 0 for none.",
+    lower_bound=0,
+)
 flags.DEFINE_list(
-    "parts", ["small", "tiny", "huge", "giant", "examples"], "Parts of the corpus to time (all are made)."
+    "parts",
+    ["small", "tiny", "huge", "giant", "examples", "record", "layouts"],
+    "Parts of the corpus to time (all are made).",
 )
 flags.DEFINE_list("clusters", ["1x2", "1x1", "2x2"], "Local clusters to time, as PSxWORKERS.")
 flags.DEFINE_bool("wordfreq", True, "Also time word frequencies against collections.Counter.")
@@ -74,6 +90,12 @@ STATS_ALL = "tf2_mapreduce stats, every feature"
 # The same two jobs with a process per task: what each task (ps, worker, coordinator) holds.
 VOCAB_TASKS = "tf2_mapreduce vocab 1ps+2w processes"
 STATS_ALL_TASKS = "tf2_mapreduce stats, every feature, 1ps+2w processes"
+# One large TFRecord file, cut into byte ranges: one worker, two, and one tf.data pass
+# (a TFRecord file cannot be split by the plain peers, nor by Beam's source).
+TFDATA_ONE = "tf.data + parse_example, 1 process"
+TF_IMPORT = "python -c 'import tensorflow'"
+VOCAB_ONE_WORKER = "tf2_mapreduce vocab 1ps+1w processes"
+VOCAB_TWO_WORKERS = "tf2_mapreduce vocab 1ps+2w processes"
 FEATURES = ("query", "tags", "user_id")
 EXAMPLE_BYTES = 293  # a make_examples.py example with --embedding_dim 64, GZIP'd (measured)
 TINY_PER_DIRECTORY = 1000
@@ -153,7 +175,47 @@ def make_corpus(directory):
     parts = {name: sorted(glob.glob(os.path.join(directory, name, "*.txt"))) for name in PARTS}
     parts["tiny"] = sorted(glob.glob(os.path.join(directory, "tiny", "*", "*.txt")))
     parts["examples"] = make_examples(os.path.join(directory, "examples"))
+    parts["record"] = make_record_file(os.path.join(directory, "record"), parts["examples"])
+    parts["layouts"] = make_layouts(os.path.join(directory, "layouts"))
     return {name: paths for name, paths in parts.items() if paths}
+
+
+HARD_LINKED = (300, 200)  # files, hard links of each: 60,000 names
+
+
+def make_layouts(directory):
+    """Directories that are hard to list, each of one-word files: 300 files with 200 hard
+    links each in one directory; --layout_files files in one directory; as many in a
+    3-level tree (100 x 100 directories). Returns their paths."""
+    spec = {"files": FLAGS.layout_files, "hard_linked": HARD_LINKED}
+    stamp = os.path.join(directory, "layouts.json")
+    layouts = [os.path.join(directory, name) for name in ("hard_links", "one_directory", "tree")]
+    if not spec["files"]:
+        return []
+    if not (os.path.exists(stamp) and json.load(open(stamp)) == spec):
+        shutil.rmtree(directory, ignore_errors=True)
+        started = time.monotonic()
+        os.makedirs(layouts[0])
+        for n in range(HARD_LINKED[0]):
+            original = os.path.join(layouts[0], "f%03d-000.txt" % n)
+            with open(original, "wb") as f:
+                f.write(b"w%d\n" % n)
+            for k in range(1, HARD_LINKED[1]):
+                os.link(original, os.path.join(layouts[0], "f%03d-%03d.txt" % (n, k)))
+        os.makedirs(layouts[1])
+        for n in range(spec["files"]):
+            with open(os.path.join(layouts[1], "f%07d.txt" % n), "wb") as f:
+                f.write(b"w%d\n" % (n % 1000))
+        per_leaf = max(1, spec["files"] // 10_000)
+        for n in range(spec["files"]):
+            leaf = os.path.join(layouts[2], "%02d" % (n // per_leaf // 100 % 100), "%02d" % (n // per_leaf % 100))
+            if n % per_leaf == 0:
+                os.makedirs(leaf, exist_ok=True)
+            with open(os.path.join(leaf, "f%07d.txt" % n), "wb") as f:
+                f.write(b"w%d\n" % (n % 1000))
+        json.dump(spec, open(stamp, "w"))
+        print("made the listing layouts in %.0f s" % (time.monotonic() - started), flush=True)
+    return layouts
 
 
 def make_examples(directory):
@@ -174,6 +236,33 @@ def make_examples(directory):
         json.dump(spec, open(stamp, "w"))
         print("made the examples in %.0f s" % (time.monotonic() - started), flush=True)
     return sorted(glob.glob(os.path.join(directory, "*.tfrecord.gz"))) if spec["examples"] else []
+
+
+def make_record_file(directory, shards):
+    """One uncompressed TFRecord file of about --record_mb MB: the example shards inflated
+    and put end to end, again until it is that large (TFRecord files put end to end are
+    one). Returns [its path], or [] for --record_mb=0."""
+    import gzip
+
+    spec = {"mb": FLAGS.record_mb, "examples": FLAGS.examples_mb}
+    path = os.path.join(directory, "examples.tfrecord")
+    stamp = os.path.join(directory, "record.json")
+    if not spec["mb"] or not shards:
+        return []
+    if not (os.path.exists(stamp) and json.load(open(stamp)) == spec):
+        shutil.rmtree(directory, ignore_errors=True)
+        os.makedirs(directory)
+        started = time.monotonic()
+        with open(path, "wb") as out:
+            while out.tell() < spec["mb"] * MB:
+                for shard in shards:
+                    with gzip.open(shard, "rb") as f:
+                        shutil.copyfileobj(f, out, 16 << 20)
+                    if out.tell() >= spec["mb"] * MB:
+                        break
+        json.dump(spec, open(stamp, "w"))
+        print("made the TFRecord file in %.0f s" % (time.monotonic() - started), flush=True)
+    return [path]
 
 
 # ---------------------------------------------------------------- peers, run as `--peer=NAME`
@@ -350,7 +439,7 @@ def peer_map_step(paths):
     return {"words": int(total.numpy()), "map_seconds": time.monotonic() - started}
 
 
-def _tfdata_pass(paths):
+def _tfdata_pass(paths, compression="GZIP"):
     """One plain pass over `paths`: tf.data's reader, batches parsed by parse_example, the
     values counted (so that nothing is optimized away); returns (examples, values, loop seconds)."""
     import tensorflow as tf
@@ -364,7 +453,7 @@ def _tfdata_pass(paths):
             values = tf.add_n([tf.size(parsed[name].flat_values, out_type=tf.int64) for name in FEATURES])
             return tf.stack([tf.size(records, out_type=tf.int64), values])
 
-        batches = tf.data.TFRecordDataset(paths, "GZIP").batch(1024).map(sizes)
+        batches = tf.data.TFRecordDataset(paths, compression).batch(1024).map(sizes)
         return batches.reduce(tf.zeros([2], tf.int64), lambda total, batch: total + batch)
 
     started = time.monotonic()
@@ -380,6 +469,11 @@ def peer_tfdata(paths):
         "values": sum(h[1] for h in halves),
         "map_seconds": max(h[2] for h in halves),
     }
+
+
+def peer_tfdata_one(paths):
+    examples, values, seconds = _tfdata_pass(paths, "")
+    return {"examples": examples, "values": values, "map_seconds": seconds}
 
 
 def _example_counts(path):
@@ -423,6 +517,7 @@ def peer_pool_examples(paths):
 
 PEERS = {
     "tfdata": peer_tfdata,
+    "tfdata_one": peer_tfdata_one,
     "pool_examples": peer_pool_examples,
     "python": peer_python,
     "multiprocessing": peer_multiprocessing,
@@ -533,9 +628,9 @@ def run_mawk(paths):
     return seconds, rss, {"words": int(out.strip())}
 
 
-def run_vocab(paths, processes=False):
+def run_vocab(paths, processes=False, num_workers=None):
     """Our vocab job, the default command (an in-process cluster; a process per task
-    with `processes`), its vocabularies read back."""
+    with `processes`; `num_workers` if given), its vocabularies read back."""
     listing = tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False)
     listing.write("\n".join(paths))
     listing.close()
@@ -543,6 +638,7 @@ def run_vocab(paths, processes=False):
     command = [sys.executable, "-m", "tf2_mapreduce.coordinator", "--job=vocab", "--features=" + ",".join(FEATURES)]
     command += ["--input", "@" + listing.name, "--output_dir", output_dir, "--progress_every=60"]
     command += ["--local_cluster=processes"] if processes else []
+    command += ["--num_workers=%d" % num_workers] if num_workers else []
     seconds, rss, _ = measure(command)
     os.unlink(listing.name)
     summary = json.load(open(os.path.join(output_dir, "summary.json")))
@@ -591,6 +687,28 @@ def output_unescape(term):
     from tf2_mapreduce import output
 
     return output.unescape(term.decode())
+
+
+def run_tf_import():
+    """Python importing TensorFlow, and nothing else: the yardstick of start-up."""
+    seconds, rss, _ = measure([sys.executable, "-c", "import tensorflow"])
+    return seconds, rss, {}
+
+
+def run_layout(directory):
+    """The default command (wordcount) over one directory, listed by the job itself."""
+    output = tempfile.mktemp(suffix=".json")
+    command = [sys.executable, "-m", "tf2_mapreduce.coordinator", "--input", directory, "--output", output]
+    seconds, rss, _ = measure(command + ["--progress_every=60"])
+    result = json.load(open(output))
+    os.unlink(output)
+    found = {
+        "files": len(result["per_file"]),
+        "words": result["total_words"],
+        "startup": result["timings"]["startup"],
+        "map_seconds": result["timings"]["map"],
+    }
+    return seconds, rss, found
 
 
 def run_ours(paths, job, num_ps, num_workers, local_cluster="processes"):
@@ -648,7 +766,7 @@ def main(argv):
     parts = make_corpus(FLAGS.dir)
     rows = []
     spark = _importable("pyspark") and shutil.which("java")
-    for part in [p for p in PARTS + ("examples",) if p in parts and p in FLAGS.parts]:
+    for part in [p for p in PARTS + ("examples", "record", "layouts") if p in parts and p in FLAGS.parts]:
         paths = parts[part]
         print("%s: %d files, %.0f MB" % (part, len(paths), sum(os.path.getsize(p) for p in paths) / MB), flush=True)
         size = sum(os.path.getsize(p) for p in paths) / MB
@@ -681,6 +799,16 @@ def _contenders(part, paths, spark):
     Counter, our vocab job, and our stats job of the same features and of every feature.
     Every part gets the plain peers and the default command; the small files get every
     cluster size and peer; word frequencies run on the small files and the huge file."""
+    if part == "layouts":
+        return [(TF_IMPORT, run_tf_import)] + [
+            ("wordcount: " + os.path.basename(d), functools.partial(run_layout, d)) for d in paths
+        ]
+    if part == "record":
+        return [
+            (TFDATA_ONE, lambda: run_peer("tfdata_one", paths)),
+            (VOCAB_ONE_WORKER, lambda: run_vocab(paths, processes=True, num_workers=1)),
+            (VOCAB_TWO_WORKERS, lambda: run_vocab(paths, processes=True, num_workers=2)),
+        ]
     if part == "examples":
         return [
             (TFDATA, lambda: run_peer("tfdata", paths)),
@@ -754,10 +882,12 @@ def _importable(module):
 
 
 def report(rows, spark):
-    words = [r for r in rows if r["part"] != "examples"]
+    report_layouts([r for r in rows if r["part"] == "layouts"])
+    words = [r for r in rows if r["part"] not in ("examples", "record", "layouts")]
     if words:
         report_words(words)
-    failures = report_examples([r for r in rows if r["part"] == "examples"])
+    failures = report_examples([r for r in rows if r["part"] == "examples"], "examples", TFDATA)
+    failures += report_examples([r for r in rows if r["part"] == "record"], "record", TFDATA_ONE)
     if not spark:
         print("\n(pyspark local[2] not run: pyspark or java is not installed)")
     targets(rows)
@@ -824,9 +954,32 @@ def report_words(rows):
         sys.exit("RESULTS DISAGREE:\n" + "\n".join(failures))
 
 
-def report_examples(rows):
-    """The tf.Example part's table; returns its disagreements (every run must read the
-    same examples and values, and ours must have Pool(2)'s exact counts)."""
+def report_layouts(rows):
+    """The listing layouts' table: start-up (listing included) and peak RSS per role."""
+    if not rows:
+        return
+    print("\n| layout | wall s, median (min-max) | start-up s | map s | peak RSS MB | files |")
+    print("|---|---:|---:|---:|---|---:|")
+    for r in rows:
+        print(
+            "| %s | %.2f (%.2f-%.2f) | %s | %s | %s | %s |"
+            % (
+                r["run"],
+                r["seconds"],
+                r["low"],
+                r["high"],
+                "%.2f" % r["startup"] if r["startup"] else "",
+                "%.2f" % r["steady"] if r["steady"] else "",
+                ", ".join("%s %.0f" % (role, mb) for role, mb in sorted(r["rss"].items())),
+                r["result"].get("files", ""),
+            )
+        )
+
+
+def report_examples(rows, part, plain_name):
+    """A tf.Example part's table, against its plain tf.data pass `plain_name`; returns its
+    disagreements (every run must read the same examples and values, and ours must have
+    Pool(2)'s exact counts)."""
     if not rows:
         return []
     print()
@@ -834,11 +987,12 @@ def report_examples(rows):
         "| part | run | wall s, median (min-max) | MB/s | run / tf.data pass | start-up s | map s | peak RSS MB | result |"
     )
     print("|---|---|---:|---:|---:|---:|---:|---|---|")
-    plain = next(r for r in rows if r["run"] == TFDATA)
+    plain = next(r for r in rows if r["run"] == plain_name)
     for r in rows:
         print(
-            "| examples | %s | %.2f (%.2f-%.2f) | %.0f | %.2fx | %s | %s | %s | %d examples, %d values%s |"
+            "| %s | %s | %.2f (%.2f-%.2f) | %.0f | %.2fx | %s | %s | %s | %d examples, %d values%s |"
             % (
+                part,
                 r["run"],
                 r["seconds"],
                 r["low"],
@@ -855,12 +1009,10 @@ def report_examples(rows):
         )
     failures = []
     if len({(r["result"]["examples"], r["result"]["values"]) for r in rows}) > 1:
-        failures.append("examples: runs read different examples or values: %s" % [r["result"] for r in rows])
-    if (
-        len({r["result"].get("digest") for r in rows if r["run"] not in (TFDATA, STATS, STATS_ALL, STATS_ALL_TASKS)})
-        > 1
-    ):
-        failures.append("examples: vocabularies disagree")
+        failures.append("%s: runs read different examples or values: %s" % (part, [r["result"] for r in rows]))
+    vocabularies = {r["result"]["digest"] for r in rows if "digest" in r["result"]}
+    if len(vocabularies) > 1:
+        failures.append("%s: vocabularies disagree" % part)
     return failures
 
 
@@ -928,6 +1080,23 @@ def targets(rows):
         ours, plain = by["examples", VOCAB], by["examples", TFDATA]
         value = ours["steady"] / plain["steady"]
         checks.append(("examples: vocab's map phase <= 1.5x one tf.data pass per core", "%.2fx" % value, value <= 1.5))
+    if ("record", VOCAB_ONE_WORKER) in by and ("record", VOCAB_TWO_WORKERS) in by:
+        value = by["record", VOCAB_ONE_WORKER]["seconds"] / by["record", VOCAB_TWO_WORKERS]["seconds"]
+        checks.append(("record: one TFRecord file, vocab on 2 workers >= 1.7x 1 worker", "%.2fx" % value, value >= 1.7))
+    ratio("record", VOCAB_TWO_WORKERS, TFDATA_ONE, 1.0, "vocab on 2 workers, end to end")
+    if ("layouts", TF_IMPORT) in by:
+        tf_import = by["layouts", TF_IMPORT]["seconds"]
+        for r in rows:
+            if r["part"] == "layouts" and r["run"] != TF_IMPORT:
+                checks.append(
+                    (
+                        "%s: start-up <= TF import (%.1f s) + 2 s" % (r["run"], tf_import),
+                        "%.2f s" % r["startup"],
+                        r["startup"] <= tf_import + 2,
+                    )
+                )
+                peak = r["rss"].get("main", 0)
+                checks.append(("%s: coordinator peak RSS < 1500 MB" % r["run"], "%.0f MB" % peak, peak < 1500))
     if ("tiny", DEFAULT) in by:
         peak = by["tiny", DEFAULT]["rss"].get("main", 0)  # the coordinator: the command itself
         checks.append(("tiny: coordinator peak RSS (1M files: < 1500 MB)", "%.0f MB" % peak, None))
