@@ -124,16 +124,18 @@ WORDS = mr.KeySum(unit="words")
 def test_a_retried_per_key_commit_does_not_double_count(inprocess):
     reducer = WORDS.new_state([10, 10, 10], PS_DEVICES, uuid.uuid4().hex)
     commit = tf.function(reducer.commit)
-    # Keys that look like the table's own markers and total are keys like any other.
+    # Keys that look like the table's own markers and figures are keys like any other.
     # Each once, as the reducer combines them on the worker.
-    words = tf.constant([b"a", b"b", b"c", b"d0", b"t", b"", b"k"])
-    counts = tf.constant([2, 1, 1, 1, 1, 1, 1], tf.int64)
-    commit(tf.constant([0, 2], tf.int64), (words, counts))
-    commit(tf.constant([0, 2], tf.int64), (words, counts))  # the retry: a no-op
-    commit(tf.constant([1], tf.int64), (words[:1], counts[:1] - 1))
-    assert dict(reducer.entries()) == {b"a": 3, b"b": 1, b"c": 1, b"d0": 1, b"t": 1, b"": 1, b"k": 1}
+    words = tf.constant([b"a", b"b", b"c", b"d0", b"t", b"", b"k", b"p"])
+    counts = tf.constant([2, 1, 1, 1, 1, 1, 1, 1], tf.int64)
+    ten = tf.constant([10, 10], tf.int64)
+    commit(tf.constant([0, 2], tf.int64), (words, counts), ten)
+    assert reducer.stats() == Stats(2, 20, 9, 8)
+    commit(tf.constant([0, 2], tf.int64), (words, counts), ten)  # the retry: a no-op
+    commit(tf.constant([1], tf.int64), (words[:1], counts[:1] - 1), ten[:1])
+    assert dict(reducer.entries()) == {b"a": 3, b"b": 1, b"c": 1, b"d0": 1, b"t": 1, b"": 1, b"k": 1, b"p": 1}
     assert reducer.done().tolist() == [True, True, True]
-    assert reducer.stats() == Stats(3, 30, 9, 7)
+    assert reducer.stats() == Stats(3, 30, 10, 8)
     assert reducer.top(2) == [(b"a", 3), (b"", 1)]
 
 
@@ -150,7 +152,9 @@ def test_a_per_key_commit_changes_each_ps_in_one_op(inprocess):
 
     reducer = WORDS.new_state([10, 10], PS_DEVICES, uuid.uuid4().hex)
     commit = tf.function(reducer.commit).get_concrete_function(
-        tf.TensorSpec([None], tf.int64), (tf.TensorSpec([None], tf.string), tf.TensorSpec([None], tf.int64))
+        tf.TensorSpec([None], tf.int64),
+        (tf.TensorSpec([None], tf.string), tf.TensorSpec([None], tf.int64)),
+        tf.TensorSpec([None], tf.int64),
     )
     graph = commit.graph.as_graph_def()
     nodes = list(graph.node) + [node for function in graph.library.function for node in function.node_def]
@@ -165,7 +169,11 @@ def test_per_key_state_on_a_ps_belongs_to_one_run(inprocess):
     coordinator found, while tables had TF's own per-process names)."""
     first_run = uuid.uuid4().hex
     first = WORDS.new_state([10], PS_DEVICES, first_run)
-    tf.function(first.commit)(tf.constant([0], tf.int64), (tf.constant([b"a", b"b"]), tf.constant([2, 3], tf.int64)))
+    tf.function(first.commit)(
+        tf.constant([0], tf.int64),
+        (tf.constant([b"a", b"b"]), tf.constant([2, 3], tf.int64)),
+        tf.constant([10], tf.int64),
+    )
     assert first.leftover() in {"the table on %s" % device for device in PS_DEVICES}
     second = WORDS.new_state([10], PS_DEVICES, uuid.uuid4().hex)
     assert second.leftover() is None  # another run never sees the first run's state
@@ -173,7 +181,9 @@ def test_per_key_state_on_a_ps_belongs_to_one_run(inprocess):
     assert WORDS.new_state([10], PS_DEVICES, first_run).leftover() is not None
     first.reset()  # as after a restore that failed half-way
     assert first.leftover() is None and dict(first.entries()) == {} and first.done().tolist() == [False]
-    tf.function(first.commit)(tf.constant([0], tf.int64), (tf.constant([b"a"]), tf.constant([1], tf.int64)))
+    tf.function(first.commit)(
+        tf.constant([0], tf.int64), (tf.constant([b"a"]), tf.constant([1], tf.int64)), tf.constant([10], tf.int64)
+    )
     assert dict(first.entries()) == {b"a": 1}
     first.release()
     assert WORDS.new_state([10], PS_DEVICES, first_run).leftover() is None  # released: nothing was left
@@ -227,6 +237,7 @@ def test_a_resume_from_pieces_committed_on_one_ps_only_is_exact(inprocess, tmp_p
             tf.constant(list(ids), tf.int64),
             tf.boolean_mask(keys, here),
             tf.boolean_mask(tf.constant(list(partial.values()), tf.int64), here),
+            tf.constant([plan.sizes[i] for i in ids], tf.int64),
         )
     assert state.partial().tolist() == [1] * 30 + [2, 2] + [0] * 8  # a bit per ps that holds the piece
     directory = str(tmp_path / "ckpt")

@@ -15,7 +15,9 @@ from tf2_mapreduce.errors import UsageError, connectivity_errors, first_line
 __all__ = ["JobCheckpoint", "manifest"]
 
 MANIFEST = "manifest.json"
-FORMAT = 3  # 2: per-piece rows carry a committed marker; 3: per-key done markers in the table
+# 2: per-piece rows carry a committed marker; 3: per-key done markers in the table; 4: and
+# each table counts the pieces and bytes it has committed
+FORMAT = 4
 
 
 def manifest(job, num_ps, plan):

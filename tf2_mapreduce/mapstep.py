@@ -188,7 +188,7 @@ def build(job, state, worker_steps, changed_files, kind, compression="", read_si
             outputs = tf.map_fn(map_one, pieces, fn_output_signature=signature, parallel_iterations=PIECES_IN_FLIGHT)
             committed = job.reducer.batch(outputs)
         with tf.control_dependencies(checks):
-            state.commit(ids, committed)
+            state.commit(ids, committed, ends - starts)
         worker_steps.count_this_step()
 
     return map_step

@@ -54,8 +54,9 @@ class PieceSlots:
         slots = {"slots_%d" % shard: slots for shard, slots in enumerate(self.slots)}
         return CheckpointState(save=slots, restore=slots)
 
-    def commit(self, ids, values):
-        """Writes `values[k]` as the result of piece `ids[k]`; idempotent.
+    def commit(self, ids, values, piece_bytes=None):
+        """Writes `values[k]` as the result of piece `ids[k]`; idempotent. `piece_bytes`
+        is not needed: a piece's row holds its done flag, and the ps its size.
 
         Called inside the scheduled `tf.function` (on a worker); each shard's
         update is one `scatter_update` on its ps.

@@ -16,9 +16,11 @@ CHUNK = 200_000  # table entries fetched from a ps at a time
 
 
 # How a per-key shard's one table holds everything a commit changes: the job's keys, a
-# done marker per piece and the shard's total, told apart by their first byte, so that
-# one insert applies a whole commit (_KeyShard.commit says why it must).
-_KEY, _DONE, _TOTAL = b"k", b"d", b"t"
+# done marker per piece, and the shard's figures (its total, the pieces and the bytes it
+# has committed), told apart by their first byte, so that one insert applies a whole
+# commit (_KeyShard.commit says why it must).
+_KEY, _DONE, _TOTAL, _PIECES, _BYTES = b"k", b"d", b"t", b"p", b"b"
+_FIGURES = [_TOTAL, _PIECES, _BYTES]
 
 
 def _markers(ids):
@@ -43,8 +45,9 @@ class _KeyShard:
             self.view_keys = tf.Variable(tf.constant([], tf.string), shape=tf.TensorShape([None]), trainable=False)
             self.view_counts = tf.Variable(tf.constant([], tf.int64), shape=tf.TensorShape([None]), trainable=False)
 
-    def commit(self, ids, keys, counts):
-        """Adds `counts` to `keys` and marks pieces `ids` done, unless they are done.
+    def commit(self, ids, keys, counts, piece_bytes):
+        """Adds `counts` to `keys`, marks pieces `ids` done and counts them and their
+        `piece_bytes` in the shard's figures, unless they are done.
 
         All or nothing, in one kernel (`RunTable.commit`). A step is a graph split across
         the worker and the ps, and the ps part can stop between two ops when the worker
@@ -56,9 +59,10 @@ class _KeyShard:
         """
         # Made on the worker, so that the ps (one for every worker) holds no copy of a
         # step's keys but the one it receives (a float feature's buckets: 500,000).
-        all_keys = tf.concat([_markers(ids), [_TOTAL], tf.strings.join([_KEY, keys])], 0)
+        all_keys = tf.concat([_markers(ids), _FIGURES, tf.strings.join([_KEY, keys])], 0)
         packed = self.table.pack(all_keys)
-        deltas = tf.concat([tf.ones_like(ids), [self._counted(keys, counts)], counts], 0)
+        figures = [self._counted(keys, counts), tf.size(ids, out_type=tf.int64), tf.reduce_sum(piece_bytes)]
+        deltas = tf.concat([tf.ones_like(ids), figures, counts], 0)
         with tf.device(self.device):
             # Received here before the lock is taken (an identity copies nothing): the
             # lock waits for ops on the ps, not for a worker's.
@@ -76,28 +80,25 @@ class _KeyShard:
         with tf.device(self.device):
             return self.table.lookup(_markers(tf.range(self.num_pieces, dtype=tf.int64))) > 0
 
-    def total(self):
-        with tf.device(self.device):
-            return self.table.lookup(tf.constant([_TOTAL]))[0]
-
-    def distinct(self, done):
-        """Keys in the table: its entries but the markers of the `done` pieces, the total
-        and the reserved keys (a reducer's own bookkeeping, not keys of the job)."""
-        with tf.device(self.device):
-            markers = tf.reduce_sum(tf.cast(done, tf.int64))
-            distinct = self.table.size() - markers - tf.minimum(markers, 1)
-            if self._reserved:
-                found = self.table.lookup(tf.strings.join([_KEY, tf.constant(self._reserved)])) > 0
-                distinct -= tf.reduce_sum(tf.cast(found, tf.int64))
-            return distinct
-
     def figures(self):
-        """(done, total, distinct): read in the commit's critical section, as one state. Read
-        apart, a commit between the markers and the table's size counted its markers as
-        distinct keys: a progress report of distinct words above the final count."""
-        with tf.device(self.device):
-            done = self.done()
-            return done, self.total(), self.distinct(done)
+        """[total, pieces, bytes, distinct keys] committed to this shard, as an int64
+        vector, in a few lookups whatever the number of pieces. Read in the commit's
+        critical section, as one state: read apart, a commit between two reads showed
+        its markers as distinct keys (a progress report above the final count). Distinct
+        keys are the table's entries but the pieces' markers, the figures and the
+        reserved keys (a reducer's own bookkeeping, not keys of the job)."""
+
+        def read():
+            with tf.device(self.device):
+                figures = tf.ensure_shape(self.table.lookup(tf.constant(_FIGURES)), [len(_FIGURES)])
+                total, pieces, bytes_ = tf.unstack(figures)
+                distinct = self.table.size() - pieces - len(_FIGURES) * tf.minimum(pieces, 1)
+                if self._reserved:
+                    found = self.table.lookup(tf.strings.join([_KEY, tf.constant(self._reserved)])) > 0
+                    distinct -= tf.reduce_sum(tf.cast(found, tf.int64))
+                return tf.stack([total, pieces, bytes_, distinct])
+
+        return self.lock.execute(read)
 
     def snapshot(self):
         def copy():
@@ -168,7 +169,8 @@ class KeyTables:
             _KeyShard(shard, device, self.num_pieces, run_id, counted, list(reserved))
             for shard, device in enumerate(ps_devices)
         ]
-        self._stats = tf.function(self._stats_fn, autograph=False)
+        self._done = tf.function(self._done_fn, autograph=False)
+        self._figures = tf.function(lambda: tf.stack([shard.figures() for shard in self.shards]), autograph=False)
         self._snapshot = tf.function(lambda: tf.stack([shard.snapshot() for shard in self.shards]), autograph=False)
         self._make_views = tf.function(
             lambda min_count: [shard.make_view(min_count) for shard in self.shards], autograph=False
@@ -185,10 +187,10 @@ class KeyTables:
         restore = {"table_%d" % n: shard.table for n, shard in enumerate(self.shards)}
         return CheckpointState(save=save, restore=restore, prepare=self._snapshot)
 
-    def commit(self, ids, output):
-        """Adds a step's (keys, counts) for pieces `ids`, once; called in the scheduled
-        step. Each key must be there once (the reducer combined them on the worker): a
-        table insert of a key given twice keeps one of its counts."""
+    def commit(self, ids, output, piece_bytes):
+        """Adds a step's (keys, counts) for pieces `ids` (of `piece_bytes` each), once;
+        called in the scheduled step. Each key must be there once (the reducer combined
+        them on the worker): a table insert of a key given twice keeps one of its counts."""
         keys, counts = output
         num_ps = len(self.shards)
         if num_ps == 1:
@@ -200,23 +202,21 @@ class KeyTables:
         for shard, keys_here, sums_here in zip(self.shards, shard_keys, shard_sums):
             # Every shard sees every piece, with or without keys for it: it must set
             # the pieces' markers either way.
-            shard.commit(ids, keys_here, sums_here)
+            shard.commit(ids, keys_here, sums_here, piece_bytes)
 
-    def _stats_fn(self):
+    def _done_fn(self):
         done = tf.ones([self.num_pieces], tf.bool)
         where = tf.zeros([self.num_pieces], tf.int64)  # bit n: done on shard n
-        total = distinct = tf.constant(0, tf.int64)
         for n, shard in enumerate(self.shards):
-            shard_done, shard_total, shard_distinct = shard.lock.execute(shard.figures)
+            shard_done = shard.done()
             done = tf.logical_and(done, shard_done)
             where += tf.cast(shard_done, tf.int64) * (1 << n)
-            total += shard_total
-            distinct += shard_distinct
-        return done, total, distinct, tf.where(done, tf.zeros_like(where), where)
+        return done, tf.where(done, tf.zeros_like(where), where)
 
     def done(self):
-        """Which pieces are committed on every ps, as a bool array in piece order."""
-        return self._stats()[0].numpy()
+        """Which pieces are committed on every ps, as a bool array in piece order; reads
+        every piece's marker."""
+        return self._done()[0].numpy()
 
     def partial(self):
         """For each piece committed on some ps tasks but not on all, which: a bit per ps
@@ -228,12 +228,21 @@ class KeyTables:
         all done or none (`_KeyShard.commit`): such a piece shares steps only with pieces
         done on the same ps tasks.
         """
-        return self._stats()[3].numpy()
+        return self._done()[1].numpy()
 
     def stats(self):
-        done, total, distinct, _ = self._stats()
-        done = done.numpy()
-        return Stats(int(done.sum()), int(self.sizes[done].sum()), int(total), int(distinct))
+        """The figures so far, from a few keys of each ps's table whatever the number of
+        pieces (a progress tick read every piece's marker: 1,000,000 of them). A piece is
+        done once every ps has committed it, and every step commits its pieces to every
+        ps, all or none on each: the pieces done are those of the ps that has committed
+        fewest, exactly so whenever every ps holds the same pieces (not while a step is
+        between two ps tasks' commits, nor in a run resumed from a checkpoint with some
+        pieces on some ps tasks only). A run's end is confirmed by `done()`."""
+        figures = self._figures().numpy()
+        behind = int(np.argmin(figures[:, 1]))
+        return Stats(
+            int(figures[behind, 1]), int(figures[behind, 2]), int(figures[:, 0].sum()), int(figures[:, 3].sum())
+        )
 
     def reset(self):
         """Empties every table again. Blocking; not while map steps run."""

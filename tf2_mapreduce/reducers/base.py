@@ -34,8 +34,9 @@ class Reducer:
          instead, and `combine_step(output)` makes that output what the state commits.
     2. The run, on the coordinator (`run_state`): `new_state(sizes, ps_devices,
        run_id)` is this run's state on the ps tasks (`slots.PieceSlots`,
-       `tables.KeyTables`): it commits each piece exactly once, is checkpointed, and
-       its `stats()` are the figures so far.
+       `tables.KeyTables`): it commits each piece exactly once (`commit(ids, value,
+       piece_bytes)`, in the map step), is checkpointed, and its `stats()` are the
+       figures so far.
     3. Progress (`runner`, the CLI's lines, TensorBoard): `value(stats)` is the job's
        value so far; `describe(value, distinct)` says it in words ("901 words"),
        `fields(value, distinct)` as named numbers, `rates(before, after, seconds)` as
