@@ -122,6 +122,10 @@ def test_tfrecord_objects_split_and_gzip_vocab_written_to_a_bucket_directory(gcs
     counted = cli(server, ["--job=recordcount", "--input", "gs://data/records/one.tfrecord", "--read_size", "20000"])
     assert counted.returncode == 0, counted.stderr
     assert "1500 records" in counted.stdout + counted.stderr
+    # The uncompressed object was read as byte ranges from record starts.
+    size = os.path.getsize(copies["gs://data/records/one.tfrecord"])
+    starts = {r.split("=")[1].split("-")[0] for p, r in server.reads if p.startswith("/data/records/one.") and r}
+    assert len(starts) > size // 1_000_000, starts
 
 
 @pytest.mark.parametrize(
