@@ -15,7 +15,7 @@ says what TensorFlow sent and what the emulator did); nothing else is changed.
 
 import json
 import os
-import select
+import selectors
 import socket
 import ssl
 import subprocess
@@ -112,6 +112,7 @@ class GcsServer:
         # The handshake in each connection's thread, not in the loop that accepts.
         self.httpd.socket = context.wrap_socket(self.httpd.socket, server_side=True, do_handshake_on_connect=False)
         self.proxy = socket.create_server(("127.0.0.1", 0))
+        self.stopped = False
         self.threads = [
             threading.Thread(target=self.httpd.serve_forever, daemon=True),
             threading.Thread(target=self._proxy_loop, daemon=True),
@@ -196,15 +197,15 @@ class GcsServer:
             upstream = socket.create_connection(self.httpd.server_address)
             client.sendall(b"HTTP/1.1 200 Connection established\r\n\r\n")
             upstream.sendall(head.split(b"\r\n\r\n", 1)[1])
-            while True:
-                ready, _, _ = select.select([client, upstream], [], [], 120)
-                if not ready:
-                    return
-                for end in ready:
-                    data = end.recv(65536)
-                    if not data:
-                        return
-                    (upstream if end is client else client).sendall(data)
+            with selectors.DefaultSelector() as ready:  # epoll: no limit on descriptor numbers
+                ready.register(client, selectors.EVENT_READ, upstream)
+                ready.register(upstream, selectors.EVENT_READ, client)
+                while not self.stopped:
+                    for key, _ in ready.select(timeout=1):
+                        data = key.fileobj.recv(65536)
+                        if not data:
+                            return
+                        key.data.sendall(data)
         except OSError:
             pass
         finally:
@@ -261,8 +262,10 @@ class GcsServer:
             return sorted(o["name"] for o in self.storage.get_file_list(bucket)[0])
 
     def stop(self):
+        self.stopped = True  # ends the tunnels within a second
         self.httpd.shutdown()
         self.httpd.server_close()
+        self.proxy.shutdown(socket.SHUT_RDWR)  # wakes its accept(), which close() alone does not
         self.proxy.close()
         for thread in self.threads:
             thread.join(10)

@@ -137,22 +137,46 @@ def test_recordcount_and_vocab_over_a_split_file_equal_the_oracle(inprocess, big
         assert {term: count for (feature, term), count in table.items() if feature == name} == oracle["counts"][name]
 
 
-def test_a_payload_holding_whole_records_fails_the_job_at_the_offset(inprocess, tmp_path):
-    # The first record's payload is a TFRecord file of its own: the cut after 100 bytes
-    # lands on its first record, which checks in every way. The reader of the range before
-    # it finds its record running past the cut, and the job fails saying where.
+def nested_file(path, small_before):
+    """`small_before` small records, then one whose payload is a TFRecord stream of its
+    own after 500 bytes, then 50 small ones; returns (the big record's offset, its payload)."""
     inner = framed(b"inner one") + framed(b"inner two")
-    first = b"x" * 500 + inner
+    big = b"x" * 500 + inner
+    before = b"".join(framed(b"s%03d" % i) for i in range(small_before))
+    path.write_bytes(before + framed(big) + b"".join(framed(b"r%d" % i * 40) for i in range(50)))
+    return len(before), big
+
+
+def test_a_cut_follows_records_lengths_past_a_payload_that_holds_records(inprocess, tmp_path):
+    # Cuts after 100 bytes fall in the big record's payload, on a record of its own; a few
+    # hops from the last cut, following lengths, find the record after it instead.
     path = tmp_path / "nested.tfrecord"
-    path.write_bytes(framed(first) + b"".join(framed(b"r%d" % i * 40) for i in range(50)))
-    cut = 12 + 500
+    nested_file(path, small_before=2)
+    plan = Plan(mr.inputs.expand([str(path)]).files, 100, "tfrecord")
+    starts = set(record_starts(str(path)))
+    assert len(plan.pieces) > 5 and {p.start for p in plan.pieces} <= starts
+    assert inprocess.run(mr.RecordCount(), [str(path)], read_size=100).total == 53
+
+
+@pytest.mark.parametrize("on_error", ["fail", "skip"])
+def test_a_payload_holding_whole_records_fails_the_job_at_the_offset(inprocess, tmp_path, on_error):
+    # After 80 small records, too many to follow, a cut is found by scanning: in the big
+    # record's payload, at the first of its own records, which checks in every way. The
+    # reader of the range before it finds its record running past the cut, and the job
+    # fails saying where, skipping nothing: the ranges inside the payload read records
+    # that are not the file's.
+    path = tmp_path / "nested.tfrecord"
+    offset, big = nested_file(path, small_before=80)
+    read_size = offset + 100
+    cut = offset + 12 + 500
     with pytest.raises(JobFailed) as failed:
-        inprocess.run(mr.RecordCount(), [str(path)], read_size=100)
+        inprocess.run(mr.RecordCount(), [str(path)], read_size=read_size, on_error=on_error)
     message = str(failed.value)
     assert str(path) in message
-    assert "records do not line up at %d: the record at 0 is %d bytes long" % (cut, len(first)) in message
+    assert "records do not line up at %d: the record at %d is %d bytes long" % (cut, offset, len(big)) in message
+    assert "read it whole" in message
     # Read whole, it is a good file.
-    assert inprocess.run(mr.RecordCount(), [str(path)]).total == 51
+    assert inprocess.run(mr.RecordCount(), [str(path)]).total == 131
 
 
 def test_a_corrupt_byte_mid_file_fails_the_job_at_its_record(inprocess, big_file, tmp_path):

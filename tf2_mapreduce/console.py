@@ -50,8 +50,8 @@ def input_notes(found) -> list:
         )
     if found.duplicates:
         lines.append(
-            "note: %d path(s) were given more than once and are counted once, such as %s"
-            % (len(found.duplicates), found.duplicates[0])
+            "note: %d path(s) were given more than once and are counted once (a file, or a directory "
+            "reached again through a link), such as %s" % (len(found.duplicates), found.duplicates[0])
         )
     return lines + ["skipping %s: %s" % (path, reason) for path, reason in found.skipped]
 

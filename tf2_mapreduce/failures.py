@@ -40,6 +40,11 @@ FILE_ERRORS = (
 # never an input's fault, but a bug (`tables._KeyShard.commit`, `runner` keeps it from happening).
 COMMITTED_IN_PART = "tf2_mapreduce: a step's pieces were committed in part"
 
+# A TFRecord file's byte range whose last record runs past the next range's start
+# (native/text_stream.cc): that start was not a record's, so the file's other ranges may
+# hold a payload's bytes read as records. Skipping the one range would count them: the
+# job fails whatever on_error says.
+_RECORDS_MISALIGNED = "records do not line up at "
 # A file read by byte range that changed size: the native op's words (native/read_range.cc),
 # or FixedLengthRecordDataset's where the native op could not be built.
 _RANGE_CHANGED_LINE = re.compile(r'input file "(.*)" (?:changed size: |has body length)')
@@ -175,9 +180,16 @@ class FailurePolicy:
             else:
                 failure = file_failure(op_error_cause(error), not_found=isinstance(error, tf.errors.NotFoundError))
             where = describe(piece)
-            if self.on_error == "fail":
+            misaligned = _RECORDS_MISALIGNED in failure.why
+            if self.on_error == "fail" or misaligned:
                 named = where if failure.path is None or where.startswith(failure.path) else failure.path
-                decision.fail = JobFailed("a map step failed: %s: %s" % (named, failure.why))
+                hint = (
+                    " (a payload holds what looks like records: the file cannot be cut there, nor skipped in part; "
+                    "read it whole with {setting:read_size} above its size)"
+                    if misaligned
+                    else ""
+                )
+                decision.fail = JobFailed("a map step failed: %s: %s%s" % (named, failure.why, hint))
                 return decision
             decision.skip[piece] = failure.why
         return decision

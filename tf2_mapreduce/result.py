@@ -72,7 +72,7 @@ class Result:
     steps_per_worker: tuple
     config: dict = field(default_factory=dict)  # the job's parameters
     hidden: list = field(default_factory=list)  # hidden names met while listing, left out
-    duplicates: list = field(default_factory=list)  # paths given more than once, counted once
+    duplicates: list = field(default_factory=list)  # paths (of files, of directories) met again, counted once
     _reducer: object = field(default=None, repr=False)
     _state: object = field(default=None, repr=False)  # the run's state on the ps tasks
     _run: object = field(default=None, repr=False)  # `runner.JobRun`: reads go through it
