@@ -166,3 +166,29 @@ def test_what_is_done_about_steps_that_failed_on_inputs():
     # A round whose join() failed with no step of its own to blame fails the job as it is.
     nothing = failures.FailurePolicy("skip").steps(gone, [], {}, str, files.get)
     assert isinstance(nothing.fail, JobFailed) and "No such file or directory" in str(nothing.fail)
+
+
+def test_a_misaligned_tfrecord_range_fails_the_job_whatever_on_error_says():
+    # The native reader's words for a range whose last record runs past the next cut, and
+    # for the range after that false cut: what looks like a corrupt record.
+    path = "/data/one.tfrecord"
+    misaligned = tf.errors.DataLossError(
+        None,
+        None,
+        "%s; records do not line up at 2112: the record at 1600 is 550 bytes long, so the next one "
+        "starts at 2166" % path,
+    )
+    corrupt = tf.errors.DataLossError(None, None, "%s; corrupted record at 2162" % path)
+    pieces = {7: "%s (bytes 0-2112)" % path, 8: "%s (bytes 2112-3942)" % path}
+    for on_error in ("skip", "fail"):
+        decision = failures.FailurePolicy(on_error).steps(
+            corrupt, [([8], corrupt), ([7], misaligned)], {}, pieces.get, lambda p: (path, 3942)
+        )
+        assert str(decision.fail) == (
+            "a map step failed: %s (bytes 0-2112): records do not line up at 2112: the record at 1600 is 550 bytes "
+            "long, so the next one starts at 2166 (a payload holds what looks like records: the file cannot be cut "
+            "there, nor skipped in part; read it whole with read_size above its size)" % path
+        )
+    # A corrupt record alone is skipped as any input fault is.
+    decision = failures.FailurePolicy("skip").steps(corrupt, [([8], corrupt)], {}, pieces.get, lambda p: (path, 3942))
+    assert decision.fail is None and decision.skip == {8: "corrupted record at 2162"}

@@ -164,6 +164,9 @@ class FailurePolicy:
         if not step_failures:
             decision.fail = JobFailed("a map step failed: %s" % op_error_cause(error))
             return decision
+        # A misaligned range first: the range after its false cut fails too, on what
+        # looks like a corrupt record, and the misalignment is the one that says why.
+        step_failures = sorted(step_failures, key=lambda failure: _RECORDS_MISALIGNED not in _message(failure[1]))
         for ids, error in step_failures:
             if not isinstance(error, FILE_ERRORS) or missing_op(_message(error)):
                 decision.cluster = error
