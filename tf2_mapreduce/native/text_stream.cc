@@ -108,6 +108,19 @@ absl::Status CheckCompression(const std::string& compression) {
                                     "\"");
 }
 
+// One read of up to `n` bytes of `file` at `offset` into `dst`: *got bytes, and *end at
+// the file's end. TF's file systems report a short read there as OutOfRange, and may
+// hand back their own buffer rather than `dst`.
+absl::Status ReadOnce(RandomAccessFile* file, uint64_t offset, size_t n, char* dst, size_t* got, bool* end) {
+  absl::string_view read;
+  absl::Status status = file->Read(offset, n, &read, dst);
+  if (!status.ok() && !absl::IsOutOfRange(status)) return status;
+  if (read.data() != dst && !read.empty()) std::memmove(dst, read.data(), read.size());
+  *got = read.size();
+  *end = read.empty() || absl::IsOutOfRange(status);
+  return absl::OkStatus();
+}
+
 // The file's own bytes, read at their offset straight into the reader's memory (a chunk,
 // a record, or the record reader's buffer).
 class PlainSource : public Source {
@@ -122,14 +135,8 @@ class PlainSource : public Source {
 
  private:
   absl::Status ReadSome(char* dst, size_t n, size_t* got) {
-    absl::string_view read;
-    absl::Status status = file_->Read(offset_, n, &read, dst);
-    // Short reads are OutOfRange at the end of the file; an empty one ends it.
-    if (!status.ok() && !absl::IsOutOfRange(status)) return status;
-    if (read.data() != dst && !read.empty()) std::memmove(dst, read.data(), read.size());
-    offset_ += read.size();
-    *got = read.size();
-    eof_ = read.empty() || absl::IsOutOfRange(status);
+    TF_RETURN_IF_ERROR(ReadOnce(file_.get(), offset_, n, dst, got, &eof_));
+    offset_ += *got;
     return absl::OkStatus();
   }
 
@@ -743,13 +750,11 @@ class RecordCuts {
     n = offset >= size_ ? 0 : static_cast<size_t>(std::min<uint64_t>(n, size_ - offset));
     into->resize(n);
     size_t have = 0;
-    while (have < n) {
-      absl::string_view read;
-      absl::Status status = file_->Read(offset + have, n - have, &read, &(*into)[have]);
-      if (!status.ok() && !absl::IsOutOfRange(status)) return status;
-      if (read.data() != &(*into)[have] && !read.empty()) std::memmove(&(*into)[have], read.data(), read.size());
-      have += read.size();
-      if (read.empty() || absl::IsOutOfRange(status)) break;
+    bool end = false;
+    while (have < n && !end) {
+      size_t got = 0;
+      TF_RETURN_IF_ERROR(ReadOnce(file_.get(), offset + have, n - have, &(*into)[have], &got, &end));
+      have += got;
     }
     into->resize(have);
     return absl::OkStatus();
