@@ -16,8 +16,9 @@ __all__ = ["JobCheckpoint", "manifest"]
 
 MANIFEST = "manifest.json"
 # 2: per-piece rows carry a committed marker; 3: per-key done markers in the table; 4: and
-# each table counts the pieces and bytes it has committed
-FORMAT = 4
+# each table counts the pieces and bytes it has committed; 5: the pieces' fingerprint
+# is a digest of their columns
+FORMAT = 5
 
 
 def manifest(job, num_ps, plan):
@@ -31,8 +32,8 @@ def manifest(job, num_ps, plan):
         "num_ps": num_ps,
         "read_size": plan.read_size,
         "pieces": plan.fingerprint(),
-        "files": [[f.path, f.size, f.mtime_ns] for f in plan.files],
-        "compressed": {f.path: c for f, c in zip(plan.files, plan.compressions) if c},
+        "files": [list(f) for f in zip(plan.files.paths, plan.files.sizes.tolist(), plan.files.mtimes.tolist())],
+        "compressed": {path: c for path, c in zip(plan.files.paths, plan.compressions) if c},
     }
 
 

@@ -3,9 +3,10 @@ user says, checked against what the job reads before any work."""
 
 import os
 
+from tf2_mapreduce import inputs
 from tf2_mapreduce.errors import InputError, UsageError
 
-__all__ = ["FORMATS", "COMPRESSIONS", "format_read_by", "compression_of", "format_of", "check"]
+__all__ = ["FORMATS", "COMPRESSIONS", "format_read_by", "compression_of", "compressions_of", "format_of", "check"]
 
 # What a file's bytes are: text, or TFRecord files of serialized records.
 FORMATS = ("text", "tfrecord")
@@ -34,6 +35,38 @@ def compression_of(path, compression="auto"):
     return _split_compression_suffix(path)[1] if forced is None else forced
 
 
+def _named(files):
+    """([format_of(path)], [compression_of(path)]) of every path of `files` (`inputs.Files`),
+    made once, in one pass: each computed once per last suffix (a million calls of
+    os.path.splitext cost a second), and per path only where the last suffix is a
+    compression's, since the one before it matters then."""
+
+    def make(paths):
+        known = {}
+        formats, compressions = [], []
+        for path in paths:
+            dot = path.rfind(".")
+            tail = path[dot:] if dot >= 0 else ""
+            answer = known.get(tail)
+            if answer is None:
+                if tail.lower() in _COMPRESSED_SUFFIXES:
+                    answer = format_of(path), compression_of(path)
+                else:
+                    answer = known[tail] = format_of(tail), compression_of(tail)
+            formats.append(answer[0])
+            compressions.append(answer[1])
+        return formats, compressions
+
+    return files.derived("named", make)
+
+
+def compressions_of(files, compression="auto"):
+    """[compression_of(path, compression) for each path] of `files` (`inputs.Files`),
+    a million in a fraction of a second."""
+    forced = COMPRESSIONS[compression]
+    return [forced] * len(files) if forced is not None else _named(files)[1]
+
+
 def format_of(path):
     """The format the name of `path` says ("tfrecord" for *.tfrecord, *.tfrecords, *.tfr;
     "text" for *.txt; compressed or not), or None where the name does not say."""
@@ -58,17 +91,21 @@ def check(files, job_format, given="auto", compression="auto", native_missing=No
             raise UsageError("{setting:format}=%s: not a format (%s, or auto)" % (given, ", ".join(FORMATS)))
         if given != job_format:
             raise UsageError("{setting:format}=%s, but the job reads %s" % (given, job_format))
-    for f in files:
-        named = format_of(f.path)
-        if given == "auto" and named is not None and named != job_format:
+    files = inputs.Files.of(files)
+    if given == "auto":
+        for path, named in zip(files.paths, _named(files)[0]):
+            if named is not None and named != job_format:
+                raise InputError(
+                    path,
+                    "a %s file by its name, but the job reads %s ({setting:format}=%s reads it as %s anyway)"
+                    % (named, job_format, job_format, job_format),
+                )
+    if not native_missing:
+        return
+    for path, compressed in zip(files.paths, compressions_of(files, compression)):
+        if job_format == "tfrecord" or compressed:
             raise InputError(
-                f.path,
-                "a %s file by its name, but the job reads %s ({setting:format}=%s reads it as %s anyway)"
-                % (named, job_format, job_format, job_format),
-            )
-        if native_missing and (job_format == "tfrecord" or compression_of(f.path, compression)):
-            raise InputError(
-                f.path,
+                path,
                 "a %s file needs tf2_mapreduce's native ops, which this job goes without (%s): TensorFlow's "
                 "own readers read a truncated one short without an error"
                 % ("TFRecord" if job_format == "tfrecord" else "compressed", native_missing),

@@ -53,15 +53,10 @@ class BackgroundListing:
                 pass  # then it ends when it finds the pipe closed
             try:
                 found = inputs.expand(self.specs, self.on_error)
-                # Columns, not InputFile objects: a million of them pickle in seconds.
-                answer = (
-                    [f.path for f in found.files],
-                    [f.size for f in found.files],
-                    [f.mtime_ns for f in found.files],
-                    found.hidden,
-                    found.duplicates,
-                    found.skipped,
-                )
+                files = found.files
+                # One string, not a list of a million: pickled and read back in a tenth of the time.
+                paths = "\0".join(files.paths).encode("utf-8", "surrogateescape")
+                answer = (paths, files.sizes, files.mtimes, found.hidden, found.duplicates, found.skipped)
             except InputError as e:
                 answer = e
             with os.fdopen(write, "wb") as out:
@@ -85,7 +80,8 @@ class BackgroundListing:
         if isinstance(answer, InputError):
             raise answer
         paths, sizes, mtimes, hidden, duplicates, skipped = answer
-        return inputs.Inputs([inputs.InputFile(*f) for f in zip(paths, sizes, mtimes)], hidden, duplicates, skipped)
+        paths = paths.decode("utf-8", "surrogateescape").split("\0") if len(sizes) else []
+        return inputs.Inputs(inputs.Files(paths, sizes, mtimes), hidden, duplicates, skipped)
 
     def close(self) -> None:
         """Ends the child if `result()` was not called. Non-blocking but for the reap."""

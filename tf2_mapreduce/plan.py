@@ -3,9 +3,10 @@ the unit a worker reads at once and the unit whose result is committed exactly o
 and the tf.data pipeline of splits, the pieces of one scheduled map step."""
 
 import hashlib
-import json
 import os
 import re
+import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -90,34 +91,57 @@ def _record_cuts(f, read_size):
     return text_stream.record_cuts(inputs.encode_path(f.path), f.size, read_size)
 
 
-class Plan:
-    """`files` (`inputs.InputFile`s) cut into `Piece`s of about `read_size` bytes, each cut
-    moved forward to just after the next separator (ASCII whitespace for records="words",
-    a newline for "lines"), so that every word (or line) lies in exactly one piece: the
-    one in which it starts. A TFRecord file (records="tfrecord") is cut where a record
-    starts as its checksums tell (`text_stream.record_cuts`), and each piece read as a
-    stream of its records that must end exactly at the next cut, so a misleading cut
-    fails the job rather than count a record twice or never. A compressed file
-    (`formats.compression_of`) cannot be cut: it is one piece, read as a stream.
+class _Pieces(Sequence):
+    """A plan's pieces as a sequence of `Piece`s, made on demand from its columns."""
 
-    Blocking: reads a few bytes (a record, for TFRecord files) at each cut of a large file. A file that can no longer
-    be read is an `InputError`, or with on_error="skip" is left out and listed in
-    `skipped` as (path, reason).
+    def __init__(self, files, starts, ends):
+        self._files, self._starts, self._ends = files, starts, ends
+
+    def __len__(self):
+        return len(self._files)
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return [self[k] for k in range(*i.indices(len(self)))]
+        return Piece(int(self._files[i]), int(self._starts[i]), int(self._ends[i]))
+
+    def __eq__(self, other):
+        return isinstance(other, Sequence) and list(self) == list(other)
+
+
+class Plan:
+    """`files` (`inputs.Files`, or `inputs.InputFile`s) cut into pieces of about
+    `read_size` bytes, each cut moved forward to just after the next separator (ASCII
+    whitespace for records="words", a newline for "lines"), so that every word (or line)
+    lies in exactly one piece: the one in which it starts. A TFRecord file
+    (records="tfrecord") is cut where a record starts as its checksums tell
+    (`text_stream.record_cuts`), and each piece read as a stream of its records that must
+    end exactly at the next cut, so a misleading cut fails the job rather than count a
+    record twice or never. A compressed file (`formats.compression_of`) cannot be cut: it
+    is one piece, read as a stream.
+
+    Pieces are columns (`piece_files`, `starts`, `ends`, `sizes`: int64 arrays in piece
+    order; `pieces` shows them as `Piece`s), so that a million files plan in a fraction
+    of a second.
+
+    Blocking: reads a few bytes (a record, for TFRecord files) at each cut of a large
+    file. A file that can no longer be read is an `InputError`, or with on_error="skip"
+    is left out and listed in `skipped` as (path, reason).
     """
 
     def __init__(self, files, read_size, records="words", on_error="fail", compression="auto"):
-        self.files = files
+        self.files = files = inputs.Files.of(files)
         self.on_error = on_error
         self.read_size = read_size
         self.records = records
-        self.compressions = [formats.compression_of(f.path, compression) for f in files]
+        self.compressions = formats.compressions_of(files, compression)
+        self._compressed = np.array([bool(c) for c in self.compressions], dtype=bool)
         self.skipped = []
-        self.pieces = []
         separator = RECORDS.get(records)
-        for number, f in enumerate(files):
-            if f.size <= read_size or self.compressions[number]:
-                self.pieces.append(Piece(number, 0, f.size))
-                continue
+        counts = np.ones(len(files), dtype=np.int64)  # pieces per file
+        cut = {}  # file number -> its cuts, for the files cut in several pieces
+        for number in np.flatnonzero((files.sizes > read_size) & ~self._compressed).tolist():
+            f = files[number]
             try:
                 cuts = _record_cuts(f, read_size) if records == "tfrecord" else _text_cuts(f, read_size, separator)
             except (OSError, inputs.tf_error()) as e:
@@ -125,10 +149,21 @@ class Plan:
                 if on_error == "fail":
                     raise error from None
                 self.skipped.append((error.path, error.reason))
+                counts[number] = 0
                 continue
-            self.pieces.extend(Piece(number, a, b) for a, b in zip(cuts, cuts[1:]))
-        self.sizes = np.array([p.size for p in self.pieces], dtype=np.int64)
-        self._piece_file = np.array([p.file for p in self.pieces], dtype=np.int64)
+            cut[number] = cuts
+            counts[number] = len(cuts) - 1
+        self._piece_file = np.repeat(np.arange(len(files), dtype=np.int64), counts)
+        self.starts = np.zeros(len(self._piece_file), dtype=np.int64)
+        self.ends = files.sizes[self._piece_file]
+        first = np.cumsum(counts) - counts  # each file's first piece
+        for number, cuts in cut.items():
+            at = first[number]
+            self.starts[at : at + len(cuts) - 1] = cuts[:-1]
+            self.ends[at : at + len(cuts) - 1] = cuts[1:]
+        self.sizes = self.ends - self.starts
+        self.pieces = _Pieces(self._piece_file, self.starts, self.ends)
+        self._whole = self.sizes == files.sizes[self._piece_file]
 
     @property
     def total_bytes(self) -> int:
@@ -136,26 +171,38 @@ class Plan:
 
     def whole(self, piece_id) -> bool:
         """Whether the piece is the whole of its file, not a byte range of it."""
-        piece = self.pieces[piece_id]
-        return piece.size == self.files[piece.file].size
+        return bool(self._whole[piece_id])
 
     def kind(self, piece_id):
         """How a map step reads the piece: ("whole" | "range" | "stream", compression),
         compression as TF names it; one map step is traced per kind. A TFRecord file's
         pieces are streams of records, a range of the file or all of it."""
-        compression = self.compressions[self.pieces[piece_id].file]
+        compression = self.compressions[self._piece_file[piece_id]]
         if compression or self.records == "tfrecord":
             return "stream", compression
         return ("whole" if self.whole(piece_id) else "range"), ""
 
+    def by_kind(self, ids) -> dict:
+        """`ids` (piece ids) grouped by `kind`: {kind: int64 array of ids, in their order}."""
+        ids = np.asarray(ids, dtype=np.int64)
+        if self.records != "tfrecord" and not self._compressed.any():
+            whole = self._whole[ids]
+            groups = {("whole", ""): ids[whole], ("range", ""): ids[~whole]}
+            return {kind: chosen for kind, chosen in groups.items() if len(chosen)}
+        groups = {}
+        for i in ids.tolist():
+            groups.setdefault(self.kind(i), []).append(i)
+        return {kind: np.array(chosen, dtype=np.int64) for kind, chosen in groups.items()}
+
     def describe(self, piece_id) -> str:
         """A piece as users know it: its file, and the byte range if the file has several."""
-        piece = self.pieces[piece_id]
-        path = self.files[piece.file].path
-        return path if self.whole(piece_id) else "%s (bytes %d-%d)" % (path, piece.start, piece.end)
+        path = self.files.paths[self._piece_file[piece_id]]
+        if self.whole(piece_id):
+            return path
+        return "%s (bytes %d-%d)" % (path, self.starts[piece_id], self.ends[piece_id])
 
     def file_of(self, piece_id):
-        return self.files[self.pieces[piece_id].file]
+        return self.files[self._piece_file[piece_id]]
 
     def piece_files(self) -> np.ndarray:
         """The file number of each piece, in piece order."""
@@ -169,32 +216,39 @@ class Plan:
 
     def fingerprint(self) -> str:
         """A digest of the cuts: a checkpoint's state is per piece, so other cuts are another job."""
-        return hashlib.sha256(json.dumps([[p.file, p.start, p.end] for p in self.pieces]).encode()).hexdigest()
+        columns = np.stack([self._piece_file, self.starts, self.ends]).astype("<i8")
+        return hashlib.sha256(columns.tobytes()).hexdigest()
 
     def splits(self, ids, split_size, max_pieces):
         """A tf.data pipeline of splits: each element, the tensor arguments of one map
         step (piece ids, paths, starts, ends, file sizes), holds consecutive pieces of
         `ids` adding up to at most `split_size` bytes (a larger piece alone) and at most
-        `max_pieces` pieces. Tensors, not Python values, so the step is traced once."""
+        `max_pieces` pieces. Tensors, not Python values, so the step is traced once.
+        Each split is made as it is read: a round over a million pieces starts at once,
+        and makes the rest while the first steps run."""
         import tensorflow as tf
 
-        lengths, count, size = [], 0, 0
-        for i in ids:
-            if count and (size + self.pieces[i].size > split_size or count >= max_pieces):
-                lengths.append(count)
+        ids = np.asarray(ids, dtype=np.int64)
+        bounds = [0]
+        count, size = 0, 0
+        for piece_size in self.sizes[ids].tolist():
+            if count and (size + piece_size > split_size or count >= max_pieces):
+                bounds.append(bounds[-1] + count)
                 count, size = 0, 0
             count += 1
-            size += self.pieces[i].size
+            size += piece_size
         if count:
-            lengths.append(count)
-        ids = np.asarray(ids, dtype=np.int64)
-        chosen = [self.pieces[i] for i in ids]
-        columns = (
-            ids,
-            np.array([inputs.encode_path(self.files[p.file].path) for p in chosen], dtype=object),
-            np.array([p.start for p in chosen], dtype=np.int64),
-            np.array([p.end for p in chosen], dtype=np.int64),
-            np.array([self.files[p.file].size for p in chosen], dtype=np.int64),
-        )
-        ragged = tuple(tf.RaggedTensor.from_row_lengths(column, lengths) for column in columns)
-        return tf.data.Dataset.from_tensor_slices(ragged)
+            bounds.append(bounds[-1] + count)
+        paths = self.files.paths
+        encoding, errors = sys.getfilesystemencoding(), sys.getfilesystemencodeerrors()  # as os.fsencode
+
+        def elements():
+            for a, b in zip(bounds, bounds[1:]):
+                chosen = ids[a:b]
+                files = self._piece_file[chosen]
+                encoded = np.array([paths[f].encode(encoding, errors) for f in files.tolist()], dtype=object)
+                yield chosen, encoded, self.starts[chosen], self.ends[chosen], self.files.sizes[files]
+
+        vector = tf.TensorSpec([None], tf.int64)
+        signature = (vector, tf.TensorSpec([None], tf.string), vector, vector, vector)
+        return tf.data.Dataset.from_generator(elements, output_signature=signature)

@@ -34,12 +34,14 @@ class Recovery:
         tasks only (a checkpoint copies each ps apart; a step cancelled mid-commit) run
         with the pieces done on the same ps tasks, and no others: packed with pieces done
         nowhere, a step would be refused as committed in part. Blocking."""
-        pending_set = set(pending)
         where = self.state.partial()
-        partial = {i for i in np.flatnonzero(where).tolist() if i in pending_set}
-        groups = ([i for i in group if i in pending_set and i not in partial] for group in self.groups)
+        is_pending = np.zeros(len(where), dtype=bool)
+        is_pending[pending] = True
+        partial = np.flatnonzero((where != 0) & is_pending).tolist()
+        partial_set = set(partial)
+        groups = ([i for i in group if is_pending[i] and i not in partial_set] for group in self.groups)
         by_ps = {}
-        for i in sorted(partial):
+        for i in partial:
             by_ps.setdefault(int(where[i]), []).append(i)
         self.groups = [g for g in groups if g] + list(by_ps.values())
         return self.groups

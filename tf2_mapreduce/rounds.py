@@ -6,6 +6,7 @@ import math
 import threading
 import time
 
+import numpy as np
 import tensorflow as tf
 
 __all__ = ["Round", "STEPS_PER_WORKER", "MAX_PIECES_PER_STEP", "PARTS", "split_bytes"]
@@ -55,17 +56,15 @@ class Round:
         self._stopping = threading.Event()
         self._ended = threading.Event()
         self._scheduled = []  # (piece ids, RemoteValue) of every step scheduled
-        grouped = {i for group in groups for i in group}
-        packed = [i for i in pending if i not in grouped]
+        pending = np.asarray(pending, dtype=np.int64)
+        grouped = np.array([i for group in groups for i in group], dtype=np.int64)
+        packed = pending[~np.isin(pending, grouped)] if len(grouped) else pending
         per_step = split_bytes(int(plan.sizes[packed].sum()), num_workers, split_size)
         batches = [(packed, per_step, max_pieces or MAX_PIECES_PER_STEP)]
         batches += [(group, split_size, math.ceil(len(group) / PARTS)) for group in groups]
         self._splits = []  # (kind, tf.data pipeline of splits)
         for ids, size, most in batches:
-            by_kind = {}
-            for i in ids:
-                by_kind.setdefault(plan.kind(i), []).append(i)
-            for kind, chosen in by_kind.items():
+            for kind, chosen in plan.by_kind(ids).items():
                 cap = min(size, whole_split_size) if kind[0] == "whole" else size
                 self._splits.append((kind, plan.splits(chosen, cap, most)))
 

@@ -179,14 +179,16 @@ class JobRun:
         skipped; returns which pieces are committed."""
         done = self.state.done()
         while True:
-            pending = [i for i in np.flatnonzero(~done) if i not in self.recovery.skipped]
-            if not pending:
+            left = ~done
+            left[list(self.recovery.skipped)] = False
+            pending = np.flatnonzero(left)
+            if not len(pending):
                 return done
             error, step_failures = self._run_round(pending)
             done = self.state.done()
             if error is None:
-                lost = [i for i in pending if not done[i]]
-                if lost:  # join() returned, so every step ran: a piece without a value would be lost silently
+                lost = pending[~done[pending]]
+                if len(lost):  # join() returned, so every step ran: a piece without a value would be lost silently
                     raise JobFailed(
                         "%d piece(s) were never committed, first of %s" % (len(lost), self.plan.file_of(lost[0]).path)
                     )
