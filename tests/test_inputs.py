@@ -299,3 +299,77 @@ def test_links_to_files_and_directories_in_any_layout_list_each_file_once(tmp_pa
     assert len(reals) == len(set(reals))
     assert set(reals) == _oracle_files(str(root))
     assert {str(elsewhere / "e1.txt"), str(elsewhere / "deeper" / "e2.txt")} <= set(reals)
+
+
+def test_hidden_names_are_split_off_sorted_names_by_bisection():
+    rng = random.Random(7)
+    alphabet = ".-_/`^~0aAé\x7f"
+    for _ in range(300):
+        names = sorted(
+            {"".join(rng.choice(alphabet) for _ in range(rng.randint(1, 4))) for _ in range(rng.randint(0, 30))}
+        )
+        visible, hidden = inputs._split_hidden(names)
+        assert visible == [n for n in names if not n.startswith((".", "_"))]
+        assert sorted(hidden) == [n for n in names if n.startswith((".", "_"))]
+
+
+def test_files_are_columns_that_read_as_input_files(tmp_path):
+    listed = [inputs.InputFile(str(tmp_path / ("f%d" % n)), 10 * n, 1000 + n) for n in range(5)]
+    files = inputs.Inputs(files=listed).files
+    assert isinstance(files, inputs.Files) and inputs.Files.of(files) is files
+    assert files.sizes.tolist() == [0, 10, 20, 30, 40] and files.mtimes.dtype.name == "int64"
+    assert list(files) == listed and files == listed and files[3] == listed[3] and files[-1] == listed[-1]
+    assert files[1:3] + [listed[0]] == listed[1:3] + [listed[0]]
+    assert inputs.Inputs(files=listed).total_bytes == 100
+    with pytest.raises(ValueError):
+        inputs.Files(["a"], [1, 2], [0])
+
+
+def test_a_large_directory_lists_as_its_files_one_by_one(tmp_path, monkeypatch):
+    """Files statted in bulk, with hard links, links, a FIFO, a directory and an empty
+    file among them, list as each file named on its own does."""
+    names = []
+    for n in range(120):
+        names.append(touch(str(tmp_path / "d" / ("f%03d.txt" % n)), b"w " * n))
+    os.link(names[5], tmp_path / "d" / "hard.txt")
+    os.symlink(names[7], tmp_path / "d" / "link.txt")
+    os.symlink(tmp_path / "nowhere", tmp_path / "d" / "broken.txt")
+    os.mkfifo(tmp_path / "d" / "pipe.txt")
+    (tmp_path / "d" / "sub").mkdir()
+    touch(str(tmp_path / "d" / "sub" / "s.txt"))
+    found = inputs.expand([str(tmp_path / "d")], on_error="skip")
+    one_by_one = inputs.Inputs()
+    expected_files = []
+    for name in sorted(os.listdir(tmp_path / "d")):
+        path = str(tmp_path / "d" / name)
+        if name == "sub":
+            continue
+        try:
+            one = inputs.expand([path])
+        except InputError as e:
+            one_by_one.skipped.append((e.path, e.reason))
+            continue
+        expected_files += list(one.files)
+    expected_files.append(inputs.expand([str(tmp_path / "d" / "sub" / "s.txt")]).files[0])
+    link = str(tmp_path / "d" / "link.txt")
+    assert found.duplicates == [link]
+    assert list(found.files) == [f for f in expected_files if f.path != link]
+    assert found.skipped == one_by_one.skipped
+    assert [reason for _, reason in found.skipped] == [
+        "broken symbolic link",
+        "not a regular file (FIFOs, sockets and devices are not supported)",
+    ]
+
+
+def test_an_at_list_statted_in_bulk_keeps_its_line_numbers(tmp_path):
+    good = [touch(str(tmp_path / ("g%d.txt" % n))) for n in range(4)]
+    lines = [good[0], str(tmp_path / "missing.txt"), good[1], str(tmp_path / "g*.txt"), "file://" + good[2], good[3]]
+    listed = tmp_path / "list.txt"
+    listed.write_text("\n".join(lines) + "\n")
+    found = inputs.expand(["@%s" % listed], on_error="skip")
+    assert paths(found) == good  # the glob brings g2 and g3; then both are duplicates
+    assert found.duplicates == [good[0], good[1], "file://" + good[2], good[3]]
+    assert found.skipped == [(str(tmp_path / "missing.txt"), "no such file or directory")]
+    with pytest.raises(InputError) as e:
+        inputs.expand(["@%s" % listed])
+    assert str(e.value) == "@%s line 2: %s: no such file or directory" % (listed, tmp_path / "missing.txt")

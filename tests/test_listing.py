@@ -18,7 +18,22 @@ import json, os, sys
 from tf2_mapreduce import listing
 from tf2_mapreduce.errors import InputError
 import threading
-specs, on_error, fifo_lines = json.loads(sys.argv[1])
+specs, on_error, fifo_lines, stat_children = json.loads(sys.argv[1])
+if stat_children:
+    # Stats spread over forked processes however few the files; each fork is logged, and
+    # with "die" each such process exits at once without an answer.
+    from tf2_mapreduce import inputs
+    log, mode = stat_children
+    inputs._FORK_AT = 1
+    os.sched_getaffinity = lambda pid: {0, 1}  # two processes on a machine of one core too
+    fork = inputs._stat_in_child
+    def logged(paths, parent):
+        with open(log, "a") as f:
+            f.write("%d\\n" % len(paths))
+        if mode == "die":
+            paths = None  # _stat_chunk(None) raises in the forked process, which exits 1
+        return fork(paths, parent)
+    inputs._stat_in_child = logged
 background = listing.BackgroundListing(specs, on_error)
 forked = background._pid is not None
 if fifo_lines is not None:
@@ -41,9 +56,9 @@ print(json.dumps(answer))
 """
 
 
-def list_in_a_fresh_process(specs, on_error, fifo_lines=None):
+def list_in_a_fresh_process(specs, on_error, fifo_lines=None, stat_children=None):
     run = subprocess.run(
-        [sys.executable, "-c", SCRIPT, json.dumps([specs, on_error, fifo_lines])],
+        [sys.executable, "-c", SCRIPT, json.dumps([specs, on_error, fifo_lines, stat_children])],
         capture_output=True,
         text=True,
         timeout=120,
@@ -84,6 +99,23 @@ def test_a_forked_listing_finds_what_expand_finds_without_tensorflow(tree, tmp_p
     assert answer.pop("tensorflow") is False
     assert answer == as_json(inputs.expand(specs, on_error="skip"))
     assert len(answer["files"]) == 65 and len(answer["skipped"]) == 3 and answer["duplicates"]
+
+
+@pytest.mark.parametrize("mode", ["answer", "die"])
+def test_files_statted_in_forked_processes_list_as_in_one(tree, tmp_path, mode):
+    """Many files are statted in parts by forked processes (here forked for any number);
+    a part whose process dies without an answer is statted by the listing itself."""
+    root, listed = tree
+    os.link(root / "a" / os.listdir(root / "a")[0], root / "a" / "hard.txt")
+    os.mkfifo(root / "b" / "pipe.txt")
+    specs = [str(root), "@%s" % listed, str(root / "b" / "c" / "*.txt")]
+    log = tmp_path / "forks.log"
+    answer = list_in_a_fresh_process(specs, "skip", stat_children=[str(log), mode])
+    assert answer.pop("forked") is True and answer.pop("tensorflow") is False
+    assert answer == as_json(inputs.expand(specs, on_error="skip"))
+    assert len(answer["files"]) == 66 and len(answer["skipped"]) == 3 and answer["duplicates"]
+    parts = [int(n) for n in log.read_text().split()]  # files handed to a forked process, per fork
+    assert parts and 0 < sum(parts) < 66 + 3
 
 
 def test_a_forked_listing_raises_the_error_expand_raises(tree, tmp_path):

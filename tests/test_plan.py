@@ -6,7 +6,7 @@ import random
 import pytest
 from test_inputs import touch
 
-from tf2_mapreduce import inputs
+from tf2_mapreduce import formats, inputs
 from tf2_mapreduce.errors import InputError
 from tf2_mapreduce.plan import Piece, Plan
 
@@ -74,3 +74,43 @@ def test_a_plan_names_its_pieces_and_the_files_done(tmp_path):
     assert plan.file_done([True, False, True, True]).tolist() == [False, True]
     assert plan.file_done([True, True, True, False]).tolist() == [True, False]
     assert plan.fingerprint() != Plan(files, 25, "words").fingerprint()
+
+
+def test_a_plan_of_many_files_is_the_plans_of_each_file_joined(tmp_path):
+    """Pieces as columns: small files, files cut in several pieces, compressed ones and
+    one gone before planning (skipped), in any order, plan as each file planned alone."""
+    rng = random.Random(3)
+    files = []
+    for n in range(60):
+        name = str(tmp_path / ("f%02d%s" % (n, rng.choice([".txt", ".txt.gz", ".log", ""]))))
+        files.append(touch(name, b"ab cd\n" * rng.choice([0, 1, 3, 20, 70])))
+    found = inputs.expand(files).files
+    os.unlink(files[17])
+    plan = Plan(found, 32, "words", on_error="skip")
+    expected, skipped = [], []
+    for number, f in enumerate(found):
+        alone = Plan([f], 32, "words", on_error="skip")
+        expected += [(number, p.start, p.end) for p in alone.pieces]
+        skipped += alone.skipped
+    assert [(p.file, p.start, p.end) for p in plan.pieces] == expected
+    assert plan.skipped == skipped and len(skipped) == (found[17].size > 32)
+    assert plan.sizes.tolist() == [end - start for _, start, end in expected]
+    ids = rng.sample(range(len(plan.pieces)), len(plan.pieces) // 2)
+    by_kind = {}
+    for i in ids:
+        by_kind.setdefault(plan.kind(i), []).append(i)
+    assert {kind: chosen.tolist() for kind, chosen in plan.by_kind(ids).items()} == by_kind
+    assert len(by_kind) == 3  # whole, range, and stream for the gzip files
+
+
+def test_formats_and_compressions_by_name_go_by_each_paths_suffixes():
+    names = [
+        "a.txt", "A.TXT", "x.tfrecord", "x.tfrecords.gz", "x.TFR.ZZ", "y.txt.gzip", "z.zlib", "noext",
+        "dir.d/file", "dir.txt/file", "/d/.gz", "/d/.txt", "a.b.c.txt.gz", "t.tfrecord.bz2", ".", "x.", "x.gz.txt",
+    ]  # fmt: skip
+    files = inputs.Files(names * 2, [0] * len(names) * 2, [0] * len(names) * 2)
+    for compression in formats.COMPRESSIONS:
+        assert (
+            formats.compressions_of(files, compression) == [formats.compression_of(n, compression) for n in names] * 2
+        )
+    assert formats._named(files)[0] == [formats.format_of(n) for n in names] * 2
