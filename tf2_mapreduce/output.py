@@ -215,6 +215,9 @@ class AtomicFile:
             pass
 
 
+_LINES_PER_WRITE = 4096
+
+
 def write_json(path, document, name, items):
     """Writes `document` to `path` as JSON, atomically, with one more member, `name`: a
     list of `items` written one at a time (one line each) as they come, so that a
@@ -222,9 +225,13 @@ def write_json(path, document, name, items):
     with AtomicFile(path) as f:
         f.write(json.dumps(document, indent=1)[:-2])  # without the closing "\n}", to append the list
         f.write(',\n "%s": [' % name)
+        lines = []  # written a few thousand at a time: a write costs as much as a line's JSON
         for n, item in enumerate(items):
-            f.write("%s\n  %s" % ("," if n else "", json.dumps(item)))
-        f.write("\n ]\n}\n")
+            lines.append("%s\n  %s" % ("," if n else "", json.dumps(item)))
+            if len(lines) == _LINES_PER_WRITE:
+                f.write("".join(lines))
+                lines = []
+        f.write("".join(lines) + "\n ]\n}\n")
 
 
 def write_table(path, entries):
