@@ -187,7 +187,7 @@ def make_layouts(directory):
     """Directories that are hard to list, each of one-word files: 300 files with 200 hard
     links each in one directory; --layout_files files in one directory; as many in a
     3-level tree (100 x 100 directories). Returns their paths."""
-    spec = {"files": FLAGS.layout_files, "hard_linked": HARD_LINKED}
+    spec = {"files": FLAGS.layout_files, "hard_linked": list(HARD_LINKED)}  # as JSON reads it back
     stamp = os.path.join(directory, "layouts.json")
     layouts = [os.path.join(directory, name) for name in ("hard_links", "one_directory", "tree")]
     if not spec["files"]:

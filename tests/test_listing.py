@@ -22,18 +22,18 @@ specs, on_error, fifo_lines, stat_children = json.loads(sys.argv[1])
 if stat_children:
     # Stats spread over forked processes however few the files; each fork is logged, and
     # with "die" each such process exits at once without an answer.
-    from tf2_mapreduce import inputs
+    from tf2_mapreduce import local_stats
     log, mode = stat_children
-    inputs._FORK_AT = 1
+    local_stats._FORK_AT = 1
     os.sched_getaffinity = lambda pid: {0, 1}  # two processes on a machine of one core too
-    fork = inputs._stat_in_child
+    fork = local_stats._stat_in_child
     def logged(paths, parent):
         with open(log, "a") as f:
             f.write("%d\\n" % len(paths))
         if mode == "die":
             paths = None  # _stat_chunk(None) raises in the forked process, which exits 1
         return fork(paths, parent)
-    inputs._stat_in_child = logged
+    local_stats._stat_in_child = logged
 background = listing.BackgroundListing(specs, on_error)
 forked = background._pid is not None
 if fifo_lines is not None:

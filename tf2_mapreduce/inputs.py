@@ -11,14 +11,13 @@ import functools
 import glob
 import os
 import stat
-import struct
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from tf2_mapreduce import orphans
+from tf2_mapreduce import local_stats
 from tf2_mapreduce.errors import InputError, cause_of
 
 __all__ = [
@@ -150,7 +149,7 @@ class _Directory(InputError):
 
 def _stat_file(path):
     """Returns (size, mtime_ns, inode) of a readable regular file, or raises `InputError`;
-    inode is device and inode number as 16 bytes (`_inode_keys`) for a local file, None
+    inode is device and inode number as 16 bytes (`local_stats.inode_key`) for a local file, None
     on another filesystem."""
     local = local_path(path)
     if local is None:
@@ -179,123 +178,7 @@ def _stat_file(path):
         os.close(os.open(local, os.O_RDONLY))
     except OSError as e:
         raise InputError(path, cause_of(e)) from None
-    return st.st_size, st.st_mtime_ns, struct.pack("=QQ", st.st_dev, st.st_ino)
-
-
-# Statting this many local files or more is spread over several processes: a stat in a
-# directory of a million files costs 2 us, the Python around it 1 us, and forking 1 ms.
-_FORK_AT = 20_000
-_MAX_PROCESSES = 4
-_GROUPS = frozenset([os.getegid(), *os.getgroups()]) if hasattr(os, "getegid") else frozenset()
-
-
-def _mode_lets_read(st, euid):
-    """Whether a file's mode bits let user `euid` read it, as open() decides from them:
-    the owner's bits for its owner, else the group's for a member, else the others'.
-    An ACL can still refuse a file they let read (it then fails when read, naming it);
-    one they refuse is asked of open() (`_stat_file`), which root, or an ACL, may pass.
-    A stat and these bits are half the cost of a stat and an access()."""
-    if st.st_uid == euid:
-        return st.st_mode & stat.S_IRUSR
-    if st.st_gid in _GROUPS:
-        return st.st_mode & stat.S_IRGRP
-    return st.st_mode & stat.S_IROTH
-
-
-def _stat_chunk(paths):
-    """(size, mtime_ns, device, inode, fine) of each local path as an int64 array of 5
-    rows (device and inode as uint64 bits); fine: a regular file its mode lets us read,
-    else all 0 (`_stat_file` then says why)."""
-    sizes, mtimes, devices, inodes, fine = [], [], [], [], []
-    euid = os.geteuid()
-    for path in paths:
-        try:
-            st = os.stat(path)
-        except OSError:
-            st = None
-        if st is not None and stat.S_ISREG(st.st_mode) and _mode_lets_read(st, euid):
-            sizes.append(st.st_size)
-            mtimes.append(st.st_mtime_ns)
-            devices.append(st.st_dev)
-            inodes.append(st.st_ino)
-            fine.append(1)
-        else:
-            sizes.append(0)
-            mtimes.append(0)
-            devices.append(0)
-            inodes.append(0)
-            fine.append(0)
-    columns = np.empty((5, len(paths)), dtype=np.int64)
-    columns[0], columns[1], columns[4] = sizes, mtimes, fine
-    columns[2] = np.array(devices, dtype=np.uint64).view(np.int64)
-    columns[3] = np.array(inodes, dtype=np.uint64).view(np.int64)
-    return columns
-
-
-def _inode_keys(devices, inodes):
-    """Each file's device and inode number (int64 arrays of their uint64 bits) as 16
-    bytes, as `_stat_file` packs them: a million keys made in C, not in a Python loop."""
-    return np.ascontiguousarray(np.stack([devices, inodes], axis=1)).view("V16").ravel().tolist()
-
-
-def _stat_in_child(paths, parent):
-    """Forks a process that stats `paths` (`_stat_chunk`); returns (pid, read end of the
-    pipe its columns come through), or None where it cannot fork."""
-    try:
-        read, write = os.pipe()
-    except OSError:
-        return None
-    try:
-        pid = os.fork()
-    except OSError:
-        os.close(read)
-        os.close(write)
-        return None
-    if pid == 0:
-        status = 1
-        try:
-            os.close(read)
-            try:
-                orphans.die_with_parent(parent)
-            except OSError:
-                pass  # then it ends at its write to a closed pipe
-            with os.fdopen(write, "wb") as out:
-                out.write(_stat_chunk(paths).tobytes())
-            status = 0
-        finally:
-            os._exit(status)
-    os.close(write)
-    return pid, read
-
-
-def _stat_local(paths):
-    """`_stat_chunk` of many local paths, in parts in forked processes where there are
-    many and TensorFlow is not imported (its threads do not survive a fork). A part whose
-    process fails is statted here: the same columns, later. Blocking."""
-    try:
-        cpus = len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        cpus = os.cpu_count() or 1
-    parts = min(_MAX_PROCESSES, cpus, len(paths) // _FORK_AT)
-    if parts < 2 or "tensorflow" in sys.modules or not hasattr(os, "fork"):
-        return _stat_chunk(paths)
-    bounds = [len(paths) * k // parts for k in range(parts + 1)]
-    children = [_stat_in_child(paths[a:b], os.getpid()) for a, b in zip(bounds[1:-1], bounds[2:])]
-    columns = [_stat_chunk(paths[: bounds[1]])]
-    for child, a, b in zip(children, bounds[1:-1], bounds[2:]):
-        data = b""
-        if child is not None:
-            pid, read = child
-            with os.fdopen(read, "rb") as f:
-                data = f.read()
-            _, status = os.waitpid(pid, 0)
-            if status != 0:
-                data = b""
-        if len(data) == 5 * 8 * (b - a):
-            columns.append(np.frombuffer(data, dtype=np.int64).reshape(5, b - a))
-        else:
-            columns.append(_stat_chunk(paths[a:b]))
-    return np.concatenate(columns, axis=1)
+    return st.st_size, st.st_mtime_ns, local_stats.inode_key(st.st_dev, st.st_ino)
 
 
 def _names_and_subdirectories(entries):
@@ -465,12 +348,12 @@ class _Expander:
         self._add_local_files(prefix, found, lambda n: self.add_file(prefix + found[n]), events)
 
     def _add_local_files(self, prefix, found, fallback, events=()):
-        """Adds the local files `found` (as `prefix` + each), statted in bulk (`_stat_local`),
+        """Adds the local files `found` (as `prefix` + each), statted in bulk (`local_stats`),
         in order; each that is not a regular file its mode lets us read goes to
         `fallback(its number)` instead. `events`: (n, action) in order, each action run
         just before the n-th file (after the last for n = len(found))."""
-        columns = _stat_local(found)
-        keys = _inode_keys(columns[2], columns[3])
+        columns = local_stats.stat_files(found)
+        keys = local_stats.inode_keys(columns[2], columns[3])
         if not events and columns[4].all() and self._add_new(prefix, found, columns[0], columns[1], keys):
             return
         sizes, mtimes, fine = columns[0].tolist(), columns[1].tolist(), columns[4].tolist()
