@@ -9,6 +9,7 @@ import sys
 
 import pytest
 from conftest import REPO, write_corpus
+from test_inputs import touch
 
 from tf2_mapreduce import inputs, listing
 
@@ -27,12 +28,12 @@ if stat_children:
     local_stats._FORK_AT = 1
     os.sched_getaffinity = lambda pid: {0, 1}  # two processes on a machine of one core too
     fork = local_stats._stat_in_child
-    def logged(paths, parent):
+    def logged(paths, parent, inherited):
         with open(log, "a") as f:
             f.write("%d\\n" % len(paths))
         if mode == "die":
             paths = None  # _stat_chunk(None) raises in the forked process, which exits 1
-        return fork(paths, parent)
+        return fork(paths, parent, inherited)
     local_stats._stat_in_child = logged
 background = listing.BackgroundListing(specs, on_error)
 forked = background._pid is not None
@@ -148,3 +149,37 @@ def test_with_tensorflow_imported_it_lists_here(tree):
     here = listing.BackgroundListing([str(root)], "skip")
     assert here._pid is None
     assert as_json(here.result()) == as_json(inputs.expand([str(root)], on_error="skip"))
+
+
+STAT_FAILS = """
+import os, sys
+from tf2_mapreduce import local_stats
+local_stats._FORK_AT = 1
+os.sched_getaffinity = lambda pid: {0, 1, 2, 3}  # four parts: three forked processes
+parent, chunk = os.getpid(), local_stats._stat_chunk
+def failing(paths):
+    if os.getpid() == parent:
+        raise MemoryError("planted")
+    return chunk(paths)
+local_stats._stat_chunk = failing
+fds = sorted(os.listdir("/proc/self/fd"))
+try:
+    local_stats.stat_files(sys.argv[1:])
+except MemoryError:
+    pass
+try:
+    left = os.waitpid(-1, os.WNOHANG)
+except ChildProcessError:
+    left = "none"
+print(left, sorted(os.listdir("/proc/self/fd")) == fds)
+"""
+
+
+def test_an_error_while_statting_leaves_no_process_and_no_pipe(tmp_path):
+    """The processes forked to stat files are killed and reaped, their pipes closed,
+    when the statting process fails before it read them all."""
+    paths = [touch(str(tmp_path / ("f%d.txt" % n))) for n in range(400)]
+    run = subprocess.run(
+        [sys.executable, "-c", STAT_FAILS, *paths], capture_output=True, text=True, timeout=60, cwd=REPO
+    )
+    assert run.stdout.split() == ["none", "True"], run.stderr

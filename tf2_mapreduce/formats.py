@@ -92,18 +92,16 @@ def check(files, job_format, given="auto", compression="auto", native_missing=No
         if given != job_format:
             raise UsageError("{setting:format}=%s, but the job reads %s" % (given, job_format))
     files = inputs.Files.of(files)
-    if given == "auto":
-        for path, named in zip(files.paths, _named(files)[0]):
-            if named is not None and named != job_format:
-                raise InputError(
-                    path,
-                    "a %s file by its name, but the job reads %s ({setting:format}=%s reads it as %s anyway)"
-                    % (named, job_format, job_format, job_format),
-                )
-    if not native_missing:
-        return
-    for path, compressed in zip(files.paths, compressions_of(files, compression)):
-        if job_format == "tfrecord" or compressed:
+    named = _named(files)[0] if given == "auto" else [None] * len(files)
+    compressions = compressions_of(files, compression) if native_missing else [""] * len(files)
+    for path, name, compressed in zip(files.paths, named, compressions):  # each file's first problem, in order
+        if name is not None and name != job_format:
+            raise InputError(
+                path,
+                "a %s file by its name, but the job reads %s ({setting:format}=%s reads it as %s anyway)"
+                % (name, job_format, job_format, job_format),
+            )
+        if native_missing and (job_format == "tfrecord" or compressed):
             raise InputError(
                 path,
                 "a %s file needs tf2_mapreduce's native ops, which this job goes without (%s): TensorFlow's "

@@ -186,8 +186,10 @@ def _names_and_subdirectories(entries):
     (links by what they point to, as for a file)."""
     entries = list(entries)
     try:
-        names = [e.name for e in entries if not e.is_dir()]
-        return names, [e.name for e in entries if e.is_dir()] if len(names) < len(entries) else []
+        is_dir = [e.is_dir() for e in entries]  # once each: a link's answer may change between two
+        if not any(is_dir):
+            return [e.name for e in entries], []
+        return [e.name for e, d in zip(entries, is_dir) if not d], [e.name for e, d in zip(entries, is_dir) if d]
     except OSError:  # is_dir() stats where the directory entry does not say; a link gone since
         names, subdirs = [], []
         for entry in entries:

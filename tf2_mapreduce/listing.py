@@ -49,7 +49,7 @@ class BackgroundListing:
                 signal.signal(signum, signal.SIG_DFL)  # the parent's handlers stop its job
             try:
                 orphans.die_with_parent(parent)
-            except OSError:
+            except (OSError, AttributeError):  # refused, or no prctl (not Linux)
                 pass  # then it ends when it finds the pipe closed
             try:
                 found = inputs.expand(self.specs, self.on_error)
@@ -81,6 +81,8 @@ class BackgroundListing:
             raise answer
         paths, sizes, mtimes, hidden, duplicates, skipped = answer
         paths = paths.decode("utf-8", "surrogateescape").split("\0") if len(sizes) else []
+        if len(paths) != len(sizes):  # a NUL in a path of another file system: listed here
+            return inputs.expand(self.specs, self.on_error)
         return inputs.Inputs(inputs.Files(paths, sizes, mtimes), hidden, duplicates, skipped)
 
     def close(self) -> None:

@@ -2,6 +2,7 @@
 user may read each, in several forked processes where there are many."""
 
 import os
+import signal
 import stat
 import struct
 import sys
@@ -26,12 +27,15 @@ _MAX_PROCESSES = 4
 _GROUPS = frozenset([os.getegid(), *os.getgroups()]) if hasattr(os, "getegid") else frozenset()
 
 
-def _mode_lets_read(st, euid):
+def _mode_lets_read(st, euid, path):
     """Whether a file's mode bits let user `euid` read it, as open() decides from them:
     the owner's bits for its owner, else the group's for a member, else the others'.
     An ACL can still refuse a file they let read (it then fails when read, naming it);
     one they refuse is for the caller to ask of open(), which root, or an ACL, may pass.
-    A stat and these bits are half the cost of a stat and an access()."""
+    A stat and these bits are half the cost of a stat and an access(), which decides
+    where there is no user id (not POSIX)."""
+    if euid is None:
+        return os.access(path, os.R_OK)
     if st.st_uid == euid:
         return st.st_mode & stat.S_IRUSR
     if st.st_gid in _GROUPS:
@@ -44,13 +48,13 @@ def _stat_chunk(paths):
     rows (device and inode as uint64 bits); fine: a regular file its mode lets us read,
     else all 0 (the caller then says why)."""
     sizes, mtimes, devices, inodes, fine = [], [], [], [], []
-    euid = os.geteuid()
+    euid = os.geteuid() if hasattr(os, "geteuid") else None
     for path in paths:
         try:
             st = os.stat(path)
         except OSError:
             st = None
-        if st is not None and stat.S_ISREG(st.st_mode) and _mode_lets_read(st, euid):
+        if st is not None and stat.S_ISREG(st.st_mode) and _mode_lets_read(st, euid, path):
             sizes.append(st.st_size)
             mtimes.append(st.st_mtime_ns)
             devices.append(st.st_dev)
@@ -75,9 +79,10 @@ def inode_keys(devices: np.ndarray, inodes: np.ndarray) -> list:
     return np.ascontiguousarray(np.stack([devices, inodes], axis=1)).view("V16").ravel().tolist()
 
 
-def _stat_in_child(paths, parent):
+def _stat_in_child(paths, parent, inherited):
     """Forks a process that stats `paths` (`_stat_chunk`); returns (pid, read end of the
-    pipe its columns come through), or None where it cannot fork."""
+    pipe its columns come through), or None where it cannot fork. `inherited`: read ends
+    of the processes forked before, closed in this one."""
     try:
         read, write = os.pipe()
     except OSError:
@@ -91,10 +96,11 @@ def _stat_in_child(paths, parent):
     if pid == 0:
         status = 1
         try:
-            os.close(read)
+            for fd in (read, *inherited):
+                os.close(fd)
             try:
                 orphans.die_with_parent(parent)
-            except OSError:
+            except (OSError, AttributeError):  # refused, or no prctl (not Linux)
                 pass  # then it ends at its write to a closed pipe
             with os.fdopen(write, "wb") as out:
                 out.write(_stat_chunk(paths).tobytes())
@@ -105,11 +111,27 @@ def _stat_in_child(paths, parent):
     return pid, read
 
 
+def _answer(child, count):
+    """The columns of `count` paths from a forked process's pipe, or None if it died or
+    cannot be reaped (a host that reaps children itself) without answering in full."""
+    pid, read = child
+    with os.fdopen(read, "rb") as f:
+        data = f.read()
+    try:
+        _, status = os.waitpid(pid, 0)
+    except ChildProcessError:
+        status = 0 if len(data) == 5 * 8 * count else 1
+    if status != 0 or len(data) != 5 * 8 * count:
+        return None
+    return np.frombuffer(data, dtype=np.int64).reshape(5, count)
+
+
 def stat_files(paths: list) -> np.ndarray:
     """`_stat_chunk` of many local paths (size, mtime_ns, device, inode, fine: int64 rows
-    in path order; fine: a regular file its mode lets us read, else all 0), in parts in forked processes where there are
-    many and TensorFlow is not imported (its threads do not survive a fork). A part whose
-    process fails is statted here: the same columns, later. Blocking."""
+    in path order; fine: a regular file its mode lets us read, else all 0), in parts in
+    forked processes where there are many and TensorFlow is not imported (its threads do
+    not survive a fork). A part whose process fails is statted here: the same columns,
+    later. Blocking; on an error here, the processes forked are killed and reaped."""
     try:
         cpus = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
@@ -118,19 +140,22 @@ def stat_files(paths: list) -> np.ndarray:
     if parts < 2 or "tensorflow" in sys.modules or not hasattr(os, "fork"):
         return _stat_chunk(paths)
     bounds = [len(paths) * k // parts for k in range(parts + 1)]
-    children = [_stat_in_child(paths[a:b], os.getpid()) for a, b in zip(bounds[1:-1], bounds[2:])]
-    columns = [_stat_chunk(paths[: bounds[1]])]
-    for child, a, b in zip(children, bounds[1:-1], bounds[2:]):
-        data = b""
-        if child is not None:
+    children = []
+    try:
+        for a, b in zip(bounds[1:-1], bounds[2:]):
+            children.append(_stat_in_child(paths[a:b], os.getpid(), [c[1] for c in children if c]))
+        columns = [_stat_chunk(paths[: bounds[1]])]
+        for n, (a, b) in enumerate(zip(bounds[1:-1], bounds[2:])):
+            child, children[n] = children[n], None
+            answer = _answer(child, b - a) if child else None
+            columns.append(_stat_chunk(paths[a:b]) if answer is None else answer)
+        return np.concatenate(columns, axis=1)
+    finally:
+        for child in filter(None, children):
             pid, read = child
-            with os.fdopen(read, "rb") as f:
-                data = f.read()
-            _, status = os.waitpid(pid, 0)
-            if status != 0:
-                data = b""
-        if len(data) == 5 * 8 * (b - a):
-            columns.append(np.frombuffer(data, dtype=np.int64).reshape(5, b - a))
-        else:
-            columns.append(_stat_chunk(paths[a:b]))
-    return np.concatenate(columns, axis=1)
+            os.close(read)
+            try:
+                os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
+            except (ProcessLookupError, ChildProcessError):
+                pass
