@@ -21,26 +21,26 @@ from tf2_mapreduce.errors import InputError
 import threading
 specs, on_error, fifo_lines, stat_children = json.loads(sys.argv[1])
 if stat_children:
-    # Stats spread over forked processes however few the files; each fork is logged, and
-    # with "die" each such process exits at once without an answer.
+    # Stats spread over forked processes however few the files; each forked process logs
+    # its share, and with "die" fails without an answer.
     from tf2_mapreduce import local_stats
     log, mode = stat_children
     local_stats._FORK_AT = 1
     os.sched_getaffinity = lambda pid: {0, 1}  # two processes on a machine of one core too
-    fork = local_stats._stat_in_child
-    def logged(paths, parent, inherited):
+    stat_bytes = local_stats._stat_bytes
+    def logged(paths):
         with open(log, "a") as f:
             f.write("%d\\n" % len(paths))
         if mode == "die":
-            paths = None  # _stat_chunk(None) raises in the forked process, which exits 1
-        return fork(paths, parent, inherited)
-    local_stats._stat_in_child = logged
+            raise SystemExit(1)
+        return stat_bytes(paths)
+    local_stats._stat_bytes = logged
 background = listing.BackgroundListing(specs, on_error)
-forked = background._pid is not None
+forked = background._child is not None
 if fifo_lines is not None:
     # The child is held in open() on the @list FIFO until a writer comes: killed there,
     # it cannot have answered. The writer then feeds the listing that follows here.
-    os.kill(background._pid, 9)
+    os.kill(background._child.pid, 9)
     def feed():
         with open(specs[0][1:], "w") as f:
             f.write(fifo_lines)
@@ -147,7 +147,7 @@ def test_with_tensorflow_imported_it_lists_here(tree):
 
     root, _ = tree
     here = listing.BackgroundListing([str(root)], "skip")
-    assert here._pid is None
+    assert here._child is None
     assert as_json(here.result()) == as_json(inputs.expand([str(root)], on_error="skip"))
 
 

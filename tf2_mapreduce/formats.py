@@ -1,6 +1,7 @@
 """How input files are read: text or TFRecord, and compressed or not, by name or as the
 user says, checked against what the job reads before any work."""
 
+import itertools
 import os
 
 from tf2_mapreduce import inputs
@@ -92,8 +93,8 @@ def check(files, job_format, given="auto", compression="auto", native_missing=No
         if given != job_format:
             raise UsageError("{setting:format}=%s, but the job reads %s" % (given, job_format))
     files = inputs.Files.of(files)
-    named = _named(files)[0] if given == "auto" else [None] * len(files)
-    compressions = compressions_of(files, compression) if native_missing else [""] * len(files)
+    named = _named(files)[0] if given == "auto" else itertools.repeat(None)
+    compressions = compressions_of(files, compression) if native_missing else itertools.repeat("")
     for path, name, compressed in zip(files.paths, named, compressions):  # each file's first problem, in order
         if name is not None and name != job_format:
             raise InputError(

@@ -181,24 +181,26 @@ def _stat_file(path):
     return st.st_size, st.st_mtime_ns, local_stats.inode_key(st.st_dev, st.st_ino)
 
 
+def _is_directory(entry):
+    """`entry.is_dir()`, or False where it fails (a link gone since the directory was read)."""
+    try:
+        return entry.is_dir()
+    except OSError:
+        return False
+
+
 def _names_and_subdirectories(entries):
     """The names of `os.scandir` entries that are not directories, and of those that are
-    (links by what they point to, as for a file)."""
+    (links by what they point to, as for a file), each entry asked once: a link's answer
+    may change between two."""
     entries = list(entries)
     try:
-        is_dir = [e.is_dir() for e in entries]  # once each: a link's answer may change between two
-        if not any(is_dir):
-            return [e.name for e in entries], []
-        return [e.name for e, d in zip(entries, is_dir) if not d], [e.name for e, d in zip(entries, is_dir) if d]
-    except OSError:  # is_dir() stats where the directory entry does not say; a link gone since
-        names, subdirs = [], []
-        for entry in entries:
-            try:
-                is_dir = entry.is_dir()
-            except OSError:
-                is_dir = False
-            (subdirs if is_dir else names).append(entry.name)
-        return names, subdirs
+        is_dir = [e.is_dir() for e in entries]  # a method call, not a function's: a million in 0.02 s
+    except OSError:  # is_dir() stats where the directory entry does not say
+        is_dir = [_is_directory(e) for e in entries]
+    if not any(is_dir):
+        return [e.name for e in entries], []
+    return [e.name for e, d in zip(entries, is_dir) if not d], [e.name for e, d in zip(entries, is_dir) if d]
 
 
 def _split_hidden(names):

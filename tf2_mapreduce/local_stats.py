@@ -1,15 +1,15 @@
 """Stats of many local files at once: size, modification time, inode and whether this
 user may read each, in several forked processes where there are many."""
 
+import functools
 import os
-import signal
 import stat
 import struct
 import sys
 
 import numpy as np
 
-from tf2_mapreduce import orphans
+from tf2_mapreduce import forked
 
 __all__ = ["stat_files", "inode_key", "inode_keys"]
 
@@ -79,51 +79,9 @@ def inode_keys(devices: np.ndarray, inodes: np.ndarray) -> list:
     return np.ascontiguousarray(np.stack([devices, inodes], axis=1)).view("V16").ravel().tolist()
 
 
-def _stat_in_child(paths, parent, inherited):
-    """Forks a process that stats `paths` (`_stat_chunk`); returns (pid, read end of the
-    pipe its columns come through), or None where it cannot fork. `inherited`: read ends
-    of the processes forked before, closed in this one."""
-    try:
-        read, write = os.pipe()
-    except OSError:
-        return None
-    try:
-        pid = os.fork()
-    except OSError:
-        os.close(read)
-        os.close(write)
-        return None
-    if pid == 0:
-        status = 1
-        try:
-            for fd in (read, *inherited):
-                os.close(fd)
-            try:
-                orphans.die_with_parent(parent)
-            except (OSError, AttributeError):  # refused, or no prctl (not Linux)
-                pass  # then it ends at its write to a closed pipe
-            with os.fdopen(write, "wb") as out:
-                out.write(_stat_chunk(paths).tobytes())
-            status = 0
-        finally:
-            os._exit(status)
-    os.close(write)
-    return pid, read
-
-
-def _answer(child, count):
-    """The columns of `count` paths from a forked process's pipe, or None if it died or
-    cannot be reaped (a host that reaps children itself) without answering in full."""
-    pid, read = child
-    with os.fdopen(read, "rb") as f:
-        data = f.read()
-    try:
-        _, status = os.waitpid(pid, 0)
-    except ChildProcessError:
-        status = 0 if len(data) == 5 * 8 * count else 1
-    if status != 0 or len(data) != 5 * 8 * count:
-        return None
-    return np.frombuffer(data, dtype=np.int64).reshape(5, count)
+def _stat_bytes(paths):
+    """`_stat_chunk` as bytes, to send from a forked process."""
+    return _stat_chunk(paths).tobytes()
 
 
 def stat_files(paths: list) -> np.ndarray:
@@ -140,22 +98,20 @@ def stat_files(paths: list) -> np.ndarray:
     if parts < 2 or "tensorflow" in sys.modules or not hasattr(os, "fork"):
         return _stat_chunk(paths)
     bounds = [len(paths) * k // parts for k in range(parts + 1)]
+    shares = list(zip(bounds[1:-1], bounds[2:]))
     children = []
     try:
-        for a, b in zip(bounds[1:-1], bounds[2:]):
-            children.append(_stat_in_child(paths[a:b], os.getpid(), [c[1] for c in children if c]))
+        for a, b in shares:
+            close_fds = [child.fd for child in children if child]
+            children.append(forked.Forked.start(functools.partial(_stat_bytes, paths[a:b]), close_fds))
         columns = [_stat_chunk(paths[: bounds[1]])]
-        for n, (a, b) in enumerate(zip(bounds[1:-1], bounds[2:])):
-            child, children[n] = children[n], None
-            answer = _answer(child, b - a) if child else None
-            columns.append(_stat_chunk(paths[a:b]) if answer is None else answer)
+        for child, (a, b) in zip(children, shares):
+            data = child.answer() if child else None
+            if data is not None and len(data) == 5 * 8 * (b - a):
+                columns.append(np.frombuffer(data, dtype=np.int64).reshape(5, b - a))
+            else:
+                columns.append(_stat_chunk(paths[a:b]))
         return np.concatenate(columns, axis=1)
     finally:
         for child in filter(None, children):
-            pid, read = child
-            os.close(read)
-            try:
-                os.kill(pid, signal.SIGKILL)
-                os.waitpid(pid, 0)
-            except (ProcessLookupError, ChildProcessError):
-                pass
+            child.close()
