@@ -411,11 +411,12 @@ def peer_map_step(paths):
     import tensorflow as tf
 
     import tf2_mapreduce as mr
-    from tf2_mapreduce import inputs, mapstep
-    from tf2_mapreduce.plan import Plan
-    from tf2_mapreduce.run_state import ChangedFiles
+    from tf2_mapreduce.inputs.listing import expand
+    from tf2_mapreduce.inputs.plan import Plan
+    from tf2_mapreduce.run import mapstep
+    from tf2_mapreduce.state.counters import ChangedFiles
 
-    files = inputs.expand(paths).files
+    files = expand(paths).files
     plan = Plan(files, 8 << 20, "words")
     job = mr.WordCount()
     total = tf.Variable(tf.constant(0, tf.int64))
@@ -684,7 +685,7 @@ def run_stats(paths, every=False, processes=False):
 
 
 def output_unescape(term):
-    from tf2_mapreduce import output
+    from tf2_mapreduce.outputs import files as output
 
     return output.unescape(term.decode())
 

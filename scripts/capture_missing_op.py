@@ -9,7 +9,8 @@ message to tests/fixtures/, where tests/test_failure_text.py reads them.
 import os
 import sys
 
-from tf2_mapreduce import cluster_spec, local_cluster
+from tf2_mapreduce.cluster import local as local_cluster
+from tf2_mapreduce.cluster import spec as cluster_spec
 
 FIXTURES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests", "fixtures")
 
@@ -24,7 +25,8 @@ def main():
         cluster_spec.wait_for_tasks(spec, 120, check=servers.check_alive)
         import tensorflow as tf
 
-        from tf2_mapreduce import native, runner
+        from tf2_mapreduce import native
+        from tf2_mapreduce.run import runner
 
         library = native.load()
         assert library is not None, native.unavailable()

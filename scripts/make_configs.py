@@ -12,7 +12,7 @@ import re
 
 from absl import app, flags
 
-from tf2_mapreduce import cluster_spec
+from tf2_mapreduce.cluster import spec as cluster_spec
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("out_dir", ".", "Directory to write config_<role>_<index>.sh files into.")

@@ -17,7 +17,7 @@ import sys
 
 from absl import app, flags
 
-from tf2_mapreduce import cluster_spec
+from tf2_mapreduce.cluster import spec as cluster_spec
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("name", "wordcount", "Name of the job; prefixes every object, and labels them.")

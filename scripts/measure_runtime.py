@@ -9,7 +9,7 @@ import subprocess
 import sys
 import time
 
-from tf2_mapreduce import orphans
+from tf2_mapreduce.cluster import orphans
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PS = "/job:ps/replica:0/task:0/device:CPU:0"
@@ -20,7 +20,7 @@ COORDINATOR_TIMEOUT = 120  # seconds for one coordinator process, import of Tens
 # (id, key in a coordinator's report, expected value, the fact).
 FACTS = [
     ("R1", "default_table", 1, "MutableHashTable made eagerly (table_<n>): the new process gets the old one's entries"),
-    ("R2", "run_table", 0, "ps_state.RunTable with a fresh shared name per run: new and empty"),
+    ("R2", "run_table", 0, "state.key_table.RunTable with a fresh shared name per run: new and empty"),
     ("R3", "variable", 0, "tf.Variable made eagerly, same name= in both processes: new, initial value"),
     ("R4", "kept_table", 1, "a table of a fixed shared name outlives the process that made it"),
     ("R5", "released_table", 0, "the same, freed by DestroyResourceOp: the name is then a new, empty table"),
@@ -63,7 +63,7 @@ def as_coordinator(jobs, run):
 
     import tensorflow as tf
 
-    from tf2_mapreduce.ps_state import RunTable
+    from tf2_mapreduce.state.key_table import RunTable
 
     resolver = tf.distribute.cluster_resolver.SimpleClusterResolver(
         tf.train.ClusterSpec(jobs), task_type="chief", task_id=0, rpc_layer="grpc"
@@ -91,7 +91,7 @@ def as_coordinator(jobs, run):
     after = {key: int(table.size()) for key, table in tables.items()}
     after["variable"] = int(variable.numpy())
     if run == 1:
-        # As ps_state.destroy frees a run's state: eager runs it on the resource's device.
+        # As state.base.destroy frees a run's state: eager runs it on the resource's device.
         tf.raw_ops.DestroyResourceOp(resource=tables["released_table"].resource_handle, ignore_lookup_error=False)
         try:
             tables["released_table"].size().numpy()

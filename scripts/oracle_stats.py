@@ -23,7 +23,7 @@ from fractions import Fraction
 from absl import app
 from tensorflow.core.example import example_pb2
 
-from tf2_mapreduce import output
+from tf2_mapreduce.outputs import files as output
 
 KINDS = {"bytes_list": "bytes", "int64_list": "int64", "float_list": "float"}
 PARTS = 10  # quantiles and equal-width buckets

@@ -38,7 +38,8 @@ import portpicker
 import switched_hosts
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # before TensorFlow is imported, here and in the children
-from tf2_mapreduce import orphans, output  # noqa: E402  (its unescape reads a per-key table back)
+from tf2_mapreduce.cluster import orphans  # noqa: E402
+from tf2_mapreduce.outputs import files as output  # noqa: E402  (its unescape reads a per-key table back)
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 JOBS = ("wordcount", "wc", "wordfreq", "vocab", "stats")

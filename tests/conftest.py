@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import portpicker
 import pytest
 
-from tf2_mapreduce import orphans
+from tf2_mapreduce.cluster import orphans
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCRIPTS = os.path.join(REPO, "scripts")
@@ -95,8 +95,8 @@ def inprocess():
 def job_run(cluster, job, files, on_progress=None, **options):
     """A `runner.JobRun` of `job` over `files` (`inputs.InputFile`s) on `cluster`, planned
     and not yet run: for tests that change inputs between planning and reading."""
-    from tf2_mapreduce import runner
-    from tf2_mapreduce.inputs import Inputs
+    from tf2_mapreduce.inputs.files import Inputs
+    from tf2_mapreduce.run import runner
 
     return runner.JobRun(
         job,
@@ -111,7 +111,7 @@ def job_run(cluster, job, files, on_progress=None, **options):
 
 def run_job(cluster, job, files, on_progress=None, **options):
     """`cluster.run(job, ...)` over `files`: `inputs.InputFile`s as listed, or specs."""
-    from tf2_mapreduce.inputs import InputFile, Inputs
+    from tf2_mapreduce.inputs.files import InputFile, Inputs
 
     files = list(files)
     if files and all(isinstance(f, InputFile) for f in files):

@@ -8,7 +8,7 @@ import sys
 import pytest
 from conftest import SCRIPTS
 
-from tf2_mapreduce import cluster_spec
+from tf2_mapreduce.cluster import spec as cluster_spec
 from tf2_mapreduce.errors import UsageError
 
 GOOD = {

@@ -13,7 +13,8 @@ from absl import flags
 from absl.testing import flagsaver
 from conftest import assert_matches_oracle, read_result, run_cli, task_env, write_corpus
 
-from tf2_mapreduce import cluster_sources, cluster_spec
+from tf2_mapreduce.cluster import sources as cluster_sources
+from tf2_mapreduce.cluster import spec as cluster_spec
 from tf2_mapreduce.errors import UsageError
 
 FLAGS = flags.FLAGS

@@ -9,7 +9,8 @@ import sys
 import pytest
 from conftest import SCRIPTS
 
-from tf2_mapreduce import cluster_sources, cluster_spec
+from tf2_mapreduce.cluster import sources as cluster_sources
+from tf2_mapreduce.cluster import spec as cluster_spec
 
 
 def make_k8s(*args):

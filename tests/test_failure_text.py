@@ -7,9 +7,9 @@ import os
 import pytest
 import tensorflow as tf
 
-from tf2_mapreduce import failures, mapstep
 from tf2_mapreduce.errors import ClusterError, JobFailed, op_error_cause
-from tf2_mapreduce.run_state import ChangedFiles
+from tf2_mapreduce.run import failures, mapstep
+from tf2_mapreduce.state.counters import ChangedFiles
 
 # A failed step as the coordinator received it in a real run (2 ps, 2 workers): one
 # worker's range read of a file that shrank, relayed through ps 1.

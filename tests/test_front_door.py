@@ -10,7 +10,7 @@ import pytest
 from conftest import REPO, oracle_words, run_cli, task_env
 
 import tf2_mapreduce as mr
-from tf2_mapreduce import runner
+from tf2_mapreduce.run import runner
 
 SAMPLE = os.path.join(REPO, "tf2_mapreduce", "data", "sample")
 
@@ -115,7 +115,7 @@ def test_the_public_api_is_narrow_and_loaded_on_first_use():
     }  # fmt: skip
     for name in mr.__all__:
         assert getattr(mr, name) is not None
-    probe = "import sys, tf2_mapreduce; from tf2_mapreduce import cli; print('tensorflow' in sys.modules)"
+    probe = "import sys, tf2_mapreduce; from tf2_mapreduce.cli import steps; print('tensorflow' in sys.modules)"
     run = subprocess.run([sys.executable, "-c", probe], env=task_env(), capture_output=True, text=True, timeout=60)
     assert run.stdout.strip() == "False", run.stderr
 

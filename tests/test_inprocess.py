@@ -9,9 +9,12 @@ import tensorflow as tf
 from conftest import INPROCESS_PS, oracle_words, run_job, write_corpus
 
 import tf2_mapreduce as mr
-from tf2_mapreduce import cluster_spec, inputs, runner
+from tf2_mapreduce.cluster import spec as cluster_spec
 from tf2_mapreduce.errors import JobFailed, UsageError
-from tf2_mapreduce.ps_state import Stats
+from tf2_mapreduce.inputs.files import InputFile
+from tf2_mapreduce.inputs.listing import expand
+from tf2_mapreduce.run import runner
+from tf2_mapreduce.state.base import Figures
 
 WORDCOUNT = mr.WordCount()
 PS_DEVICES = [cluster_spec.device("ps", i) for i in range(INPROCESS_PS)]
@@ -30,7 +33,7 @@ def logged(caplog):
 def corpus(tmp_path_factory):
     root = str(tmp_path_factory.mktemp("corpus"))
     write_corpus(root, 61, seed=7)
-    return inputs.expand([root]).files
+    return expand([root]).files
 
 
 @pytest.mark.parametrize("max_pieces", [1, 7, 64])
@@ -56,22 +59,22 @@ def test_progress_reports_are_consistent(inprocess, corpus):
 def test_a_retried_commit_does_not_double_count(inprocess, tmp_path):
     # What schedule() does when a worker dies after its step reached the ps: the
     # same files are committed again. Slots make the second commit a no-op.
-    files = inputs.expand(write_corpus(str(tmp_path), 9, seed=3)).files
+    files = expand(write_corpus(str(tmp_path), 9, seed=3)).files
     reducer = mr.Sum("words").new_state([f.size for f in files], PS_DEVICES, "unused: variables are named by TF")
     ids = tf.constant(list(range(len(files))), tf.int64)
     values = tf.constant([oracle_words([f.path]) for f in files], tf.int64)
     commit = tf.function(reducer.commit)
     commit(ids, values)
-    once = reducer.stats()
+    once = reducer.figures()
     commit(ids[2:5], values[2:5])
     commit(ids, values)
-    assert once == Stats(len(files), sum(f.size for f in files), oracle_words(f.path for f in files))
-    assert reducer.stats() == once
+    assert once == Figures(len(files), sum(f.size for f in files), oracle_words(f.path for f in files))
+    assert reducer.figures() == once
     assert np.array_equal(reducer.values(), values.numpy())
 
 
 def test_file_gone_at_read_time_fails_the_job_naming_it(inprocess, corpus, tmp_path):
-    gone = inputs.InputFile(str(tmp_path / "deleted after listing.txt"), 10, 0)
+    gone = InputFile(str(tmp_path / "deleted after listing.txt"), 10, 0)
     with pytest.raises(JobFailed) as e:
         run(inprocess, corpus[:5] + [gone] + corpus[5:], max_pieces=2)
     assert str(e.value) == (
@@ -85,9 +88,9 @@ def test_skip_pins_down_each_bad_file_in_a_batch(inprocess, corpus, tmp_path):
     changed = tmp_path / "changed.txt"
     changed.write_bytes(b"three short words")
     bad = [
-        inputs.InputFile(str(tmp_path / "gone.txt"), 10, 0),
-        inputs.InputFile(str(changed), 5, 0),  # listed at 5 bytes, 17 now
-        inputs.InputFile(str(tmp_path), 4096, 0),
+        InputFile(str(tmp_path / "gone.txt"), 10, 0),
+        InputFile(str(changed), 5, 0),  # listed at 5 bytes, 17 now
+        InputFile(str(tmp_path), 4096, 0),
     ]  # a directory where a file was listed
     files = corpus[:10] + bad[:2] + corpus[10:20] + bad[2:] + corpus[20:]
     result = run(inprocess, files, max_pieces=8, on_error="skip")
@@ -141,7 +144,7 @@ def test_checkpoint_of_other_inputs_is_refused(inprocess, corpus, tmp_path):
     with pytest.raises(UsageError) as e:
         run(inprocess, corpus[:11], checkpoint_dir=directory)
     assert "holds another job's checkpoint: input %s is new" % corpus[10].path in str(e.value)
-    modified = corpus[:9] + [inputs.InputFile(corpus[9].path, corpus[9].size, corpus[9].mtime_ns + 1)]
+    modified = corpus[:9] + [InputFile(corpus[9].path, corpus[9].size, corpus[9].mtime_ns + 1)]
     with pytest.raises(UsageError, match="input %s was modified" % corpus[9].path):
         run(inprocess, modified, checkpoint_dir=directory)
     # Its state is per piece: other cuts of the same files are another job.
@@ -150,7 +153,7 @@ def test_checkpoint_of_other_inputs_is_refused(inprocess, corpus, tmp_path):
 
 
 def test_more_ps_than_files(inprocess, tmp_path):
-    files = inputs.expand(write_corpus(str(tmp_path), 1, seed=5)).files
+    files = expand(write_corpus(str(tmp_path), 1, seed=5)).files
     assert run(inprocess, files).total == oracle_words([files[0].path])
 
 

@@ -8,8 +8,10 @@ import sys
 
 import pytest
 
-from tf2_mapreduce import inputs
 from tf2_mapreduce.errors import InputError
+from tf2_mapreduce.inputs.files import Files, InputFile, Inputs
+from tf2_mapreduce.inputs.listing import expand
+from tf2_mapreduce.inputs.walk import split_hidden
 
 
 def touch(path, data=b"x"):
@@ -41,7 +43,7 @@ def tree(tmp_path):
 
 
 def test_directory_is_walked_recursively_and_sorted_skipping_hidden(tree):
-    found = inputs.expand([tree])
+    found = expand([tree])
     # Top-down: a directory's files in name order, then its subdirectories.
     names = ["a.txt", "b.log", "with space é.txt", "sub/c.txt", "sub/deeper/d.txt"]
     assert paths(found) == [os.path.join(tree, n) for n in names]
@@ -50,11 +52,11 @@ def test_directory_is_walked_recursively_and_sorted_skipping_hidden(tree):
 
 
 def test_hidden_file_named_explicitly_is_included(tree):
-    assert paths(inputs.expand([os.path.join(tree, "_SUCCESS")])) == [os.path.join(tree, "_SUCCESS")]
+    assert paths(expand([os.path.join(tree, "_SUCCESS")])) == [os.path.join(tree, "_SUCCESS")]
 
 
 def test_glob_and_several_specs_in_order(tree):
-    found = inputs.expand([os.path.join(tree, "*.txt"), os.path.join(tree, "sub", "c.txt")])
+    found = expand([os.path.join(tree, "*.txt"), os.path.join(tree, "sub", "c.txt")])
     assert paths(found) == [
         os.path.join(tree, "a.txt"),
         os.path.join(tree, "with space é.txt"),
@@ -63,14 +65,14 @@ def test_glob_and_several_specs_in_order(tree):
 
 
 def test_glob_matching_a_directory_walks_it(tree):
-    assert paths(inputs.expand([os.path.join(tree, "su?")])) == [
+    assert paths(expand([os.path.join(tree, "su?")])) == [
         os.path.join(tree, "sub/c.txt"),
         os.path.join(tree, "sub/deeper/d.txt"),
     ]
 
 
 def test_a_file_reached_twice_is_kept_once(tree):
-    found = inputs.expand([tree, os.path.join(tree, "a.txt"), os.path.join(tree, "sub", "..", "a.txt")])
+    found = expand([tree, os.path.join(tree, "a.txt"), os.path.join(tree, "sub", "..", "a.txt")])
     assert paths(found).count(os.path.join(tree, "a.txt")) == 1
     assert len(found.duplicates) == 2
 
@@ -79,7 +81,7 @@ def test_a_symbolic_link_to_a_listed_file_is_a_duplicate_and_a_hard_link_is_a_fi
     a = os.path.join(tree, "a.txt")
     os.symlink(a, str(tmp_path / "soft.txt"))
     os.link(a, str(tmp_path / "hard.txt"))
-    found = inputs.expand([a, str(tmp_path / "soft.txt"), str(tmp_path / "hard.txt")])
+    found = expand([a, str(tmp_path / "soft.txt"), str(tmp_path / "hard.txt")])
     assert paths(found) == [a, str(tmp_path / "hard.txt")]
     assert found.duplicates == [str(tmp_path / "soft.txt")]
 
@@ -90,7 +92,7 @@ def test_hard_links_of_one_file_are_files_and_links_to_any_of_them_duplicates(tr
     for link in hard:
         os.link(a, link)
     os.symlink(hard[1], str(tmp_path / "soft.txt"))
-    found = inputs.expand([a, *hard, str(tmp_path / "soft.txt"), hard[2]])
+    found = expand([a, *hard, str(tmp_path / "soft.txt"), hard[2]])
     assert paths(found) == [a, *hard]
     assert found.duplicates == [str(tmp_path / "soft.txt"), hard[2]]
 
@@ -98,7 +100,7 @@ def test_hard_links_of_one_file_are_files_and_links_to_any_of_them_duplicates(tr
 def test_at_list_relative_to_cwd_with_blank_lines(tree, monkeypatch):
     listing = touch(os.path.join(tree, "lists", "files.txt"), b"a.txt\n\n  sub/c.txt  \r\nsub/deeper\n")
     monkeypatch.chdir(tree)
-    assert paths(inputs.expand(["@" + listing])) == ["a.txt", "sub/c.txt", "sub/deeper/d.txt"]
+    assert paths(expand(["@" + listing])) == ["a.txt", "sub/c.txt", "sub/deeper/d.txt"]
 
 
 @pytest.mark.parametrize(
@@ -127,19 +129,19 @@ def test_bad_input_is_one_line_naming_path_and_cause(tmp_path, spec, message):
     if not spec.startswith("@"):
         spec = os.path.join(root, spec)
     with pytest.raises(InputError) as e:
-        inputs.expand([spec])
+        expand([spec])
     assert str(e.value) == message.format(root=root)
     assert "\n" not in str(e.value)
 
 
 def test_no_input_at_all():
     with pytest.raises(InputError, match="no input given"):
-        inputs.expand([])
+        expand([])
 
 
 def test_empty_files_are_inputs(tmp_path):
     empty = touch(str(tmp_path / "empty.txt"), b"")
-    assert [(f.path, f.size) for f in inputs.expand([empty]).files] == [(empty, 0)]
+    assert [(f.path, f.size) for f in expand([empty]).files] == [(empty, 0)]
 
 
 def test_skip_records_every_bad_input_and_goes_on(tmp_path):
@@ -155,7 +157,7 @@ def test_skip_records_every_bad_input_and_goes_on(tmp_path):
         os.path.join(root, "*.nope"),
         "@" + os.path.join(root, "nolist"),
     ]
-    found = inputs.expand(specs, on_error="skip")
+    found = expand(specs, on_error="skip")
     assert sorted(f.path for f in found.files) == sorted(good)
     assert found.skipped == [
         (os.path.join(root, "ok", "fifo"), "not a regular file (FIFOs, sockets and devices are not supported)"),
@@ -168,7 +170,7 @@ def test_skip_records_every_bad_input_and_goes_on(tmp_path):
 
 def test_skip_with_nothing_readable_is_still_an_error(tmp_path):
     with pytest.raises(InputError, match="no readable input file \\(1 skipped, first .*missing: no such file"):
-        inputs.expand([str(tmp_path / "missing")], on_error="skip")
+        expand([str(tmp_path / "missing")], on_error="skip")
 
 
 def test_non_utf8_and_very_long_names(tmp_path):
@@ -189,20 +191,20 @@ def test_non_utf8_and_very_long_names(tmp_path):
     finally:
         os.close(fd)
     deep = os.path.join(str(tmp_path), *["d" * 200] * depth, "deep.txt")
-    found = inputs.expand([str(tmp_path / "*.txt"), deep], on_error="skip")
+    found = expand([str(tmp_path / "*.txt"), deep], on_error="skip")
     assert [os.fsencode(f.path) for f in found.files] == [odd]
     assert found.skipped == [(deep, "file name too long")]
     with pytest.raises(InputError, match="file name too long"):
-        inputs.expand([deep])
+        expand([deep])
 
 
 def test_unreadable_file_is_refused(tmp_path):
     secret = touch(str(tmp_path / "secret.txt"), b"no peeking")
     os.chmod(secret, 0)
     code = (
-        "from tf2_mapreduce import inputs\n"
+        "from tf2_mapreduce.inputs.listing import expand\n"
         "from tf2_mapreduce.errors import InputError\n"
-        "try:\n    inputs.expand([%r])\nexcept InputError as e:\n    print(e)\n" % secret
+        "try:\n    expand([%r])\nexcept InputError as e:\n    print(e)\n" % secret
     )
     command = [sys.executable, "-c", code]
     if os.geteuid() == 0:
@@ -233,7 +235,7 @@ def test_a_tree_deeper_than_pythons_recursion_limit_is_walked_in_order(tmp_path)
         prefix = os.path.join(directory, *["d"] * level)
         expected += [os.path.join(prefix, "a.txt"), os.path.join(prefix, "b.txt")]
     try:
-        found = inputs.expand([directory], on_error="skip")
+        found = expand([directory], on_error="skip")
     finally:
         subprocess.run(["rm", "-rf", os.path.join(directory, "d")], check=True)  # shutil.rmtree recurses
     listed = paths(found) + [path for path, _ in found.skipped]
@@ -294,7 +296,7 @@ def test_links_to_files_and_directories_in_any_layout_list_each_file_once(tmp_pa
         else:  # to a directory: an ancestor (a loop), a sibling, the root
             target = rng.choice(directories)
             os.symlink(target if rng.random() < 0.5 else os.path.relpath(target, place.parent), place)
-    found = inputs.expand([str(root), str(rng.choice(directories))])
+    found = expand([str(root), str(rng.choice(directories))])
     reals = [os.path.realpath(f.path) for f in found.files]
     assert len(reals) == len(set(reals))
     assert set(reals) == _oracle_files(str(root))
@@ -308,21 +310,21 @@ def test_hidden_names_are_split_off_sorted_names_by_bisection():
         names = sorted(
             {"".join(rng.choice(alphabet) for _ in range(rng.randint(1, 4))) for _ in range(rng.randint(0, 30))}
         )
-        visible, hidden = inputs._split_hidden(names)
+        visible, hidden = split_hidden(names)
         assert visible == [n for n in names if not n.startswith((".", "_"))]
         assert sorted(hidden) == [n for n in names if n.startswith((".", "_"))]
 
 
 def test_files_are_columns_that_read_as_input_files(tmp_path):
-    listed = [inputs.InputFile(str(tmp_path / ("f%d" % n)), 10 * n, 1000 + n) for n in range(5)]
-    files = inputs.Inputs(files=listed).files
-    assert isinstance(files, inputs.Files) and inputs.Files.of(files) is files
+    listed = [InputFile(str(tmp_path / ("f%d" % n)), 10 * n, 1000 + n) for n in range(5)]
+    files = Inputs(files=listed).files
+    assert isinstance(files, Files) and Files.of(files) is files
     assert files.sizes.tolist() == [0, 10, 20, 30, 40] and files.mtimes.dtype.name == "int64"
     assert list(files) == listed and files == listed and files[3] == listed[3] and files[-1] == listed[-1]
     assert files[1:3] + [listed[0]] == listed[1:3] + [listed[0]]
-    assert inputs.Inputs(files=listed).total_bytes == 100
+    assert Inputs(files=listed).total_bytes == 100
     with pytest.raises(ValueError):
-        inputs.Files(["a"], [1, 2], [0])
+        Files(["a"], [1, 2], [0])
 
 
 def test_a_large_directory_lists_as_its_files_one_by_one(tmp_path, monkeypatch):
@@ -337,20 +339,20 @@ def test_a_large_directory_lists_as_its_files_one_by_one(tmp_path, monkeypatch):
     os.mkfifo(tmp_path / "d" / "pipe.txt")
     (tmp_path / "d" / "sub").mkdir()
     touch(str(tmp_path / "d" / "sub" / "s.txt"))
-    found = inputs.expand([str(tmp_path / "d")], on_error="skip")
-    one_by_one = inputs.Inputs()
+    found = expand([str(tmp_path / "d")], on_error="skip")
+    one_by_one = Inputs()
     expected_files = []
     for name in sorted(os.listdir(tmp_path / "d")):
         path = str(tmp_path / "d" / name)
         if name == "sub":
             continue
         try:
-            one = inputs.expand([path])
+            one = expand([path])
         except InputError as e:
             one_by_one.skipped.append((e.path, e.reason))
             continue
         expected_files += list(one.files)
-    expected_files.append(inputs.expand([str(tmp_path / "d" / "sub" / "s.txt")]).files[0])
+    expected_files.append(expand([str(tmp_path / "d" / "sub" / "s.txt")]).files[0])
     link = str(tmp_path / "d" / "link.txt")
     assert found.duplicates == [link]
     assert list(found.files) == [f for f in expected_files if f.path != link]
@@ -366,10 +368,10 @@ def test_an_at_list_statted_in_bulk_keeps_its_line_numbers(tmp_path):
     lines = [good[0], str(tmp_path / "missing.txt"), good[1], str(tmp_path / "g*.txt"), "file://" + good[2], good[3]]
     listed = tmp_path / "list.txt"
     listed.write_text("\n".join(lines) + "\n")
-    found = inputs.expand(["@%s" % listed], on_error="skip")
+    found = expand(["@%s" % listed], on_error="skip")
     assert paths(found) == good  # the glob brings g2 and g3; then both are duplicates
     assert found.duplicates == [good[0], good[1], "file://" + good[2], good[3]]
     assert found.skipped == [(str(tmp_path / "missing.txt"), "no such file or directory")]
     with pytest.raises(InputError) as e:
-        inputs.expand(["@%s" % listed])
+        expand(["@%s" % listed])
     assert str(e.value) == "@%s line 2: %s: no such file or directory" % (listed, tmp_path / "missing.txt")

@@ -15,10 +15,14 @@ import tensorflow as tf
 from conftest import INPROCESS_PS, job_run, oracle_counter, oracle_words, run_job, write_corpus, write_zipf_corpus
 
 import tf2_mapreduce as mr
-from tf2_mapreduce import cluster_spec, inputs, jobs, native, output, tables
+from tf2_mapreduce import jobs, native
+from tf2_mapreduce.cluster import spec as cluster_spec
 from tf2_mapreduce.errors import Interrupted, UsageError
-from tf2_mapreduce.plan import Plan
-from tf2_mapreduce.ps_state import Stats
+from tf2_mapreduce.inputs.listing import expand
+from tf2_mapreduce.inputs.plan import Plan
+from tf2_mapreduce.outputs import files as output
+from tf2_mapreduce.state import key_tables as tables
+from tf2_mapreduce.state.base import Figures
 
 run = run_job
 
@@ -26,7 +30,7 @@ run = run_job
 @pytest.fixture(scope="module")
 def zipf(tmp_path_factory):
     paths = write_zipf_corpus(str(tmp_path_factory.mktemp("zipf")), 40, distinct=20_000, samples=40_000, seed=3)
-    return inputs.expand(paths).files, oracle_counter(paths)
+    return expand(paths).files, oracle_counter(paths)
 
 
 def oracle_lines(data):
@@ -59,7 +63,7 @@ def texts(tmp_path_factory):
     extra = os.path.join(root, "lines.txt")
     with open(extra, "wb") as f:
         f.write(b"the cat\nthe dog\r\nno newline at the end: the" + "\ncafé the\n\n\xff the\n".encode("latin-1"))
-    return inputs.expand(paths + [extra]).files
+    return expand(paths + [extra]).files
 
 
 def test_wordfreq_matches_counter_on_two_ps(inprocess, zipf):
@@ -130,12 +134,12 @@ def test_a_retried_per_key_commit_does_not_double_count(inprocess):
     counts = tf.constant([2, 1, 1, 1, 1, 1, 1, 1], tf.int64)
     ten = tf.constant([10, 10], tf.int64)
     commit(tf.constant([0, 2], tf.int64), (words, counts), ten)
-    assert reducer.stats() == Stats(2, 20, 9, 8)
+    assert reducer.figures() == Figures(2, 20, 9, 8)
     commit(tf.constant([0, 2], tf.int64), (words, counts), ten)  # the retry: a no-op
     commit(tf.constant([1], tf.int64), (words[:1], counts[:1] - 1), ten[:1])
     assert dict(reducer.entries()) == {b"a": 3, b"b": 1, b"c": 1, b"d0": 1, b"t": 1, b"": 1, b"k": 1, b"p": 1}
     assert reducer.done().tolist() == [True, True, True]
-    assert reducer.stats() == Stats(3, 30, 10, 8)
+    assert reducer.figures() == Figures(3, 30, 10, 8)
     assert reducer.top(2) == [(b"a", 3), (b"", 1)]
 
 
@@ -192,7 +196,7 @@ def test_per_key_state_on_a_ps_belongs_to_one_run(inprocess):
 def test_wordfreq_checkpoint_resume_is_exact(inprocess, tmp_path):
     # 400 files, one a step: the run is stopped well before its end.
     paths = write_zipf_corpus(str(tmp_path / "corpus"), 400, distinct=5_000, samples=20_000, seed=4)
-    files, oracle = inputs.expand(paths).files, oracle_counter(paths)
+    files, oracle = expand(paths).files, oracle_counter(paths)
     directory = str(tmp_path / "ckpt")
     stopping = []
     # Stopped as by SIGTERM once some files are done: a checkpoint is saved mid-job.
@@ -222,10 +226,10 @@ def test_a_resume_from_pieces_committed_on_one_ps_only_is_exact(inprocess, tmp_p
     # counts, on ps 0 only, and pieces 30-31 on ps 1 only. The resumed run once packed
     # them into steps with pieces done nowhere, which ps 0 refused as committed in part;
     # then it ran each alone, a step a piece (a full suite once ran 261 steps where 80 do).
-    from tf2_mapreduce import checkpoint
+    from tf2_mapreduce.run import checkpoint
 
     paths = write_zipf_corpus(str(tmp_path / "corpus"), 40, distinct=300, samples=4_000, seed=9)
-    files, oracle = inputs.expand(paths).files, oracle_counter(paths)
+    files, oracle = expand(paths).files, oracle_counter(paths)
     job = mr.WordFreq()
     plan = Plan(files, 8 << 20, job.records)
     state = job.reducer.new_state(plan.sizes, PS_DEVICES, uuid.uuid4().hex)
@@ -372,7 +376,7 @@ def test_a_file_changed_under_a_range_read_is_named_with_its_bytes(inprocess, tm
     big.write_bytes(b"alpha beta gamma delta " * 40)
     small = tmp_path / "small.txt"
     small.write_bytes(b"one two")
-    files = inputs.expand([str(big), str(small)]).files
+    files = expand([str(big), str(small)]).files
     job = job_run(inprocess, mr.WordCount(), files, read_size=300, on_error="skip")
     big.write_bytes(b"alpha beta " * 3)  # planned already: its pieces now cover bytes it no longer has
     result = job.run()
@@ -390,7 +394,7 @@ def test_bad_files_among_many_are_found_in_parts_and_the_rest_counted_once(inpro
     """A step reads all its files at once, so a bad one fails the whole step: its files
     run again cut in parts, round after round, not one step per file."""
     paths = write_corpus(str(tmp_path / "corpus"), 3000, seed=21, max_words=20)
-    files = inputs.expand([str(tmp_path / "corpus")]).files
+    files = expand([str(tmp_path / "corpus")]).files
     deleted, grown = files[100].path, files[2457].path
     sizes = {f.path: f.size for f in files}
     os.unlink(deleted)

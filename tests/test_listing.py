@@ -1,5 +1,5 @@
 """Listing in a child process forked before TensorFlow is imported (`listing`): the
-same `Inputs` as `inputs.expand` lists in this process, the same errors, without
+same `Inputs` as `expand` lists in this process, the same errors, without
 TensorFlow; and the same answer when the child cannot help."""
 
 import json
@@ -11,19 +11,21 @@ import pytest
 from conftest import REPO, write_corpus
 from test_inputs import touch
 
-from tf2_mapreduce import inputs, listing
+from tf2_mapreduce.errors import InputError
+from tf2_mapreduce.inputs import background as listing
+from tf2_mapreduce.inputs.listing import expand
 
 # Lists in a fresh interpreter, where TensorFlow is not imported, so the child is forked.
 SCRIPT = """
 import json, os, sys
-from tf2_mapreduce import listing
+from tf2_mapreduce.inputs import background as listing
 from tf2_mapreduce.errors import InputError
 import threading
 specs, on_error, fifo_lines, stat_children = json.loads(sys.argv[1])
 if stat_children:
     # Stats spread over forked processes however few the files; each forked process logs
     # its share, and with "die" fails without an answer.
-    from tf2_mapreduce import local_stats
+    from tf2_mapreduce.inputs import local_stats
     log, mode = stat_children
     local_stats._FORK_AT = 1
     os.sched_getaffinity = lambda pid: {0, 1}  # two processes on a machine of one core too
@@ -98,7 +100,7 @@ def test_a_forked_listing_finds_what_expand_finds_without_tensorflow(tree, tmp_p
     answer = list_in_a_fresh_process(specs, "skip")
     assert answer.pop("forked") is True
     assert answer.pop("tensorflow") is False
-    assert answer == as_json(inputs.expand(specs, on_error="skip"))
+    assert answer == as_json(expand(specs, on_error="skip"))
     assert len(answer["files"]) == 65 and len(answer["skipped"]) == 3 and answer["duplicates"]
 
 
@@ -113,7 +115,7 @@ def test_files_statted_in_forked_processes_list_as_in_one(tree, tmp_path, mode):
     log = tmp_path / "forks.log"
     answer = list_in_a_fresh_process(specs, "skip", stat_children=[str(log), mode])
     assert answer.pop("forked") is True and answer.pop("tensorflow") is False
-    assert answer == as_json(inputs.expand(specs, on_error="skip"))
+    assert answer == as_json(expand(specs, on_error="skip"))
     assert len(answer["files"]) == 66 and len(answer["skipped"]) == 3 and answer["duplicates"]
     parts = [int(n) for n in log.read_text().split()]  # files handed to a forked process, per fork
     assert parts and 0 < sum(parts) < 66 + 3
@@ -123,8 +125,8 @@ def test_a_forked_listing_raises_the_error_expand_raises(tree, tmp_path):
     root, listed = tree
     specs = [str(root / "a"), "@%s" % listed]
     answer = list_in_a_fresh_process(specs, "fail")
-    with pytest.raises(inputs.InputError) as expected:
-        inputs.expand(specs, on_error="fail")
+    with pytest.raises(InputError) as expected:
+        expand(specs, on_error="fail")
     assert answer["error"] == [expected.value.path, expected.value.reason, str(expected.value)]
     assert answer["forked"] is True
 
@@ -138,7 +140,7 @@ def test_a_child_killed_before_it_answers_is_listed_again_here(tree, tmp_path):
     answer.pop("tensorflow")
     fifo.unlink()
     listed.rename(fifo)  # the same list, now a file, listed here
-    assert answer == as_json(inputs.expand(["@%s" % fifo], on_error="skip"))
+    assert answer == as_json(expand(["@%s" % fifo], on_error="skip"))
     assert len(answer["files"]) == 1 and len(answer["skipped"]) == 1
 
 
@@ -148,12 +150,12 @@ def test_with_tensorflow_imported_it_lists_here(tree):
     root, _ = tree
     here = listing.BackgroundListing([str(root)], "skip")
     assert here._child is None
-    assert as_json(here.result()) == as_json(inputs.expand([str(root)], on_error="skip"))
+    assert as_json(here.result()) == as_json(expand([str(root)], on_error="skip"))
 
 
 STAT_FAILS = """
 import os, sys
-from tf2_mapreduce import local_stats
+from tf2_mapreduce.inputs import local_stats
 local_stats._FORK_AT = 1
 os.sched_getaffinity = lambda pid: {0, 1, 2, 3}  # four parts: three forked processes
 parent, chunk = os.getpid(), local_stats._stat_chunk

@@ -5,7 +5,8 @@ import shutil
 
 import pytest
 
-from tf2_mapreduce import cluster_spec, local_cluster
+from tf2_mapreduce.cluster import local as local_cluster
+from tf2_mapreduce.cluster import spec as cluster_spec
 from tf2_mapreduce.errors import ClusterError, UsageError
 
 pytestmark = pytest.mark.cluster

@@ -21,7 +21,7 @@ from conftest import (
 sys.path.insert(0, SCRIPTS)
 import switched_hosts  # noqa: E402  (scripts/, shared with the soak)
 
-from tf2_mapreduce import cluster_spec
+from tf2_mapreduce.cluster import spec as cluster_spec
 
 OUTAGE = 8  # seconds
 WHY_NOT = switched_hosts.why_not()

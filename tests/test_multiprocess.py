@@ -25,7 +25,7 @@ from conftest import (
     write_corpus,
 )
 
-from tf2_mapreduce import output
+from tf2_mapreduce.outputs import files as output
 
 pytestmark = pytest.mark.cluster
 
@@ -280,8 +280,6 @@ USER_JOB = """
 import tensorflow as tf
 
 from tf2_mapreduce import Job, KeySum
-
-
 def caseless_words(texts):
     words = tf.strings.lower(tf.strings.split(texts).flat_values)  # ASCII letters, as bytes.lower()
     return words, tf.ones_like(words, dtype=tf.int64)

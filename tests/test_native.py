@@ -9,8 +9,9 @@ import os
 import pytest
 import tensorflow as tf
 
-from tf2_mapreduce import failures, mapstep, native
+from tf2_mapreduce import native
 from tf2_mapreduce.errors import op_error_cause
+from tf2_mapreduce.run import failures, mapstep
 
 READ = tf.function(mapstep.read_range, autograph=False)
 READ_THROUGH = tf.function(mapstep.read_range_through, autograph=False)

@@ -9,7 +9,7 @@ import pytest
 from conftest import ConfiguredCluster, oracle_counter, run_cli, write_corpus
 from test_failures import wait_serving
 
-from tf2_mapreduce import output
+from tf2_mapreduce.outputs import files as output
 
 pytestmark = pytest.mark.cluster
 

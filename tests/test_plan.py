@@ -6,13 +6,15 @@ import random
 import pytest
 from test_inputs import touch
 
-from tf2_mapreduce import formats, inputs
 from tf2_mapreduce.errors import InputError
-from tf2_mapreduce.plan import Piece, Plan
+from tf2_mapreduce.inputs import formats
+from tf2_mapreduce.inputs.files import Files, InputFile
+from tf2_mapreduce.inputs.listing import expand
+from tf2_mapreduce.inputs.plan import Piece, Plan
 
 
 def test_splits_pack_chosen_pieces_by_bytes_and_count(tmp_path):
-    files = [inputs.InputFile(touch(str(tmp_path / ("f%d" % i)), b"x" * 10), 10, 0) for i in range(6)]
+    files = [InputFile(touch(str(tmp_path / ("f%d" % i)), b"x" * 10), 10, 0) for i in range(6)]
     plan = Plan(files, 10)
     assert plan.pieces == [Piece(i, 0, 10) for i in range(6)]
     steps = [[tuple(column.numpy().tolist()) for column in split] for split in plan.splits([0, 1, 2, 4, 5], 25, 4)]
@@ -34,7 +36,7 @@ def test_plan_cuts_at_record_starts_for_any_piece_size(tmp_path, records):
         data = bytes(rng.choice(b"ab \t\n\r\x0b\x0c\xa0") for _ in range(rng.randint(0, 400)))
         with open(path, "wb") as f:
             f.write(data)
-        files = inputs.expand([path]).files
+        files = expand([path]).files
         read_size = rng.choice([1, 2, 3, 5, 8, 13, 64, 1000])
         plan = Plan(files, read_size, records)
         pieces = plan.pieces
@@ -54,7 +56,7 @@ def test_plan_cuts_at_record_starts_for_any_piece_size(tmp_path, records):
 
 def test_plan_of_a_file_gone_before_planning(tmp_path):
     path = touch(str(tmp_path / "big.txt"), b"word " * 100)
-    files = inputs.expand([path]).files
+    files = expand([path]).files
     os.unlink(path)
     with pytest.raises(InputError, match="cannot be read to plan its pieces: no such file or directory"):
         Plan(files, 10)
@@ -66,7 +68,7 @@ def test_plan_of_a_file_gone_before_planning(tmp_path):
 def test_a_plan_names_its_pieces_and_the_files_done(tmp_path):
     big = touch(str(tmp_path / "big.txt"), b"word " * 10)
     small = touch(str(tmp_path / "small.txt.gz"), b"not cut: compressed")
-    files = inputs.expand([big, small]).files
+    files = expand([big, small]).files
     plan = Plan(files, 20, "words")
     assert [(p.file, p.start, p.end) for p in plan.pieces] == [(0, 0, 20), (0, 20, 40), (0, 40, 50), (1, 0, 19)]
     assert [plan.kind(i) for i in range(4)] == [("range", "")] * 3 + [("stream", "GZIP")]
@@ -84,7 +86,7 @@ def test_a_plan_of_many_files_is_the_plans_of_each_file_joined(tmp_path):
     for n in range(60):
         name = str(tmp_path / ("f%02d%s" % (n, rng.choice([".txt", ".txt.gz", ".log", ""]))))
         files.append(touch(name, b"ab cd\n" * rng.choice([0, 1, 3, 20, 70])))
-    found = inputs.expand(files).files
+    found = expand(files).files
     os.unlink(files[17])
     plan = Plan(found, 32, "words", on_error="skip")
     expected, skipped = [], []
@@ -108,7 +110,7 @@ def test_formats_and_compressions_by_name_go_by_each_paths_suffixes():
         "a.txt", "A.TXT", "x.tfrecord", "x.tfrecords.gz", "x.TFR.ZZ", "y.txt.gzip", "z.zlib", "noext",
         "dir.d/file", "dir.txt/file", "/d/.gz", "/d/.txt", "a.b.c.txt.gz", "t.tfrecord.bz2", ".", "x.", "x.gz.txt",
     ]  # fmt: skip
-    files = inputs.Files(names * 2, [0] * len(names) * 2, [0] * len(names) * 2)
+    files = Files(names * 2, [0] * len(names) * 2, [0] * len(names) * 2)
     for compression in formats.COMPRESSIONS:
         assert (
             formats.compressions_of(files, compression) == [formats.compression_of(n, compression) for n in names] * 2
@@ -117,7 +119,7 @@ def test_formats_and_compressions_by_name_go_by_each_paths_suffixes():
 
 
 def test_the_first_file_with_a_problem_is_named_whatever_its_problem():
-    files = inputs.Files(["a.txt.gz", "b.tfrecord", "c.txt"], [1, 1, 1], [0, 0, 0])
+    files = Files(["a.txt.gz", "b.tfrecord", "c.txt"], [1, 1, 1], [0, 0, 0])
     with pytest.raises(InputError) as e:
         formats.check(files, "text", native_missing="not built")
     assert e.value.path == "a.txt.gz" and "needs tf2_mapreduce's native ops" in e.value.reason

@@ -8,7 +8,8 @@ import subprocess
 import pytest
 from conftest import LiveCoordinator, assert_matches_oracle, live_args, read_result, servers_of, task_env, write_corpus
 
-from tf2_mapreduce import cluster_spec, netns
+from tf2_mapreduce.cluster import netns
+from tf2_mapreduce.cluster import spec as cluster_spec
 
 NUM_FILES = 800
 

@@ -21,7 +21,7 @@ from conftest import (
 from test_failures import wait_serving
 from test_wordfreq_cluster import ordered, read_tsv
 
-from tf2_mapreduce import output
+from tf2_mapreduce.outputs import files as output
 
 pytestmark = pytest.mark.cluster
 
@@ -141,7 +141,8 @@ def test_a_worker_that_comes_back_after_the_end_is_told_and_exits_0(tmp_path, pr
 
 
 def test_an_earlier_coordinators_late_end_of_job_message_is_ignored(tmp_path, processes):
-    from tf2_mapreduce import cluster_spec, server_channel
+    from tf2_mapreduce.cluster import channel as server_channel
+    from tf2_mapreduce.cluster import spec as cluster_spec
 
     cluster = ConfiguredCluster(tmp_path, processes, num_ps=1, num_workers=1)
     cluster.start_all()

@@ -15,8 +15,8 @@ from tensorflow.core.example import example_pb2
 from tensorflow_metadata.proto.v0 import statistics_pb2
 
 import tf2_mapreduce as mr
-from tf2_mapreduce import output
 from tf2_mapreduce.errors import JobFailed, UsageError
+from tf2_mapreduce.outputs import files as output
 
 sys.path.insert(0, SCRIPTS)
 import oracle_stats  # noqa: E402  (scripts/, shared with the soak)

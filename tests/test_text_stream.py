@@ -24,8 +24,10 @@ import pytest
 import tensorflow as tf
 from conftest import REPO, die_with_the_tests
 
-from tf2_mapreduce import failures, native, text_stream
+from tf2_mapreduce import native
 from tf2_mapreduce.errors import UsageError, op_error_cause
+from tf2_mapreduce.inputs import readers as text_stream
+from tf2_mapreduce.run import failures
 
 LINES = b"\n"
 WORDS = b" \t\n\r\x0b\x0c"
@@ -239,8 +241,8 @@ MEMORY_PROBE = textwrap.dedent(
     """
     import json, resource, sys
     import tensorflow as tf
-    from tf2_mapreduce import native, text_stream
-
+    from tf2_mapreduce import native
+    from tf2_mapreduce.inputs import readers as text_stream
     assert native.load() is not None, native.unavailable()
 
     @tf.function(autograph=False)

@@ -15,7 +15,8 @@ from conftest import oracle_vocab, read_tfrecords
 
 import tf2_mapreduce as mr
 from tf2_mapreduce.errors import JobFailed
-from tf2_mapreduce.plan import Plan
+from tf2_mapreduce.inputs.listing import expand
+from tf2_mapreduce.inputs.plan import Plan
 
 FEATURES = [("query", "string"), ("user_id", "int64")]
 READ_SIZE = 256 << 10
@@ -93,7 +94,7 @@ def big_file(tmp_path_factory):
 
 
 def test_cuts_fall_on_records_starts_whatever_the_payloads_hold(big_file):
-    files = mr.inputs.expand([big_file]).files
+    files = expand([big_file]).files
     plan = Plan(files, READ_SIZE, "tfrecord")
     starts = set(record_starts(big_file))
     cuts = [p.start for p in plan.pieces] + [plan.pieces[-1].end]
@@ -137,7 +138,7 @@ def test_a_cut_follows_records_lengths_past_a_payload_that_holds_records(inproce
     # hops from the last cut, following lengths, find the record after it instead.
     path = tmp_path / "nested.tfrecord"
     nested_file(path, small_before=2)
-    plan = Plan(mr.inputs.expand([str(path)]).files, 100, "tfrecord")
+    plan = Plan(expand([str(path)]).files, 100, "tfrecord")
     starts = set(record_starts(str(path)))
     assert len(plan.pieces) > 5 and {p.start for p in plan.pieces} <= starts
     assert inprocess.run(mr.RecordCount(), [str(path)], read_size=100).total == 53

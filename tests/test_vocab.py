@@ -28,8 +28,10 @@ from conftest import (
 )
 
 import tf2_mapreduce as mr
-from tf2_mapreduce import inputs, output, vocabulary
 from tf2_mapreduce.errors import InputError, JobFailed, UsageError
+from tf2_mapreduce.inputs.listing import expand
+from tf2_mapreduce.outputs import files as output
+from tf2_mapreduce.outputs import vocabulary
 
 FEATURES = [("query", "string"), ("tags", "string"), ("user_id", "int64")]
 # Terms a text vocabulary cannot hold, terms that are hard for a line reader, and plain ones.
@@ -335,7 +337,7 @@ def test_a_stream_file_that_changed_since_it_was_listed_is_not_counted(inprocess
         copy = tmp_path / os.path.basename(path)
         copy.write_bytes(open(path, "rb").read())
         copies.append(str(copy))
-    files = inputs.expand(copies).files
+    files = expand(copies).files
     with tf.io.TFRecordWriter(str(tmp_path / "more.tfrecord")) as writer:
         writer.write(b"one more record")
     with open(copies[1], "ab") as f:  # a whole record more, valid but never listed

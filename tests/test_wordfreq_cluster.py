@@ -18,7 +18,7 @@ from conftest import (
     write_zipf_corpus,
 )
 
-from tf2_mapreduce import output
+from tf2_mapreduce.outputs import files as output
 
 pytestmark = pytest.mark.cluster
 

@@ -12,8 +12,8 @@ import importlib.util
 # Each public name, by the module it lives in; the reducers are those of `reducers.__all__`.
 _EXPORTS = {
     "client": ("Cluster", "JobHandle"),
-    "result": ("Result", "FileValue"),
-    "run_loop": ("Progress",),
+    "outputs.result": ("Result", "FileValue"),
+    "run.loop": ("Progress",),
     "jobs.base": ("Job", "per_text"),
     "jobs.wordcount": ("WordCount",),
     "jobs.wordfreq": ("WordFreq",),

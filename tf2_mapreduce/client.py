@@ -13,9 +13,11 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 
-from tf2_mapreduce import cluster_spec, local_cluster, log, quiet
+from tf2_mapreduce import log, quiet
+from tf2_mapreduce.cluster import local as local_cluster
+from tf2_mapreduce.cluster import spec as cluster_spec
 from tf2_mapreduce.errors import ClusterError, Error, first_line
-from tf2_mapreduce.result import Result
+from tf2_mapreduce.outputs.result import Result
 
 __all__ = ["Cluster", "JobHandle"]
 
@@ -126,7 +128,7 @@ def _connect(spec, servers, timeout, verbose):
     ClusterCoordinator. Blocking: waits for every ps and worker to accept connections
     (servers of a cluster but this process's: local `servers` in it need not), then
     connects, each for at most `timeout` s."""
-    from tf2_mapreduce import runner
+    from tf2_mapreduce.run import runner
 
     tf = quiet.import_tensorflow(verbose)
     if servers is None or not servers.in_process:
@@ -150,7 +152,7 @@ def _release(runs):
 def _check_free(coordinator, running, runs):
     """Raises unless a job can start on a cluster connected as `coordinator` (None: not
     open), running the job named `running` (None: none), after `runs`."""
-    from tf2_mapreduce import runner
+    from tf2_mapreduce.run import runner
 
     if coordinator is None:
         raise ClusterError("the cluster is not open: use it as a context manager (with Cluster...)")
@@ -164,12 +166,13 @@ def _check_free(coordinator, running, runs):
 
 
 def _listed(inputs, on_error):
-    """`inputs` (specs, one spec, or an `inputs.Inputs` already listed) as an `inputs.Inputs`."""
-    from tf2_mapreduce import inputs as inputs_lib
+    """`inputs` (specs, one spec, or an `Inputs` already listed) as an `Inputs`."""
+    from tf2_mapreduce.inputs.files import Inputs
+    from tf2_mapreduce.inputs.listing import expand
 
-    if isinstance(inputs, inputs_lib.Inputs):
+    if isinstance(inputs, Inputs):
         return inputs
-    return inputs_lib.expand([inputs] if isinstance(inputs, str) else list(inputs), on_error=on_error)
+    return expand([inputs] if isinstance(inputs, str) else list(inputs), on_error=on_error)
 
 
 def _check_native(spec):
@@ -195,7 +198,7 @@ def _check_native(spec):
 def _tell_job_over(spec, coordinator_id, servers, shutdown_timeout):
     """Tells every server of `spec` that the job is over; local `servers` get one attempt
     each (children cannot come back once gone) and a moment to exit. Blocking."""
-    from tf2_mapreduce import server_channel
+    from tf2_mapreduce.cluster import channel as server_channel
 
     def on_retry(role, index, address, why):
         log.info(
@@ -302,7 +305,7 @@ class Cluster:
             raise ClusterError(
                 "this process is already connected to a cluster (TensorFlow allows one per process): run the next jobs on it"
             )
-        from tf2_mapreduce import server_channel
+        from tf2_mapreduce.cluster import channel as server_channel
 
         self.start()
         self._coordinator = _connect(self.spec, self._servers, self.connect_timeout, self.verbose)
@@ -348,8 +351,8 @@ class Cluster:
         `checkpoint_dir`, `read_size`...): another name is a `TypeError`.
         `on_progress(Progress)` is called every `progress_every` s, from another thread.
         Exactly-once: see `Result`. Raises `InputError` for inputs that cannot be used."""
-        from tf2_mapreduce import runner
         from tf2_mapreduce.jobs.base import Job
+        from tf2_mapreduce.run import runner
 
         run_options = runner.Options.of(**options)
         if not isinstance(job, Job):

@@ -4,8 +4,9 @@ sources'; `--help` lists them."""
 
 from absl import app, flags
 
-from tf2_mapreduce import cli, cluster_sources
-from tf2_mapreduce.cli import main
+from tf2_mapreduce.cli import steps as cli
+from tf2_mapreduce.cli.steps import main
+from tf2_mapreduce.cluster import sources as cluster_sources
 
 __all__ = ["main"]
 

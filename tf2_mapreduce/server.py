@@ -11,7 +11,11 @@ import time
 
 from absl import app, flags
 
-from tf2_mapreduce import cluster_sources, cluster_spec, console, native, orphans, quiet
+from tf2_mapreduce import native, quiet
+from tf2_mapreduce.cli import console
+from tf2_mapreduce.cluster import orphans
+from tf2_mapreduce.cluster import sources as cluster_sources
+from tf2_mapreduce.cluster import spec as cluster_spec
 from tf2_mapreduce.errors import ClusterError, Error, UsageError, op_error_cause
 
 __all__ = ["serve"]
@@ -30,7 +34,7 @@ def serve(cluster, keep_serving=False, idle_timeout=0, log=print):
     """
     import tensorflow as tf
 
-    from tf2_mapreduce import server_channel
+    from tf2_mapreduce.cluster import channel as server_channel
 
     role, index = cluster.task_type, cluster.task_index
     # Before serving: a map step that arrives must find the native ops registered. Said

@@ -5,8 +5,9 @@ features, all of them in one pass over TFRecord files, written as vocabulary fil
 import tensorflow as tf
 from google.protobuf.message import DecodeError
 
-from tf2_mapreduce import formats, native
+from tf2_mapreduce import native
 from tf2_mapreduce.errors import UsageError
+from tf2_mapreduce.inputs import formats
 from tf2_mapreduce.jobs.base import Job
 from tf2_mapreduce.jobs.feature_spec import as_config, parse_features, parse_names
 from tf2_mapreduce.reducers import FeatureStats, Vocabularies
@@ -26,7 +27,7 @@ def _examples(paths, compression, most):
     """Up to `most` `tf.train.Example`s from the first readable files of `paths`. A file
     that cannot be read, or a record that is not an Example, is passed over: the job
     itself reports it, under its --on_error."""
-    from tf2_mapreduce import text_stream
+    from tf2_mapreduce.inputs import readers as text_stream
 
     seen = 0
     for path in paths:

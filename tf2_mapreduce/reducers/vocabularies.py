@@ -8,9 +8,9 @@ from dataclasses import dataclass
 
 import tensorflow as tf
 
-from tf2_mapreduce import vocabulary
 from tf2_mapreduce.errors import UsageError
-from tf2_mapreduce.reducers.keyed import ExamplesKeySum, KeySpace, vocabulary_lines
+from tf2_mapreduce.outputs import vocabulary
+from tf2_mapreduce.reducers.keys import ExamplesKeySum, KeySpace, vocabulary_lines
 
 __all__ = ["Vocabularies"]
 

@@ -1,0 +1,242 @@
+"""Writing results where users asked: files written aside and renamed into place, JSON
+streamed a line at a time, tables sorted in bounded memory, keys escaped reversibly;
+and the checks, before a job runs, that its outputs can be written at all.
+"""
+
+import heapq
+import json
+import os
+import struct
+import tempfile
+
+from tf2_mapreduce.errors import OutputError, UsageError, cause_of
+from tf2_mapreduce.inputs.files import local_path
+
+__all__ = [
+    "escape",
+    "unescape",
+    "sorted_entries",
+    "check_path",
+    "check_directory",
+    "AtomicFile",
+    "write_json",
+    "write_table",
+]
+
+RUN_SIZE = 500_000  # entries sorted in memory at a time; more spill to sorted runs on disk
+_RECORD = struct.Struct(">qI")  # count, key length; then the key bytes
+
+
+def escape(key):
+    """`key` (bytes) as printable text, reversibly (see `unescape`).
+
+    Valid UTF-8 stays as it is where it is printable; a backslash becomes two; every
+    other byte (invalid UTF-8, control characters, and the bytes of unprintable
+    characters such as NBSP) becomes \\xHH. Tabs and newlines cannot appear in a
+    word, and never appear in the output.
+    """
+    out = []
+    for char in key.decode("utf-8", "surrogateescape"):
+        if char == "\\":
+            out.append("\\\\")
+        elif "\udc80" <= char <= "\udcff":  # a byte that is not valid UTF-8
+            out.append("\\x%02x" % (ord(char) - 0xDC00))
+        elif char.isprintable():
+            out.append(char)
+        else:
+            out.extend("\\x%02x" % byte for byte in char.encode("utf-8"))
+    return "".join(out)
+
+
+def unescape(text):
+    """The bytes `escape` made `text` from."""
+    out = bytearray()
+    i = 0
+    while i < len(text):
+        if text.startswith("\\\\", i):
+            out += b"\\"
+            i += 2
+        elif text.startswith("\\x", i):
+            out.append(int(text[i + 2 : i + 4], 16))
+            i += 4
+        else:
+            out += text[i].encode("utf-8")
+            i += 1
+    return bytes(out)
+
+
+def _order(entry):
+    return -entry[1], entry[0]
+
+
+def _write_run(entries, directory):
+    handle, path = tempfile.mkstemp(dir=directory, suffix=".run")
+    with os.fdopen(handle, "wb") as f:
+        for key, count in entries:
+            f.write(_RECORD.pack(count, len(key)))
+            f.write(key)
+    return path
+
+
+def _read_run(path):
+    with open(path, "rb", buffering=1 << 20) as f:
+        while True:
+            header = f.read(_RECORD.size)
+            if not header:
+                return
+            count, length = _RECORD.unpack(header)
+            yield f.read(length), count
+
+
+def sorted_entries(entries, run_size=RUN_SIZE, order=_order):
+    """Yields (key, count) pairs from `entries` by count descending, then key bytes
+    ascending (or by `order`, a sort key of an entry), holding at most `run_size` of
+    them in memory: larger inputs are sorted in runs spilled to a temporary directory
+    and merged."""
+    run = []
+    with tempfile.TemporaryDirectory(prefix="tf2_mapreduce-sort-") as directory:
+        runs = []
+        for entry in entries:
+            run.append(entry)
+            if len(run) >= run_size:
+                run.sort(key=order)
+                runs.append(_write_run(run, directory))
+                run = []
+        run.sort(key=order)
+        if not runs:
+            yield from run
+            return
+        runs.append(_write_run(run, directory))
+        run = None
+        yield from heapq.merge(*(_read_run(path) for path in runs), key=order)
+
+
+def _gfile():
+    import tensorflow as tf  # here: the CLI checks local outputs before it imports TensorFlow
+
+    return tf.io.gfile
+
+
+def _probe(directory, setting, target):
+    """Writes and removes a small file in `directory`: a target that cannot be written is
+    refused before the job, not found after it (its work lost)."""
+    probe = os.path.join(directory or ".", ".tf2_mapreduce-probe-%d" % os.getpid())
+    local = local_path(probe)
+    try:
+        if local is not None:
+            with open(local, "wb") as f:
+                f.write(b"probe")
+            os.unlink(local)
+        else:
+            with _gfile().GFile(probe, "wb") as f:
+                f.write(b"probe")
+            _gfile().remove(probe)
+    except Exception as e:  # noqa: BLE001 - OSError locally, TensorFlow's errors elsewhere
+        raise UsageError("%s %s: cannot be written there: %s" % (setting, target, cause_of(e))) from None
+
+
+def _isdir(path):
+    local = local_path(path)
+    return os.path.isdir(local) if local is not None else _gfile().isdir(path)
+
+
+def check_path(path, setting="{setting:output}"):
+    """Fails before the job, not after it, where a file cannot be written at `path`: a
+    directory there, no parent directory (on a local disk: in a bucket, a name's
+    "directories" are only its prefix), or one that refuses a file. Raises `UsageError`."""
+    if _isdir(path):
+        raise UsageError("%s %s: is a directory" % (setting, path))
+    parent = os.path.dirname(path)
+    if parent and local_path(parent) is not None and not _isdir(parent):
+        raise UsageError("%s %s: directory %s does not exist" % (setting, path, parent))
+    _probe(parent, setting, path)
+
+
+def check_directory(path, setting="{setting:output_dir}"):
+    """Fails before the job where files cannot be written under the directory `path`
+    (made if it does not exist). Raises `UsageError`."""
+    local = local_path(path)
+    try:
+        if local is not None:
+            os.makedirs(local, exist_ok=True)
+        else:
+            _gfile().makedirs(path)
+    except Exception as e:  # noqa: BLE001 - as in _probe
+        raise UsageError("%s %s: cannot be made: %s" % (setting, path, cause_of(e))) from None
+    _probe(path, setting, path)
+
+
+class _Writes:
+    """A file's `write`, its failures an `OutputError` naming the file: an error of what
+    is written (a ps lost while its table is read) stays that error."""
+
+    def __init__(self, file, path):
+        self._file, self._path = file, path
+
+    def write(self, data):
+        try:
+            self._file.write(data)
+        except Exception as e:  # noqa: BLE001 - OSError locally, TensorFlow's errors elsewhere
+            raise OutputError(self._path, cause_of(e)) from None
+
+
+class AtomicFile:
+    """A file written aside and renamed into place, so readers never see half of it.
+    A failure to write is an `OutputError` naming the file; the file is discarded if
+    what it was written from fails."""
+
+    def __init__(self, path, mode="w"):
+        self.path = path
+        self.mode = mode
+        self.temporary = "%s.tmp-%d" % (path, os.getpid())
+
+    def __enter__(self):
+        try:
+            self.file = _gfile().GFile(self.temporary, self.mode)
+        except Exception as e:  # noqa: BLE001 - as in _probe
+            raise OutputError(self.path, cause_of(e)) from None
+        return _Writes(self.file, self.path)
+
+    def __exit__(self, kind, error, traceback):
+        try:
+            self.file.close()
+            if kind is None:
+                _gfile().rename(self.temporary, self.path, overwrite=True)
+        except Exception as e:  # noqa: BLE001 - as in _probe
+            self._discard()
+            raise OutputError(self.path, cause_of(e)) from None
+        if kind is not None:
+            self._discard()
+
+    def _discard(self):
+        try:
+            _gfile().remove(self.temporary)
+        except Exception:  # noqa: BLE001 - it may never have been made
+            pass
+
+
+_LINES_PER_WRITE = 4096
+
+
+def write_json(path, document, name, items):
+    """Writes `document` to `path` as JSON, atomically, with one more member, `name`: a
+    list of `items` written one at a time (one line each) as they come, so that a
+    million of them need not be held at once."""
+    with AtomicFile(path) as f:
+        f.write(json.dumps(document, indent=1)[:-2])  # without the closing "\n}", to append the list
+        f.write(',\n "%s": [' % name)
+        lines = []  # written a few thousand at a time: a write costs as much as a line's JSON
+        for n, item in enumerate(items):
+            lines.append("%s\n  %s" % ("," if n else "", json.dumps(item)))
+            if len(lines) == _LINES_PER_WRITE:
+                f.write("".join(lines))
+                lines = []
+        f.write("".join(lines) + "\n ]\n}\n")
+
+
+def write_table(path, entries):
+    """Writes (key bytes, count) `entries` to `path` as TSV lines of escaped key, tab,
+    count, in their order, atomically."""
+    with AtomicFile(path) as f:
+        for key, count in entries:
+            f.write("%s\t%d\n" % (escape(key), count))

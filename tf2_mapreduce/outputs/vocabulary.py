@@ -1,0 +1,200 @@
+"""Vocabulary files that TensorFlow loads as they are: per vocabulary of a per-key job, its
+terms most frequent first, their counts beside them, the terms a text file cannot hold
+set aside, and a summary of them all, streamed from the ps tasks in bounded memory.
+Which vocabulary a table key belongs to is the key space's business (`reducers`).
+"""
+
+import json
+import os
+import urllib.parse
+
+import tensorflow as tf
+
+from tf2_mapreduce.errors import UsageError
+from tf2_mapreduce.outputs import files as output
+
+__all__ = ["FILE_FORMATS", "SUMMARY", "holdable", "tft_key", "file_names", "write", "write_summary"]
+
+FILE_FORMATS = ("text", "tfrecord_gzip")
+SUMMARY = "summary.json"
+# Complementing every byte turns ascending byte order into descending, but for a
+# term that is a prefix of another: the 0xff after it puts the longer one first.
+_INVERT = bytes(255 - b for b in range(256))
+_FLUSH = 1 << 20  # bytes of lines gathered before a write
+
+
+def holdable(term: bytes) -> bool:
+    """Whether a text vocabulary file can hold `term`: TensorFlow reads it a line at a
+    time (`TextFileInitializer`), so a term must be non-empty and hold no line break."""
+    return bool(term) and b"\n" not in term and b"\r" not in term
+
+
+def tft_key(term: bytes, count: int):
+    """The sort key of a term in tf.Transform's vocabulary order: count descending, then
+    the term's bytes in reverse lexicographic order."""
+    return -count, term.translate(_INVERT) + b"\xff"
+
+
+def file_names(name: str, file_format: str = "text") -> dict:
+    """The files of the vocabulary `name` under an output directory: "vocabulary",
+    "counts" and "unwritable" (text only); the name is %-escaped where it is not
+    [A-Za-z0-9_.-]."""
+    safe = urllib.parse.quote(name, safe="")
+    if file_format == "tfrecord_gzip":
+        return {"vocabulary": "vocab_%s.tfrecord.gz" % safe, "counts": "counts_%s.tfrecord.gz" % safe}
+    return {
+        "vocabulary": "vocab_%s.txt" % safe,
+        "counts": "counts_%s.tsv" % safe,
+        "unwritable": "unwritable_%s.tsv" % safe,
+    }
+
+
+class _Lines:
+    """A file of lines written through tf.io.gfile in large writes, atomically."""
+
+    def __init__(self, path):
+        self._file = output.AtomicFile(path, "wb")
+        self._handle = self._file.__enter__()
+        self._lines, self._size = [], 0
+
+    def add(self, line):
+        self._lines.append(line)
+        self._size += len(line)
+        if self._size >= _FLUSH:
+            self._handle.write(b"".join(self._lines))
+            self._lines, self._size = [], 0
+
+    def close(self, error=None):
+        if error is None:
+            self._handle.write(b"".join(self._lines))
+        self._file.__exit__(type(error) if error else None, error, None)
+
+
+class _Records:
+    """A GZIP'd TFRecord file of terms (tf.Transform's "tfrecord_gzip" vocabulary), atomically."""
+
+    def __init__(self, path):
+        self.path = path
+        self.temporary = "%s.tmp-%d" % (path, os.getpid())
+        self._writer = tf.io.TFRecordWriter(self.temporary, tf.io.TFRecordOptions(compression_type="GZIP"))
+
+    def add(self, record):
+        self._writer.write(record)
+
+    def close(self, error=None):
+        self._writer.close()
+        if error is None:
+            tf.io.gfile.rename(self.temporary, self.path, overwrite=True)
+        else:
+            tf.io.gfile.remove(self.temporary)
+
+
+class _Vocabulary:
+    """One vocabulary being written: its files and its part of the summary."""
+
+    def __init__(self, directory, name, top_k, min_count, file_format):
+        self.top_k, self.min_count, self.text = top_k, min_count, file_format == "text"
+        self.names = file_names(name, file_format)
+        self.summary = dict(values=0, distinct=0, written=0, below_min_count=0, beyond_top_k=0)
+        if self.text:
+            self.summary.update(unwritable=0, unwritable_values=0)
+        self.summary["files"] = self.names
+        self._files = []
+        if directory is not None:
+            self._files = [
+                (self._add_vocabulary, self._open(directory, "vocabulary", _Lines if self.text else _Records)),
+                (self._add_counts, self._open(directory, "counts", _Lines if self.text else _Records)),
+            ]
+            if self.text:
+                self._unwritable = self._open(directory, "unwritable", _Lines)
+                self._files.append((None, self._unwritable))
+
+    def _open(self, directory, kind, writer):
+        return writer(os.path.join(directory, self.names[kind]))
+
+    @staticmethod
+    def _add_vocabulary(f, term, count):
+        f.add(term + b"\n" if isinstance(f, _Lines) else term)
+
+    @staticmethod
+    def _add_counts(f, term, count):
+        f.add(b"%d\t%s\n" % (count, term) if isinstance(f, _Lines) else b"%d\t%s" % (count, term))
+
+    def add(self, term, count):
+        """Takes the vocabulary's terms in their order (`tft_order`)."""
+        summary = self.summary
+        summary["values"] += count
+        summary["distinct"] += 1
+        if count < self.min_count:
+            summary["below_min_count"] += 1
+            return
+        if self.text and not holdable(term):
+            summary["unwritable"] += 1
+            summary["unwritable_values"] += count
+            if self._files:
+                self._unwritable.add(b"%d\t%s\n" % (count, output.escape(term).encode()))
+            return
+        if self.top_k is not None and summary["written"] >= self.top_k:
+            summary["beyond_top_k"] += 1
+            return
+        summary["written"] += 1
+        for add, f in self._files:
+            if add:
+                add(f, term, count)
+
+    def close(self, error=None):
+        for _, f in self._files:
+            f.close(error)
+
+
+def write(space, entries, output_dir=None, top_k=None, min_count=1, file_format="text"):
+    """Writes the vocabularies of a per-key table under `output_dir` (any tf.io.gfile
+    path; None: only sums them up). Returns ({vocabulary name: its summary}, {reserved
+    key: count}).
+
+    `space`: the table's key space (`reducers.KeySpace`: its vocabularies' `names`,
+    `split(key)` into (vocabulary index, term) or (None, key) for a reserved key, and
+    `order`, tf.Transform's order vocabulary by vocabulary); `entries`: the table's
+    (key, count), read from the ps tasks in any order. Each vocabulary gets, in
+    tf.Transform's order, the terms counted at least `min_count` times, the `top_k`
+    first of them (None: all): with file_format="text", a file of one term a line
+    (`vocab_<name>.txt`) where the terms that a line cannot hold (`holdable`) are left
+    out and listed, escaped (`output.escape`), in `unwritable_<name>.tsv`; with
+    "tfrecord_gzip", every term as a record. Beside it, `counts_<name>.tsv`: count, tab,
+    term, line for line (records of the same, for "tfrecord_gzip"). Each file is
+    written aside and renamed into place. A summary: its values, distinct terms, the
+    terms written and left out.
+    """
+    if file_format not in FILE_FORMATS:
+        raise UsageError("{setting:vocabulary_format}=%s: one of %s" % (file_format, ", ".join(FILE_FORMATS)))
+    if output_dir is not None:
+        tf.io.gfile.makedirs(output_dir)
+    vocabularies = [_Vocabulary(output_dir, name, top_k, min_count, file_format) for name in space.names]
+    reserved = {}
+
+    def terms():
+        for key, count in entries:
+            if space.split(key)[0] is None:
+                reserved[key] = count
+            else:
+                yield key, count
+
+    error = None
+    try:
+        for key, count in output.sorted_entries(terms(), order=space.order):
+            index, term = space.split(key)
+            vocabularies[index].add(term, count)
+    except BaseException as e:
+        error = e
+        raise
+    finally:
+        for vocabulary in vocabularies:
+            vocabulary.close(error)
+    return {name: v.summary for name, v in zip(space.names, vocabularies)}, reserved
+
+
+def write_summary(output_dir, summary):
+    """Writes `summary` as `summary.json` under `output_dir`, atomically: last, after
+    the files it describes."""
+    with output.AtomicFile(os.path.join(output_dir, SUMMARY)) as f:
+        f.write(json.dumps(summary, indent=1) + "\n")

@@ -1,0 +1,326 @@
+"""Dataset statistics from the counts of a statistics table, as they stream in: a feature's
+figures (`statistics`) are made once all its counts are in, exactly, in any order."""
+
+import array
+import functools
+import heapq
+import math
+from fractions import Fraction
+
+import numpy as np
+
+from tf2_mapreduce.errors import JobFailed
+from tf2_mapreduce.outputs.vocabulary import tft_key
+from tf2_mapreduce.reducers.statistics.model import (
+    FLOAT_ERROR,
+    KIND_NAMES,
+    NUM_BUCKETS,
+    NUM_QUANTILES,
+    NUM_RANK_BUCKETS,
+    NUM_TOP_VALUES,
+    DatasetStats,
+    FeatureStats,
+    NumericStats,
+    StringStats,
+)
+
+__all__ = ["Builder", "FloatSums"]
+
+_FLOAT_SCALE = 149  # a float32 times 2**149 is an integer
+
+
+def _rank(k, parts, n):
+    """The rank of the k-th of `parts` quantiles among `n` sorted values."""
+    return (k * (n - 1)) // parts
+
+
+def _at_ranks(values, counts, ranks):
+    """The values at `ranks` (sorted) of the multiset of sorted `values` with `counts`."""
+    ends = np.cumsum(counts)
+    return [values[int(np.searchsorted(ends, r, side="right"))] for r in ranks]
+
+
+def _python(value):
+    return value.item() if isinstance(value, np.generic) else value
+
+
+class FloatSums:
+    """What stays exact of a float feature counted by bucket: its finite values' sum and
+    sum of squares as integers per biased exponent e (a value is m * 2**(max(e, 1) - 150),
+    m = a * 2**12 + b), and its least and greatest value. Filled by `add_*`."""
+
+    def __init__(self):
+        self.sums = {}  # (sign, e) -> sum of m
+        self.squares = {}  # (term, e) -> sum of a*a (term 0), 2*a*b (1), b*b (2)
+        self.low = self.high = None
+
+    def add_sum(self, sign, exponent, total):
+        self.sums[sign, exponent] = self.sums.get((sign, exponent), 0) + total
+
+    def add_square(self, term, exponent, total):
+        self.squares[term, exponent] = self.squares.get((term, exponent), 0) + total
+
+    def add_extreme(self, value):
+        """A batch's least or greatest value (a float)."""
+        key = (value, not math.copysign(1.0, value) < 0)  # -0.0 before 0.0
+        if self.low is None or key < self.low[0]:
+            self.low = (key, value)
+        if self.high is None or key > self.high[0]:
+            self.high = (key, value)
+
+    def moments(self):
+        """(sum, sum of squares) of the finite values, scaled by 2**149 and 2**298."""
+        total = sum((-m if sign == "-" else m) << (max(e, 1) - 1) for (sign, e), m in self.sums.items())
+        shift = {0: 24, 1: 12, 2: 0}
+        squares = sum(t << (shift[term] + 2 * (max(e, 1) - 1)) for (term, e), t in self.squares.items())
+        return total, squares
+
+
+def _numeric(values, counts, is_float, exact=None):
+    """`NumericStats` of sorted distinct `values` (int64 or float32) with `counts`; for a
+    float feature, `values` are buckets and `exact` its `FloatSums`."""
+    total = int(counts.sum())
+    nan = pos_inf = neg_inf = 0
+    if is_float:
+        nan = int(counts[np.isnan(values)].sum())
+        pos_inf = int(counts[values == np.inf].sum())
+        neg_inf = int(counts[values == -np.inf].sum())
+        keep = np.isfinite(values)
+        values, counts = values[keep], counts[keep]
+    n = int(counts.sum())
+    zeros = int(counts[values == 0].sum())
+    error = FLOAT_ERROR if is_float else 0.0
+    if n == 0:
+        return NumericStats(total, error, None, None, zeros, None, None, None, [], [], nan, pos_inf, neg_inf)
+    if is_float:
+        s, squares = exact.moments()
+        scale = 2**_FLOAT_SCALE
+        low, high = exact.low[1], exact.high[1]
+    else:
+        scaled, weights = [int(v) for v in values.tolist()], [int(c) for c in counts.tolist()]
+        s = sum(v * c for v, c in zip(scaled, weights))
+        squares = sum(v * v * c for v, c in zip(scaled, weights))
+        scale = 1
+        low, high = _python(values[0]), _python(values[-1])
+    mean = Fraction(s, n * scale)
+    variance = Fraction(n * squares - s * s, n * n * scale * scale)
+    if is_float:  # a bucket is toward zero from its values: the extremes' buckets may be beyond them
+        values = np.clip(values, np.float32(low), np.float32(high))
+    ranks = [_rank(k, NUM_QUANTILES, n) for k in range(NUM_QUANTILES + 1)]
+    quantiles = [low] + [_python(v) for v in _at_ranks(values, counts, ranks[1:-1])] + [high]
+    return NumericStats(
+        count=total,
+        quantile_error=error,
+        mean=float(mean),
+        std_dev=math.sqrt(float(variance)),
+        num_zeros=zeros,
+        min=low,
+        max=high,
+        median=_python(_at_ranks(values, counts, [(n - 1) // 2])[0]),
+        quantiles=quantiles,
+        histogram=_histogram(values, counts, float(low), float(high)),
+        num_nan=nan,
+        num_pos_inf=pos_inf,
+        num_neg_inf=neg_inf,
+    )
+
+
+def _histogram(values, counts, low, high):
+    """NUM_BUCKETS buckets of equal width from `low` to `high`, each [low, high) but the
+    last, which holds `high`; one bucket if all values are equal."""
+    if low == high:
+        return [(low, high, int(counts.sum()))]
+    width = (high - low) / NUM_BUCKETS
+    edges = [low + k * width for k in range(NUM_BUCKETS)] + [high]
+    ends = np.cumsum(counts)
+    as_float = values.astype(np.float64)
+    below = [0] + [int(ends[i - 1]) if i > 0 else 0 for i in np.searchsorted(as_float, edges[1:-1], side="left")]
+    below.append(int(ends[-1]))
+    return [(edges[k], edges[k + 1], below[k + 1] - below[k]) for k in range(NUM_BUCKETS)]
+
+
+class _Strings:
+    """A bytes feature's values as they stream in: a bounded heap of the most frequent,
+    and every count (for the distinct values and the ranks)."""
+
+    def __init__(self):
+        self.heap = []  # (count, inverted order key, value): the least frequent on top
+        self.counts = []
+        self.length = 0
+        self.invalid_utf8 = 0
+
+    def add(self, value, count):
+        self.counts.append(count)
+        self.length += len(value) * count
+        try:
+            value.decode("utf-8")
+        except UnicodeDecodeError:
+            self.invalid_utf8 += count
+        negated, order = tft_key(value, count)
+        entry = (-negated, _Reversed(order), value)
+        if len(self.heap) < NUM_RANK_BUCKETS:
+            heapq.heappush(self.heap, entry)
+        elif entry > self.heap[0]:
+            heapq.heapreplace(self.heap, entry)
+
+    def finish(self):
+        counts = np.array(self.counts, np.int64)
+        total = int(counts.sum())
+        ranked = [(value, count) for count, _, value in sorted(self.heap, reverse=True)]
+        return StringStats(
+            count=total,
+            unique=len(counts),
+            invalid_utf8_count=self.invalid_utf8,
+            top_values=ranked[:NUM_TOP_VALUES],
+            avg_length=self.length / total if total else 0.0,
+            rank_histogram=[(rank, value, count) for rank, (value, count) in enumerate(ranked)],
+        )
+
+
+@functools.total_ordering
+class _Reversed:
+    """Orders bytes backwards, so that a min-heap keeps the values that come first."""
+
+    __slots__ = ("key",)
+
+    def __init__(self, key):
+        self.key = key
+
+    def __lt__(self, other):
+        return self.key > other.key
+
+    def __eq__(self, other):
+        return self.key == other.key
+
+
+class _Feature:
+    """What is known of one feature while the counts stream in."""
+
+    def __init__(self):
+        self.examples = {}  # kind -> {number of values: examples}
+        # kind -> (the payloads end to end, their counts): 12 bytes a value where a list of
+        # bytes objects and one of ints took 80 (an embedding's 500,000 buckets: 88 MB).
+        self.numbers = {}
+        self.strings = _Strings()
+        self.exact = FloatSums()
+
+
+class Builder:
+    """Statistics from counted keys: `add_examples`, `add_lengths`, `add_value` and the
+    `float_sums` of float features in any order, then `finish`. `decode(kind, payloads)`:
+    the numbers (a numpy array) of number payloads end to end (bytes-like). `features`: names every
+    one of which is reported, even if absent from all examples (empty: those found).
+    `on_error`: what a feature with values of two types means, "fail" (`JobFailed`) or
+    "skip" (the type of most examples is kept, the others' examples left out and
+    counted in `left_out`)."""
+
+    def __init__(self, decode, features=(), on_error="fail"):
+        self.decode = decode
+        self.num_examples = 0
+        self.named = tuple(features)
+        self.on_error = on_error
+        self.features = {name: _Feature() for name in self.named}
+
+    def _feature(self, name):
+        found = self.features.get(name)
+        if found is None:
+            found = self.features[name] = _Feature()
+        return found
+
+    def add_examples(self, count):
+        self.num_examples += count
+
+    def add_lengths(self, name, kind, length, count):
+        """`count` examples hold `length` values of feature `name` of `kind` ("b", "f", "i", "x")."""
+        by_length = self._feature(name).examples.setdefault(kind, {})
+        by_length[length] = by_length.get(length, 0) + count
+
+    def float_sums(self, name) -> FloatSums:
+        """What stays exact of float feature `name`, to fill in."""
+        return self._feature(name).exact
+
+    def add_value(self, name, kind, payload, count):
+        """`payload` (bytes, or a number's payload for `decode`: a float's bucket) occurs
+        `count` times as a value of `name`."""
+        if kind == "b":
+            self._feature(name).strings.add(payload, count)
+            return
+        payloads, counts = self.number_values(name, kind)
+        payloads += payload
+        counts.append(count)
+
+    def number_values(self, name, kind):
+        """(payloads, counts), a bytearray and an array of int64, that `add_value` adds an
+        "f" or "i" value of `name` to: adding there is the same, a method call less."""
+        found = self._feature(name).numbers.get(kind)
+        if found is None:
+            found = self._feature(name).numbers[kind] = (bytearray(), array.array("q"))
+        return found
+
+    def finish(self) -> DatasetStats:
+        """Raises `JobFailed` for a feature of two types with on_error="fail"."""
+        return DatasetStats(
+            self.num_examples, {name: self._finish(name, self.features[name]) for name in sorted(self.features)}
+        )
+
+    def _kind(self, name, feature):
+        """The feature's kind, and {type: examples} of the lists of other kinds (empty
+        ones too: TFDV fails on them as well)."""
+        holding = {kind: sum(by.values()) for kind, by in feature.examples.items() if kind != "x"}
+        if not holding:
+            return None, {}
+        kind = max(sorted(holding), key=lambda k: holding[k])
+        others = {KIND_NAMES[k]: examples for k, examples in holding.items() if k != kind}
+        if others and self.on_error == "fail":
+            raise JobFailed(
+                "feature %s holds lists of %s; a feature has one type (with on_error=skip, the "
+                "examples of all but the type of most are left out of its statistics)"
+                % (name, " and ".join("%s in %d examples" % (KIND_NAMES[k], holding[k]) for k in sorted(holding)))
+            )
+        return kind, others
+
+    def _finish(self, name, feature):
+        kind, others = self._kind(name, feature)
+        lengths = {}
+        for k, by_length in feature.examples.items():
+            if k == "x" or KIND_NAMES[k] in others:
+                continue
+            for n, c in by_length.items():
+                lengths[n] = lengths.get(n, 0) + c
+        present = sum(lengths.values())
+        if lengths:
+            sizes = np.array(sorted(lengths), np.int64)
+            weights = np.array([lengths[n] for n in sorted(lengths)], np.int64)
+            total = int((sizes * weights).sum())
+            quantiles = [
+                int(v)
+                for v in _at_ranks(sizes, weights, [_rank(k, NUM_QUANTILES, present) for k in range(NUM_QUANTILES + 1)])
+            ]
+            low, high, average = int(sizes[0]), int(sizes[-1]), total / present
+        else:
+            total, quantiles, low, high, average = 0, [], 0, 0, 0.0
+        numeric = string = None
+        if kind == "b":
+            string = feature.strings.finish()
+        elif kind in ("i", "f"):
+            payloads, counts = feature.numbers.get(kind, (b"", ()))
+            values = self.decode(kind, payloads)
+            counts = np.asarray(counts, np.int64)
+            # -0.0 before 0.0: values that compare equal must not come in the order the keys did.
+            order = np.lexsort((~np.signbit(values), values))
+            numeric = _numeric(values[order], counts[order], kind == "f", feature.exact)
+        return FeatureStats(
+            name=name,
+            type=KIND_NAMES[kind] if kind else None,
+            num_present=present,
+            num_missing=self.num_examples - present,
+            num_unset=sum(feature.examples.get("x", {}).values()),
+            min_num_values=low,
+            max_num_values=high,
+            avg_num_values=average,
+            tot_num_values=total,
+            num_values_quantiles=quantiles,
+            numeric=numeric,
+            string=string,
+            left_out=others,
+        )

@@ -1,0 +1,142 @@
+"""The coordinator's loop while a round of map steps runs: progress reports, checkpoints on
+a timer, the watchdog of a run stalled by workers that are down, and requests to stop.
+"""
+
+import threading
+import time
+from dataclasses import dataclass
+
+from tf2_mapreduce.errors import Cancelled, ClusterError, Interrupted
+from tf2_mapreduce.run import stall
+
+__all__ = ["Progress", "StopRequest", "RunLoop", "TICK", "JOIN_GRACE", "DRAIN_TIMEOUT"]
+
+TICK = 1.0  # seconds between the loop's checks of workers, stop requests, checkpoints
+JOIN_GRACE = 5.0  # seconds join() gets to return once every piece is committed
+DRAIN_TIMEOUT = 30.0  # seconds a stopped run waits for its steps in flight to end
+
+
+@dataclass(frozen=True)
+class Progress:
+    """A running job's figures, as reported every `progress_every` seconds."""
+
+    files_done: int
+    files_total: int
+    bytes_done: int
+    bytes_total: int
+    value: object  # the job's value so far (`Reducer.value`): an int, a tuple for a vector sum...
+    distinct: int | None  # keys so far for a per-key job, else None
+    seconds: float  # since the run started
+    files_skipped: int
+    steps_per_worker: tuple  # map steps each worker ran, retries included
+    rounds_rerun: int  # times the pieces left were scheduled again after a failed round
+
+
+class StopRequest:
+    """A request that the run checkpoint and stop, made from any thread or a signal handler."""
+
+    def __init__(self, wake: threading.Event):
+        self.signum = None  # the signal that asked (0: a cancel), None while none did
+        self._wake = wake
+
+    def request(self, signum: int | None = None) -> None:
+        """Non-blocking; safe in a signal handler."""
+        self.signum = signum if signum is not None else 0
+        self._wake.set()
+
+    @property
+    def requested(self) -> bool:
+        return self.signum is not None
+
+    def error(self, why: str, checkpoint: str | None):
+        """The error the stop raises: `Cancelled`, or `Interrupted` for a signal."""
+        if self.signum == 0:
+            return Cancelled("cancelled%s" % why, checkpoint)
+        return Interrupted(self.signum, "stopped by signal %d%s" % (self.signum, why), checkpoint)
+
+
+class RunLoop:
+    """Watches the rounds of a run whose state is `state` (`run_state.RunState`): calls
+    `on_progress` with a `Progress` every `options.progress_every` s, saves a checkpoint
+    every `options.checkpoint_every` s, raises `ClusterError` for a stall (`stall`) and
+    `Cancelled` / `Interrupted` once `stop` is requested, a checkpoint saved first."""
+
+    def __init__(self, state, reducer, spec, heartbeats, options, on_progress, stop, wake):
+        self.state = state
+        self.reducer = reducer
+        self.options = options
+        self.on_progress = on_progress or (lambda progress: None)
+        self.stop = stop
+        self.wake = wake
+        self.stall = stall.StallWatch(spec, heartbeats, options.worker_timeout)
+        self.started = time.monotonic()
+        self.rounds_rerun = 0
+
+    def report(self, skipped: int):
+        """Calls `on_progress` with the state on the ps now (`skipped`: inputs left out so
+        far); returns its `state.base.Figures`. Blocking."""
+        stats = self.state.figures()
+        plan = self.state.plan
+        self.on_progress(
+            Progress(
+                self.state.files_done(),
+                len(plan.files),
+                stats.bytes_done,
+                plan.total_bytes,
+                self.reducer.value(stats),
+                stats.distinct,
+                time.monotonic() - self.started,
+                skipped,
+                self.state.steps_per_worker(),
+                self.rounds_rerun,
+            )
+        )
+        return stats
+
+    def stopped(self, where: str = ""):
+        """The error a requested stop raises; `where` it was noticed, or "" to save a
+        checkpoint first and say how to resume."""
+        hint = self.state.save_for_resume() if not where else ""
+        return self.stop.error(where + hint, self.state.saved[0] if self.state.saved else None)
+
+    def watch(self, round_, skipped_pieces: int, skipped: int) -> bool:
+        """Blocks while `round_` (`rounds.Round`) runs. Returns False when its join()
+        returned, or True as soon as every piece not skipped is committed: a step still
+        in flight on a worker cut off from the network (no connection reset, so TF waits
+        for TCP to give up) can only commit nothing more."""
+        pieces = len(self.state.plan.pieces) - skipped_pieces
+        next_progress = time.monotonic() + self.options.progress_every
+        next_checkpoint = time.monotonic() + self.options.checkpoint_every
+        while not round_.finished:
+            self.wake.wait(min(TICK, self.options.progress_every))
+            self.wake.clear()
+            if self.stop.requested:
+                round_.stop()
+                round_.wait(DRAIN_TIMEOUT)
+                raise self.stopped()
+            now = time.monotonic()
+            if now >= next_progress:
+                stats = self.report(skipped)
+                next_progress = now + self.options.progress_every
+            else:
+                stats = self.state.figures()
+            if stats.pieces_done >= pieces:
+                round_.wait(JOIN_GRACE)  # join() returns at once unless a step is stuck
+                return True
+            self._check_stall(stats.pieces_done)
+            if self.state.checkpoint and now >= next_checkpoint:
+                self.state.save()
+                next_checkpoint = time.monotonic() + self.options.checkpoint_every
+        return False
+
+    def _check_stall(self, pieces_done):
+        stalled = self.stall.check(pieces_done)
+        if stalled:
+            message, everyone = stalled
+            how = (
+                "Start the workers again, then run the same command"
+                if everyone
+                else "TF resumes only once every failed worker is back: restart them (a running job then continues), "
+                "or run the same command once they are up"
+            )
+            raise ClusterError(message + how + self.state.save_for_resume())

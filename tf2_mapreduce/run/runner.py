@@ -1,0 +1,257 @@
+"""Runs a job on a connected cluster, as named steps: plan its pieces, prepare this run's
+state on the ps tasks, run rounds of map steps until every piece is committed or
+skipped, and collect the exact result. No flags or printing here; `cli.py` is the CLI.
+"""
+
+import contextlib
+import threading
+import time
+from dataclasses import dataclass, fields
+
+import numpy as np
+import tensorflow as tf
+
+from tf2_mapreduce import native
+from tf2_mapreduce.errors import ClusterError, JobFailed, op_error_cause
+from tf2_mapreduce.inputs import formats
+from tf2_mapreduce.inputs.plan import Plan
+from tf2_mapreduce.outputs.result import Result
+from tf2_mapreduce.run import failures, mapstep, ps_health, rounds
+from tf2_mapreduce.run.loop import DRAIN_TIMEOUT, TICK, Progress, RunLoop, StopRequest
+from tf2_mapreduce.run.recovery import Recovery
+from tf2_mapreduce.run.run_state import RunState
+
+__all__ = ["Options", "Progress", "JobRun", "connect", "DRAIN_TIMEOUT"]
+
+
+@dataclass(frozen=True)
+class Options:
+    """How a job runs; `Cluster.run` and `Cluster.submit` take these as keywords."""
+
+    split_size: int = 64 << 20  # at most this many bytes per map step
+    read_size: int = 8 << 20  # files are cut into pieces of about this size, read one at a time
+    max_pieces: int = 0  # pieces per map step at most; 0: up to rounds.MAX_PIECES_PER_STEP
+    on_error: str = "fail"  # "fail": stop at the first unreadable input; "skip": leave it out, say so
+    format: str = "auto"  # what the inputs are: "text", "tfrecord", or "auto": what the job reads
+    compression: str = "auto"  # "none", "gzip", "zlib", or "auto": by each file's name
+    checkpoint_dir: str | None = None
+    checkpoint_every: float = 30.0
+    worker_timeout: float = 300.0  # give up after this long without progress while a worker is down
+    progress_every: float = 2.0
+
+    @classmethod
+    def of(cls, **options) -> "Options":
+        """Options from keywords; raises `TypeError` naming any that is not an option."""
+        known = [f.name for f in fields(cls)]
+        unknown = sorted(set(options) - set(known))
+        if unknown:
+            raise TypeError("unknown option(s) %s; the options are %s" % (", ".join(unknown), ", ".join(known)))
+        return cls(**options)
+
+
+def connect(cluster_resolver, task_devices):
+    """Connects this process, as chief, to the cluster; returns a ClusterCoordinator.
+
+    Blocking. Strategy creation is lazy, so one tiny op then runs on each of
+    `task_devices`, to surface a broken connection here rather than mid-job. Does
+    not wait for tasks to come up; callers check first (`cluster_spec.wait_for_tasks`).
+    """
+    chief = cluster_resolver.cluster_spec().task_address("chief", 0)
+    try:
+        strategy = tf.distribute.experimental.ParameterServerStrategy(cluster_resolver)
+    except tf.errors.OpError as e:
+        # TF's only word for a chief port that is taken is "Could not start gRPC server".
+        raise ClusterError(
+            "the coordinator cannot serve as chief on %s: %s (is the port in use?)" % (chief, op_error_cause(e))
+        ) from None
+    coordinator = tf.distribute.coordinator.ClusterCoordinator(strategy)
+    for device in task_devices:
+        try:
+            with tf.device(device):
+                tf.zeros([]).numpy()
+        except tf.errors.OpError as e:
+            raise ClusterError("%s does not answer: %s" % (device, op_error_cause(e))) from None
+    return coordinator
+
+
+class _MapSteps(dict):
+    """A kind of piece -> its map step, built (and traced) only when a round first has
+    pieces of that kind: tracing a step costs a fraction of a second."""
+
+    def __init__(self, build):
+        super().__init__()
+        self._build = build
+
+    def __missing__(self, kind):
+        self[kind] = step = self._build(kind)
+        return step
+
+
+def _result(run, resumed, done, stats, collected, steps) -> Result:
+    """The `Result` of `run` (a `JobRun`), once collected: reads nothing more."""
+    finished = time.monotonic()
+    skipped = [(run.plan.describe(i), why) for i, why in sorted(run.recovery.skipped.items())]
+    return Result(
+        job=run.job.name,
+        total=collected.total,
+        distinct=collected.distinct,
+        files_done=int(run.plan.file_done(done).sum()),
+        bytes_done=stats.bytes_done,
+        per_file=collected.per_file,
+        skipped=run.found.skipped + run.plan.skipped + skipped,
+        resumed_from=resumed[0],
+        files_resumed=resumed[1],
+        seconds=finished - run.loop.started,
+        map_seconds=finished - run.first_schedule if run.first_schedule else 0.0,
+        steps_per_worker=steps,
+        config=dict(run.job.config),
+        hidden=list(run.found.hidden),
+        duplicates=list(run.found.duplicates),
+        _reducer=run.job.reducer,
+        _state=run.state.values,
+        _run=run,
+    )
+
+
+class JobRun:
+    """One run of `job` over `found` (`inputs.Inputs`) on a connected cluster (`spec`,
+    `coordinator`); call `run()` once. Planned when made (blocking: reads a few bytes at
+    each cut of a large file); raises `UsageError` / `InputError` for inputs that do not
+    fit the job.
+
+    Guarantees: every piece's result is committed exactly once (`slots`, `tables`)
+    although map steps execute at least once; an input is either counted or, with
+    on_error="skip", listed in `Result.skipped` with its reason, never dropped silently.
+    With a checkpoint directory the run resumes where a previous run of the same job
+    stopped, and saves its state every `checkpoint_every` s, when stopped, and at the end.
+    """
+
+    def __init__(self, job, found, coordinator, spec, options=Options(), heartbeats=None, on_progress=None):
+        job_format = formats.format_read_by(job.records)
+        formats.check(found.files, job_format, options.format, options.compression, native.unavailable())
+        self.job = job.prepared(found.files, options.compression)
+        self.found = found
+        self.plan = Plan(found.files, options.read_size, job.records, options.on_error, options.compression)
+        self.coordinator = coordinator
+        self.spec = spec
+        self.options = options
+        self._wake = threading.Event()
+        self._stop = StopRequest(self._wake)
+        self.ps = ps_health.PsHealth(spec, interrupted=self._stopped_while_waiting)
+        self.state = RunState(self.job, self.plan, spec, self.ps, options.checkpoint_dir)
+        self.loop = RunLoop(
+            self.state, self.job.reducer, spec, heartbeats, options, on_progress, self._stop, self._wake
+        )
+        self.recovery = Recovery(
+            failures.FailurePolicy(options.on_error), self.ps, self.state, spec, self._wake, 2 * TICK
+        )
+        self.steps = _MapSteps(
+            lambda kind: mapstep.build(
+                self.job, self.state.values, self.state.worker_steps, self.state.changed_files, *kind, options.read_size
+            )
+        )
+        self._round = None  # the round running, or the last one
+        self.first_schedule = None
+
+    def run(self) -> Result:
+        """Runs the job to its end; blocking. Returns its `Result`.
+
+        Raises `JobFailed` (an input failed at read time with on_error="fail"),
+        `ClusterError` (a ps failed; no progress for `worker_timeout` s while
+        workers were down) or `Interrupted` / `Cancelled` (after `request_stop`, if
+        made before the result is read); each message says how to resume.
+        """
+        self.loop.started = time.monotonic()
+        try:
+            resumed = self.state.prepare()
+            done = self._map_until_done()
+            if self._stop.requested:  # after the last round's watch: still a stop, not a result
+                raise self.loop.stopped()
+            stats = self.loop.report(self._skipped_count())
+            if self.state.checkpoint:
+                self.state.save()
+            collected = self.ps.read(lambda: self.job.reducer.collect(self.state.values, self.plan, done))
+            steps = self.state.steps_per_worker()
+        except tf.errors.OpError as e:
+            raise self.recovery.cluster_failure(e) from e
+        return _result(self, resumed, done, stats, collected, steps)
+
+    def _map_until_done(self) -> np.ndarray:
+        """Runs rounds of map steps over the pieces not done until each is committed or
+        skipped; returns which pieces are committed."""
+        done = self.state.done()
+        while True:
+            left = ~done
+            left[list(self.recovery.skipped)] = False
+            pending = np.flatnonzero(left)
+            if not len(pending):
+                return done
+            error, step_failures = self._run_round(pending)
+            done = self.state.done()
+            if error is None:
+                lost = pending[~done[pending]]
+                if len(lost):  # join() returned, so every step ran: a piece without a value would be lost silently
+                    raise JobFailed(
+                        "%d piece(s) were never committed, first of %s" % (len(lost), self.plan.file_of(lost[0]).path)
+                    )
+                return done
+            self.recovery.after(error, step_failures)
+            self.loop.rounds_rerun += 1
+
+    def _run_round(self, pending):
+        """Runs a round over `pending` pieces while the loop watches; returns (None, []) if
+        every step succeeded, else (the error join() raised, [(ids, error)] of the steps
+        that failed with an error of their own)."""
+        self._round = rounds.Round(
+            self.coordinator,
+            self.steps,
+            self.plan,
+            pending,
+            self.recovery.groups_for(pending),
+            self.spec.num_workers,
+            self.options.split_size,
+            mapstep.whole_files_bytes(self.options.read_size),
+            self.options.max_pieces,
+            self._wake,
+        )
+        self._round.start()
+        complete = self.loop.watch(self._round, len(self.recovery.skipped), self._skipped_count())
+        self.first_schedule = self.first_schedule or self._round.first_schedule
+        if complete or self._round.error is None:
+            return None, []
+        return self._round.error, self._round.step_failures()
+
+    def _skipped_count(self) -> int:
+        return len(self.found.skipped) + len(self.plan.skipped) + len(self.recovery.skipped)
+
+    def _stopped_while_waiting(self):
+        """The error to raise if a stop was requested while a read waits for a ps, else None."""
+        return self.loop.stopped(" while a ps could not be read") if self._stop.requested else None
+
+    def request_stop(self, signum: int | None = None) -> None:
+        """Asks the run to checkpoint and stop: `run()` then raises `Interrupted` (for
+        signal `signum`) or `Cancelled` (None). Non-blocking; safe in a signal handler."""
+        self._stop.request(signum)
+
+    def drained(self, timeout: float) -> bool:
+        """Whether this run's last round has ended (no step of it scheduled or in flight),
+        waiting up to `timeout` s for it. Blocking."""
+        return self._round is None or self._round.wait(timeout)
+
+    @contextlib.contextmanager
+    def reading_result(self):
+        """Reads of the `Result` from the ps tasks go inside this: a ps failing then raises
+        the `ClusterError` that says how to resume, as during the run, so servers are kept
+        for the rerun. Not retried: a table is streamed to its reader only once."""
+        try:
+            yield
+        except tf.errors.OpError as e:
+            raise self.recovery.cluster_failure(e, "before the result was read") from e
+
+    @property
+    def released(self) -> bool:
+        return self.state.released
+
+    def release(self) -> None:
+        """Frees this run's state on the ps tasks (`RunState.release`). Blocking."""
+        self.state.release()
