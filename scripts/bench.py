@@ -422,7 +422,7 @@ def peer_map_step(paths):
     total = tf.Variable(tf.constant(0, tf.int64))
 
     class Sum:
-        def commit(self, ids, values):
+        def commit(self, ids, values, piece_bytes=None):
             total.assign_add(tf.reduce_sum(values))
 
     class NoSteps:

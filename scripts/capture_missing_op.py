@@ -22,18 +22,14 @@ def main():
     servers.start()
     del os.environ["TF2_MAPREDUCE_NATIVE"]
     try:
-        cluster_spec.wait_for_tasks(spec, 120, check=servers.check_alive)
         import tensorflow as tf
 
         from tf2_mapreduce import native
-        from tf2_mapreduce.run import runner
+        from tf2_mapreduce.cluster import chief
 
         library = native.load()
         assert library is not None, native.unavailable()
-        resolver = tf.distribute.cluster_resolver.SimpleClusterResolver(
-            tf.train.ClusterSpec(spec.jobs), task_type="chief", task_id=0, rpc_layer="grpc"
-        )
-        coordinator = runner.connect(resolver, spec.devices())
+        coordinator = chief.connect(spec, servers, 120, verbose=False)
         worker = cluster_spec.device("worker", 0)
         messages = {}
         try:

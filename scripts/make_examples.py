@@ -204,8 +204,11 @@ def examples(t, rng, count, embedding_dim=0):
 
 def write_shard(task):
     path, shard, count, seed, tricky, compression, embedding_dim = task
-    # Imported here: the parent only forks, so TensorFlow is loaded once per worker and never before a fork.
-    import tensorflow as tf
+    # Imported here: the parent only forks, so TensorFlow is loaded once per worker and never
+    # before a fork; without the lines every CPU-only import prints.
+    from tf2_mapreduce import quiet
+
+    tf = quiet.import_tensorflow()
 
     rng = random.Random("%d/%d" % (seed, shard))  # str seeds hash with SHA-512: the same in every run
     options = tf.io.TFRecordOptions(compression_type="" if compression == "NONE" else compression)
@@ -217,7 +220,6 @@ def write_shard(task):
 
 def main(argv):
     del argv
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # read by the workers' TensorFlow
     os.makedirs(FLAGS.output_dir, exist_ok=True)
     per_shard, rest = divmod(FLAGS.examples, FLAGS.shards)
     tasks = []

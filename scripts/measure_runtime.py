@@ -56,7 +56,7 @@ def as_server(jobs, role):
 
 
 def as_coordinator(jobs, run):
-    """One coordinator process: connects as chief, as runner.connect does, makes each
+    """One coordinator process: connects as chief, as cluster.chief.connect does, makes each
     resource on the ps, reads it, writes to it, prints a JSON report and dies
     without any teardown, as a killed coordinator does."""
     import uuid

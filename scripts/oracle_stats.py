@@ -4,12 +4,18 @@ and Counter.
 
     python scripts/oracle_stats.py /tmp/examples > oracle.json
 
-Shared by the tests and the soak. Its definitions are the README's: a feature with no list
-set is missing; NaN and infinities are counted apart and left out of the other figures;
-a quantile is the value of rank floor(q * (n - 1)), the first and last are min and max;
--0.0 sorts before 0.0. A float's median, inner quantiles and histogram bucket are those
-of its value with all but the leading one of its mantissa and the 10 bits after it
-cleared (toward zero), kept between min and max.
+Shared by the tests and the soak. Its definitions are docs/jobs.md's, TFDV's: a feature
+with no list set is missing; NaN is counted apart and left out of every other figure;
+infinities are counted apart and left out of mean, deviation, zeros, min and max, but are
+values of the quantiles, the median and the histograms; of the n values but NaN, sorted
+(-0.0 before 0.0), quantile k of 10 is the value of rank min(floor(k * n / 10), n - 1)
+and the median that of rank floor(n / 2); a QUANTILES bucket holds the values in (low,
+high], buckets with one high bound share theirs evenly, and the values equal to the
+least go to the first bucket; a STANDARD bucket of 10 equal ones from the least finite
+value to the greatest holds the values in (low, high] (the first its low too), with the
+infinities in buckets of their own. A float's median, quantiles and histogram bucket are
+those of its value with all but the leading one of its mantissa and the 10 bits after
+it cleared (toward zero), kept between min and max.
 """
 
 import collections
@@ -20,6 +26,7 @@ import struct
 import sys
 from fractions import Fraction
 
+import numpy
 from absl import app
 from tensorflow.core.example import example_pb2
 
@@ -42,32 +49,62 @@ def bucket(value):
     return struct.unpack("<f", struct.pack("<I", bits))[0]
 
 
-def _quantiles(ordered, place=lambda v: v):
-    n = len(ordered)
-    if not n:
+def _quantiles(placed):
+    """Quantile k of 10 of `placed` (sorted values), k = 0..10."""
+    n = len(placed)
+    return [placed[min(k * n // PARTS, n - 1)] for k in range(PARTS + 1)] if n else []
+
+
+def _quantiles_histogram(placed):
+    if not placed:
         return []
-    return [ordered[0]] + [place(ordered[k * (n - 1) // PARTS]) for k in range(1, PARTS)] + [ordered[-1]]
+    bounds = _quantiles(placed)
+    upto = [sum(1 for v in placed if v <= b) for b in bounds]
+    counts = [float(upto[k + 1] - upto[k]) for k in range(PARTS)]
+    k = 0
+    while k < PARTS:  # buckets with one high bound share their values
+        j = k
+        while j + 1 < PARTS and bounds[j + 2] == bounds[k + 1]:
+            j += 1
+        share = sum(counts[k : j + 1]) / (j + 1 - k)
+        counts[k : j + 1] = [share] * (j + 1 - k)
+        k = j + 1
+    first = [k for k in range(PARTS) if (bounds[k], bounds[k + 1]) == (bounds[0], bounds[1])]
+    first = first[: next((i for i, k in enumerate(first) if k != i), len(first))]
+    for k in first:  # the values equal to the least
+        counts[k] += upto[0] / len(first)
+    return [{"low": bounds[k], "high": bounds[k + 1], "count": counts[k]} for k in range(PARTS)]
 
 
-def _histogram(finite, place):
+def _histogram(placed):
+    if not placed:
+        return []
+    finite = [v for v in placed if math.isfinite(v)]
+    neg, pos = placed.count(-math.inf), placed.count(math.inf)
+    if not finite:
+        return [{"low": math.inf, "high": -math.inf, "count": neg + pos}]
     low, high = float(finite[0]), float(finite[-1])
-    values = [float(place(v)) for v in finite]
-    if low == high:
-        return [{"low": low, "high": high, "count": len(values)}]
-    width = (high - low) / PARTS
-    edges = [low + k * width for k in range(PARTS)] + [high]
-    buckets = []
-    for k in range(PARTS):
-        last = k == PARTS - 1
-        count = sum(1 for v in values if edges[k] <= v and (last or v < edges[k + 1]))
+    edges = [low, high] if low == high else [float(e) for e in numpy.linspace(low, high, PARTS + 1)]
+    buckets = [{"low": -math.inf, "high": -math.inf, "count": neg}] if neg else []
+    for k in range(len(edges) - 1):
+        count = sum(1 for v in finite if (edges[k] < v or (k == 0 and v == edges[0])) and v <= edges[k + 1])
         buckets.append({"low": edges[k], "high": edges[k + 1], "count": count})
+    if pos:
+        buckets.append({"low": math.inf, "high": math.inf, "count": pos})
     return buckets
 
 
 def _numeric(values, is_float):
     nan = sum(1 for v in values if math.isnan(v))
-    finite = sorted((v for v in values if math.isfinite(v)), key=lambda v: (v, math.copysign(1, v) > 0))
-    place = (lambda v: min(max(bucket(v), finite[0]), finite[-1])) if is_float else (lambda v: v)
+    ordered = sorted((v for v in values if not math.isnan(v)), key=lambda v: (v, math.copysign(1, v) > 0))
+    finite = [v for v in ordered if math.isfinite(v)]
+
+    def place(v):
+        if not is_float or not math.isfinite(v):
+            return v
+        return min(max(bucket(v), finite[0]), finite[-1])
+
+    placed = [place(v) for v in ordered]
     figures = {
         "count": len(values),
         "quantile_error": 2.0**-FLOAT_BITS if is_float else 0.0,
@@ -75,10 +112,11 @@ def _numeric(values, is_float):
         "std_dev": None,
         "num_zeros": sum(1 for v in finite if v == 0),
         "min": None,
-        "median": None,
+        "median": placed[len(placed) // 2] if placed else None,
         "max": None,
-        "quantiles": _quantiles(finite, place),
-        "histogram": [],
+        "quantiles": _quantiles(placed),
+        "histogram": _histogram(placed),
+        "quantiles_histogram": _quantiles_histogram(placed),
         "num_nan": nan,
         "num_pos_inf": sum(1 for v in values if v == math.inf),
         "num_neg_inf": sum(1 for v in values if v == -math.inf),
@@ -91,9 +129,7 @@ def _numeric(values, is_float):
             mean=float(mean),
             std_dev=math.sqrt(float(sum((v - mean) ** 2 for v in exact) / n)),
             min=finite[0],
-            median=place(finite[(n - 1) // 2]),
             max=finite[-1],
-            histogram=_histogram(finite, place),
         )
     return figures
 
@@ -158,6 +194,7 @@ def figures(records, features=()):
             "avg_num_values": sum(lengths) / len(lengths) if lengths else 0.0,
             "tot_num_values": sum(lengths),
             "num_values_quantiles": _quantiles(lengths),
+            "num_values_histogram": _quantiles_histogram(lengths),
             "numeric": _numeric(values, kind == "float") if kind in ("int64", "float") else None,
             "string": _strings(values) if kind == "bytes" else None,
             "left_out": {},

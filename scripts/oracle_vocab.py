@@ -18,8 +18,11 @@ import struct
 import zlib
 
 import oracle_count
-import tensorflow as tf
 from absl import app, flags
+
+from tf2_mapreduce import quiet
+
+tf = quiet.import_tensorflow()  # without the lines every CPU-only import prints
 
 FLAGS = flags.FLAGS
 flags.DEFINE_list("features", None, "Features to count, comma-separated.", required=True)

@@ -98,15 +98,8 @@ def job_run(cluster, job, files, on_progress=None, **options):
     from tf2_mapreduce.inputs.files import Inputs
     from tf2_mapreduce.run import runner
 
-    return runner.JobRun(
-        job,
-        Inputs(files=list(files)),
-        cluster._coordinator,
-        cluster.spec,
-        runner.Options.of(**options),
-        None,
-        on_progress,
-    )
+    prepared = cluster.prepare(job, Inputs(files=list(files)), **options)
+    return runner.JobRun(prepared, cluster._coordinator, cluster.spec, None, on_progress)
 
 
 def run_job(cluster, job, files, on_progress=None, **options):

@@ -137,7 +137,7 @@ def test_a_script_runs_several_jobs_cancels_and_resumes_on_a_real_cluster(tmp_pa
 
 def test_per_file_values_are_made_as_they_are_read():
     from tf2_mapreduce.inputs.files import InputFile
-    from tf2_mapreduce.outputs.result import FileValue, PerFile
+    from tf2_mapreduce.reducers.base import FileValue, PerFile
 
     files = [InputFile("f%d" % n, 10 + n, 0) for n in range(5)]
     values = np.array([[1, 2], [3, 4], [5, 6], [7, 8], [9, 10]])

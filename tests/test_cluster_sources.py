@@ -13,12 +13,13 @@ from absl import flags
 from absl.testing import flagsaver
 from conftest import assert_matches_oracle, read_result, run_cli, task_env, write_corpus
 
+from tf2_mapreduce.cli import cluster_flags
 from tf2_mapreduce.cluster import sources as cluster_sources
 from tf2_mapreduce.cluster import spec as cluster_spec
 from tf2_mapreduce.errors import UsageError
 
 FLAGS = flags.FLAGS
-cluster_sources.define_flags(FLAGS)
+cluster_flags.define(FLAGS)
 
 
 def test_vertex_ai_tf_config_is_accepted_as_is():
@@ -133,7 +134,7 @@ def test_kubernetes_source_uses_labelled_pods_own_ips(saved_flags, monkeypatch):
     )
     monkeypatch.setattr(cluster_sources, "kubernetes_api", lambda: api)
     parsed("--cluster_resolver=kubernetes", "--k8s_job=wc", "--port=2222", "--task_type=worker", "--task_index=1")
-    c = cluster_sources.resolve(FLAGS, expect_roles=("ps", "worker"))
+    c = cluster_sources.resolve(cluster_flags.source(FLAGS), expect_roles=("ps", "worker"))
     # Pods sorted by name give the indices; each is reached on its own IP, not its node's.
     assert c.jobs == {
         "chief": ["10.4.0.9:2222"],
@@ -156,7 +157,7 @@ def test_kubernetes_source_refuses_a_pod_not_running_yet(saved_flags, monkeypatc
     with pytest.raises(
         UsageError, match=r'^--cluster_resolver=kubernetes: cannot list the pods: Pod "wc-ps-0" is not running'
     ):
-        cluster_sources.resolve(FLAGS, expect_roles=("chief",))
+        cluster_sources.resolve(cluster_flags.source(FLAGS), expect_roles=("chief",))
 
 
 def test_tpu_source_puts_a_worker_on_every_host(saved_flags, monkeypatch):
@@ -180,7 +181,7 @@ def test_tpu_source_puts_a_worker_on_every_host(saved_flags, monkeypatch):
         "--task_type=ps",
         "--task_index=1",
     )
-    c = cluster_sources.resolve(FLAGS, expect_roles=("ps", "worker"))
+    c = cluster_sources.resolve(cluster_flags.source(FLAGS), expect_roles=("ps", "worker"))
     assert seen == [("my-slice", "us-central2-b", None)]
     assert c.jobs == {
         "chief": ["10.130.0.2:5000"],

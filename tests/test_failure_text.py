@@ -8,7 +8,8 @@ import pytest
 import tensorflow as tf
 
 from tf2_mapreduce.errors import ClusterError, JobFailed, op_error_cause
-from tf2_mapreduce.run import failures, mapstep
+from tf2_mapreduce.inputs import readers
+from tf2_mapreduce.run import failures
 from tf2_mapreduce.state.counters import ChangedFiles
 
 # A failed step as the coordinator received it in a real run (2 ps, 2 workers): one
@@ -76,7 +77,7 @@ def test_a_missing_or_unreadable_file_is_named_with_its_cause(tmp_path):
 def test_a_file_that_changed_size_under_a_range_read_is_named(tmp_path):
     path = tmp_path / "big.txt"
     path.write_bytes(b"x" * 100)
-    error = raised(tf.function(lambda: mapstep.read_range(tf.constant(str(path)), 10, 20, 120)))
+    error = raised(tf.function(lambda: readers.read_range(tf.constant(str(path)), 10, 20, 120)))
     assert isinstance(error, failures.FILE_ERRORS)
     assert failures.file_failure(op_error_cause(error)) == failures.FileFailure(
         str(path), "changed size since it was listed"

@@ -3,6 +3,7 @@ fails before anything starts, the first run says it builds the native ops, the f
 without them is said once and still exact, and the Python API is narrow and checked."""
 
 import os
+import re
 import subprocess
 import sys
 
@@ -10,7 +11,7 @@ import pytest
 from conftest import REPO, oracle_words, run_cli, task_env
 
 import tf2_mapreduce as mr
-from tf2_mapreduce.run import runner
+from tf2_mapreduce.run.options import Options
 
 SAMPLE = os.path.join(REPO, "tf2_mapreduce", "data", "sample")
 
@@ -24,30 +25,53 @@ CLI_FLAGS = [
 SERVER_FLAGS = ["keep_serving", "idle_timeout", "cluster_resolver", "ps_hosts", "worker_hosts"]
 
 
-def help_of(module):
+def help_of(module, flag):
     run = subprocess.run(
-        [sys.executable, "-m", module, "--help"], env=task_env(), capture_output=True, text=True, timeout=60
+        [sys.executable, "-m", module, flag], env=task_env(), capture_output=True, text=True, timeout=60
     )
-    assert run.returncode == 1, run.stderr  # absl's --help exits 1 once it has printed
+    assert run.returncode == 0 and not run.stderr, run.stderr
     return run.stdout
 
 
+@pytest.mark.parametrize("flag", ["-h", "--help"])
 @pytest.mark.parametrize(
     "module, names", [("tf2_mapreduce.coordinator", CLI_FLAGS), ("tf2_mapreduce.server", SERVER_FLAGS)]
 )
-def test_help_lists_the_tools_own_flags_with_their_help(module, names):
-    text = help_of(module)
+def test_help_begins_with_usage_and_examples_and_lists_the_flags_in_groups(module, names, flag):
+    text = help_of(module, flag)
+    lines = text.splitlines()
+    assert lines[0] == "usage: python -m %s %s" % (module, lines[0].split(module + " ", 1)[1])
+    assert "\nexamples:\n  # " in text and "\n  python -m %s" % module in text
+    listed = [line.split("=")[0].split()[0] for line in lines if line.startswith("  --")]
     for name in names:
-        assert "\n  --%s: " % name in text or "\n  --[no]%s: " % name in text, name
+        assert "--" + name in listed or "--[no]" + name in listed, name
+    assert "--verbosity" in listed
     if module.endswith("coordinator"):
-        assert "--job: The job to run. Built in: wordcount" in text
+        headings = [line for line in lines if line and not line.startswith(" ") and line.endswith(":")]
+        assert headings == ["examples:", "job:", "inputs and outputs:", "running:", "cluster:"]
+        assert "The job to run. Built in: wordcount (total words)" in text
+        assert "(default: 64 MB)" in text and ".;" not in text and "<auto|" not in text
+
+
+@pytest.mark.parametrize(
+    "args, error",
+    [
+        (["--jbo=wordcount"], "unknown flag --jbo (did you mean --job?)"),
+        (["--read_size=big"], "flag --read_size=big: invalid literal for int()"),
+        (["-x"], "unknown flag --x"),
+    ],
+)
+def test_bad_usage_exits_2_with_one_line(args, error):
+    run = run_cli(args, env=task_env())
+    assert run.returncode == 2, run.stderr
+    assert run.stderr.splitlines() == [run.stderr.splitlines()[0]] and error in run.stderr, run.stderr
 
 
 @pytest.mark.parametrize(
     "args, error",
     [
         (["--job=wordcnt"], "--job=wordcnt: unknown job (built in: grep, "),
-        (["--features=query"], "--features is only for --job=vocab"),
+        (["--features=query"], "--features is only for --job=stats or vocab"),
         (["--job=grep"], "--job=grep needs --pattern"),
         (["--job=vocab", "--features=a:float"], "--features: a has type 'float'"),
         (["--output=/proc/x.json"], "--output /proc/x.json: cannot be written there: "),
@@ -88,8 +112,10 @@ def test_the_first_run_says_it_builds_the_native_ops_and_a_failed_build_is_said_
     run = run_cli([], env=env)
     assert run.returncode == 0, run.stderr
     lines = run.stderr.splitlines()
-    assert lines[0].startswith("tf2_mapreduce: building native ops for TensorFlow 2.")
-    assert lines[0].endswith(" (first run on this machine, about 30 s)...")
+    assert re.fullmatch(
+        r"tf2_mapreduce: building the native ops for TensorFlow 2\.\d+: once per machine, about \d+ s on \d+ cores\.\.\.",
+        lines[0],
+    ), lines[0]
     assert lines[1].startswith(
         "tf2_mapreduce: warning: going without tf2_mapreduce's native ops (false failed: exit 1)"
     )
@@ -110,12 +136,14 @@ def test_the_public_api_is_narrow_and_loaded_on_first_use():
     assert set(mr.__all__) == {
         "__version__", "Cluster", "JobHandle", "Result", "FileValue", "Progress", "Job", "per_text",
         "WordCount", "WordFreq", "LineCount", "Wc", "LongestLine", "Grep", "RecordCount", "Vocab", "Stats",
-        "Reducer", "Sum", "VectorSum", "Min", "Max", "KeySum", "Distinct", "Vocabularies", "FeatureStats",
-        "Error", "UsageError", "InputError", "OutputError", "ClusterError", "JobFailed", "Interrupted", "Cancelled",
+        "Reducer", "Fold", "Sum", "VectorSum", "Min", "Max", "KeySum", "Distinct", "Vocabularies", "Statistics",
+        "DatasetStats", "FeatureStats", "NumericStats", "StringStats", "unescape",
+        "Error", "UsageError", "InputError", "OutputError", "ClusterError", "JobFailed", "MapOutputError",
+        "Interrupted", "Cancelled",
     }  # fmt: skip
     for name in mr.__all__:
         assert getattr(mr, name) is not None
-    probe = "import sys, tf2_mapreduce; from tf2_mapreduce.cli import steps; print('tensorflow' in sys.modules)"
+    probe = "import sys, tf2_mapreduce, tf2_mapreduce.coordinator; print('tensorflow' in sys.modules)"
     run = subprocess.run([sys.executable, "-c", probe], env=task_env(), capture_output=True, text=True, timeout=60)
     assert run.stdout.strip() == "False", run.stderr
 
@@ -125,8 +153,8 @@ TF_CONFIG = '{"cluster": {"chief": ["a:1"], "ps": ["b:1"], "worker": ["c:1"]}, "
 
 def test_unknown_options_and_settings_are_type_errors():
     with pytest.raises(TypeError, match=r"unknown option\(s\) chekpoint_dir, retries; the options are split_size,"):
-        runner.Options.of(chekpoint_dir="x", retries=3, read_size=10)
-    assert runner.Options.of(read_size=10) == runner.Options(read_size=10)
+        Options.of(chekpoint_dir="x", retries=3, read_size=10)
+    assert Options.of(read_size=10) == Options(read_size=10)
     with pytest.raises(TypeError, match="keep_servng"):
         mr.Cluster.from_tf_config(TF_CONFIG, keep_servng=True)
 

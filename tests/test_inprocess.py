@@ -13,7 +13,7 @@ from tf2_mapreduce.cluster import spec as cluster_spec
 from tf2_mapreduce.errors import JobFailed, UsageError
 from tf2_mapreduce.inputs.files import InputFile
 from tf2_mapreduce.inputs.listing import expand
-from tf2_mapreduce.run import runner
+from tf2_mapreduce.run.options import Options
 from tf2_mapreduce.state.base import Figures
 
 WORDCOUNT = mr.WordCount()
@@ -60,7 +60,7 @@ def test_a_retried_commit_does_not_double_count(inprocess, tmp_path):
     # What schedule() does when a worker dies after its step reached the ps: the
     # same files are committed again. Slots make the second commit a no-op.
     files = expand(write_corpus(str(tmp_path), 9, seed=3)).files
-    reducer = mr.Sum("words").new_state([f.size for f in files], PS_DEVICES, "unused: variables are named by TF")
+    reducer = mr.Sum("words").create_state([f.size for f in files], PS_DEVICES, "unused: variables are named by TF")
     ids = tf.constant(list(range(len(files))), tf.int64)
     values = tf.constant([oracle_words([f.path]) for f in files], tf.int64)
     commit = tf.function(reducer.commit)
@@ -148,7 +148,7 @@ def test_checkpoint_of_other_inputs_is_refused(inprocess, corpus, tmp_path):
     with pytest.raises(UsageError, match="input %s was modified" % corpus[9].path):
         run(inprocess, modified, checkpoint_dir=directory)
     # Its state is per piece: other cuts of the same files are another job.
-    with pytest.raises(UsageError, match="it was made with read_size=%d" % runner.Options().read_size):
+    with pytest.raises(UsageError, match="it was made with read_size=%d" % Options().read_size):
         run(inprocess, corpus[:10], checkpoint_dir=directory, read_size=64)
 
 

@@ -126,7 +126,7 @@ WORDS = mr.KeySum(unit="words")
 
 
 def test_a_retried_per_key_commit_does_not_double_count(inprocess):
-    reducer = WORDS.new_state([10, 10, 10], PS_DEVICES, uuid.uuid4().hex)
+    reducer = WORDS.create_state([10, 10, 10], PS_DEVICES, uuid.uuid4().hex)
     commit = tf.function(reducer.commit)
     # Keys that look like the table's own markers and figures are keys like any other.
     # Each once, as the reducer combines them on the worker.
@@ -154,7 +154,7 @@ def test_a_per_key_commit_changes_each_ps_in_one_op(inprocess):
     compute around it."""
     from tf2_mapreduce import native
 
-    reducer = WORDS.new_state([10, 10], PS_DEVICES, uuid.uuid4().hex)
+    reducer = WORDS.create_state([10, 10], PS_DEVICES, uuid.uuid4().hex)
     commit = tf.function(reducer.commit).get_concrete_function(
         tf.TensorSpec([None], tf.int64),
         (tf.TensorSpec([None], tf.string), tf.TensorSpec([None], tf.int64)),
@@ -172,17 +172,17 @@ def test_per_key_state_on_a_ps_belongs_to_one_run(inprocess):
     `leftover` finds state a run did not write (as a rerun on servers that outlived a
     coordinator found, while tables had TF's own per-process names)."""
     first_run = uuid.uuid4().hex
-    first = WORDS.new_state([10], PS_DEVICES, first_run)
+    first = WORDS.create_state([10], PS_DEVICES, first_run)
     tf.function(first.commit)(
         tf.constant([0], tf.int64),
         (tf.constant([b"a", b"b"]), tf.constant([2, 3], tf.int64)),
         tf.constant([10], tf.int64),
     )
     assert first.leftover() in {"the table on %s" % device for device in PS_DEVICES}
-    second = WORDS.new_state([10], PS_DEVICES, uuid.uuid4().hex)
+    second = WORDS.create_state([10], PS_DEVICES, uuid.uuid4().hex)
     assert second.leftover() is None  # another run never sees the first run's state
     assert dict(second.entries()) == {} and dict(first.entries()) == {b"a": 2, b"b": 3}
-    assert WORDS.new_state([10], PS_DEVICES, first_run).leftover() is not None
+    assert WORDS.create_state([10], PS_DEVICES, first_run).leftover() is not None
     first.reset()  # as after a restore that failed half-way
     assert first.leftover() is None and dict(first.entries()) == {} and first.done().tolist() == [False]
     tf.function(first.commit)(
@@ -190,7 +190,7 @@ def test_per_key_state_on_a_ps_belongs_to_one_run(inprocess):
     )
     assert dict(first.entries()) == {b"a": 1}
     first.release()
-    assert WORDS.new_state([10], PS_DEVICES, first_run).leftover() is None  # released: nothing was left
+    assert WORDS.create_state([10], PS_DEVICES, first_run).leftover() is None  # released: nothing was left
 
 
 def test_wordfreq_checkpoint_resume_is_exact(inprocess, tmp_path):
@@ -232,7 +232,7 @@ def test_a_resume_from_pieces_committed_on_one_ps_only_is_exact(inprocess, tmp_p
     files, oracle = expand(paths).files, oracle_counter(paths)
     job = mr.WordFreq()
     plan = Plan(files, 8 << 20, job.records)
-    state = job.reducer.new_state(plan.sizes, PS_DEVICES, uuid.uuid4().hex)
+    state = job.reducer.create_state(plan.sizes, PS_DEVICES, uuid.uuid4().hex)
     for shard, ids in ((0, range(30)), (1, [30, 31])):
         partial = oracle_counter([paths[i] for i in ids])
         keys = tf.constant(list(partial))
@@ -345,7 +345,7 @@ def test_max_min_and_signed_sums_per_file_and_overall_with_files_cut_into_pieces
 )
 def test_job_names_are_checked(name, pattern, message):
     with pytest.raises(UsageError) as error:
-        jobs.resolve(name, pattern)
+        jobs.resolve(name, {"pattern": pattern})
     # The CLI names its flags; Python callers see the names of the settings.
     assert message in error.value.cli_message()
     assert message.replace("--", "") in str(error.value)
@@ -447,14 +447,14 @@ def test_a_streamed_files_keys_fold_to_their_counts_whatever_the_batches():
     # The fold combines its batches only once they outgrow what it combined before: every
     # key must come out once, with its count, after any run of batches.
     rng = random.Random(17)
-    fold = tf.function(WORDS.stream_fold)
+    fold = tf.function(WORDS.add)
     for sizes in ([], [5], [1, 1, 1, 1, 50], [300, 2, 2, 2, 2, 2, 400, 7], [40] * 30):
-        value, oracle = WORDS.stream_start(), collections.Counter()
+        value, oracle = WORDS.start(), collections.Counter()
         for size in sizes:
             batch = [b"k%d" % rng.randint(0, 120) for _ in range(size)]
             oracle.update(batch)
             value = fold(value, tf.constant(batch, tf.string) if batch else tf.zeros([0], tf.string))
-        keys, counts = WORDS.stream_finish(value)
+        keys, counts = WORDS.finish(value)
         assert sorted(zip(keys.numpy().tolist(), counts.numpy().tolist())) == sorted(oracle.items()), sizes
 
 

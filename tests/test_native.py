@@ -11,10 +11,11 @@ import tensorflow as tf
 
 from tf2_mapreduce import native
 from tf2_mapreduce.errors import op_error_cause
-from tf2_mapreduce.run import failures, mapstep
+from tf2_mapreduce.inputs import readers
+from tf2_mapreduce.run import failures
 
-READ = tf.function(mapstep.read_range, autograph=False)
-READ_THROUGH = tf.function(mapstep.read_range_through, autograph=False)
+READ = tf.function(readers.read_range, autograph=False)
+READ_THROUGH = tf.function(readers.read_range_through, autograph=False)
 
 
 def bytes_read():
@@ -87,7 +88,7 @@ def test_a_file_of_another_size_is_refused_by_name(tmp_path):
 def read_files(request, monkeypatch):
     if request.param == "tf":
         monkeypatch.setattr(native, "load", lambda: None)
-    return tf.function(mapstep.read_files, autograph=False)
+    return tf.function(readers.read_files, autograph=False)
 
 
 def test_whole_files_are_read_as_read_file_reads_them(tmp_path, read_files):

@@ -121,8 +121,8 @@ def test_formats_and_compressions_by_name_go_by_each_paths_suffixes():
 def test_the_first_file_with_a_problem_is_named_whatever_its_problem():
     files = Files(["a.txt.gz", "b.tfrecord", "c.txt"], [1, 1, 1], [0, 0, 0])
     with pytest.raises(InputError) as e:
-        formats.check(files, "text", native_missing="not built")
+        formats.check(files, formats.LINES, native_missing="not built")
     assert e.value.path == "a.txt.gz" and "needs tf2_mapreduce's native ops" in e.value.reason
     with pytest.raises(InputError) as e:
-        formats.check(files[1:], "text", native_missing="not built")
+        formats.check(files[1:], formats.LINES, native_missing="not built")
     assert e.value.path == "b.tfrecord" and "a tfrecord file by its name" in e.value.reason

@@ -302,10 +302,14 @@ def test_vocab_stopped_and_resumed_from_its_checkpoint(tmp_path, processes, shar
 
 
 def test_vocab_needs_features_of_a_type_it_can_count(inprocess, shards, tmp_path):
-    from tf2_mapreduce.jobs import features
+    from tf2_mapreduce.jobs import examples as features
 
     _, paths, _ = shards
-    assert features.parse_features("a, b:int64,c:d:string") == [("a", None), ("b", "int64"), ("c:d", "string")]
+    assert features.parse_features("a, b?:int64,c:d:string") == [
+        ("a", None, False),
+        ("b", "int64", True),
+        ("c:d", "string", False),
+    ]
     with pytest.raises(UsageError, match=r"features: c has type 'd'"):
         features.parse_features("c:d")
     with pytest.raises(UsageError, match=r"features: a is named twice"):
@@ -315,8 +319,8 @@ def test_vocab_needs_features_of_a_type_it_can_count(inprocess, shards, tmp_path
     with pytest.raises(UsageError, match=r"nope is in none of the first \d+ examples; give its type"):
         features.detect_types(features.parse_features("nope"), paths)
     assert features.detect_types(features.parse_features("user_id,query"), paths) == [
-        ("user_id", "int64"),
-        ("query", "string"),
+        ("user_id", "int64", False),
+        ("query", "string", False),
     ]
     # Files it cannot read, or records that are no Example, are passed over: the job reports them.
     garbage = tmp_path / "garbage.tfrecord"
@@ -324,7 +328,7 @@ def test_vocab_needs_features_of_a_type_it_can_count(inprocess, shards, tmp_path
     with tf.io.TFRecordWriter(str(tmp_path / "other.tfrecord")) as writer:
         writer.write(b"\xff\xff not a protobuf")
     found = features.detect_types([("query", None)], [str(garbage), str(tmp_path / "other.tfrecord"), paths[0]])
-    assert found == [("query", "string")]
+    assert found == [("query", "string", False)]
     # A value of another type than declared is the file's error, named with it.
     with pytest.raises(JobFailed, match=r"part-00000.tfrecord.gz: .*user_id"):
         run(inprocess, mr.Vocab([("user_id", "string")]), [paths[0]])
@@ -350,9 +354,9 @@ def test_a_stream_file_that_changed_since_it_was_listed_is_not_counted(inprocess
     assert result.total == sum(len(read_tfrecords(p)) for p in (copies[0], copies[2]))
 
 
-def readme_walkthrough():
-    """The commands and the Python of README's vocab section, as written there."""
-    with open(os.path.join(REPO, "README.md"), encoding="utf-8") as f:
+def vocab_walkthrough():
+    """The commands and the Python of docs/jobs.md's vocab section, as written there."""
+    with open(os.path.join(REPO, "docs", "jobs.md"), encoding="utf-8") as f:
         readme = f.read()
     section = readme[readme.index("### vocab:") : readme.index("### Vocabulary files")]
     blocks = re.findall(r"```(\w*)\n(.*?)```", section, re.S)
@@ -360,8 +364,8 @@ def readme_walkthrough():
 
 
 @pytest.mark.cluster
-def test_the_readmes_vocab_walkthrough_runs_as_written(tmp_path):
-    commands, python = readme_walkthrough()
+def test_the_vocab_walkthrough_of_the_docs_runs_as_written(tmp_path):
+    commands, python = vocab_walkthrough()
     env = task_env(PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"])
     shell = "cd %s && ln -s %s/scripts scripts && set -e\n%s" % (tmp_path, REPO, commands)
     run = subprocess.run(["bash", "-c", shell], env=env, capture_output=True, timeout=300)
@@ -386,17 +390,17 @@ def test_the_readmes_vocab_walkthrough_runs_as_written(tmp_path):
     lookup = subprocess.run([sys.executable, "-c", python], cwd=tmp_path, env=env, capture_output=True, timeout=120)
     assert lookup.returncode == 0, lookup.stderr.decode(errors="replace")[-3000:]
     first = tft_ordered(oracle["counts"]["query"])[0][0].decode()
-    assert '"%s", "never seen"' % first in python  # the README looks up the most frequent query
+    assert '"%s", "never seen"' % first in python  # the docs look up the most frequent query
     assert lookup.stdout.decode().split() == ["[1", "0]"]
 
 
 API_SCRIPT = """
 import json, sys
 import tf2_mapreduce as mr
-from tf2_mapreduce.jobs import features
+from tf2_mapreduce.jobs import examples
 
 shards, out = sys.argv[1:3]
-wanted = features.detect_types(features.parse_features("query,tags,user_id"), [shards + "/part-00000.tfrecord.gz"])
+wanted = examples.detect_types("query,tags,user_id", [shards + "/part-00000.tfrecord.gz"])
 with mr.Cluster.local(num_ps=2) as cluster:
     handle = cluster.submit(mr.Vocab(wanted), [shards], max_pieces=3)
     result = handle.wait(240)
@@ -419,7 +423,7 @@ def test_vocab_from_the_python_api_on_a_local_cluster(tmp_path, shards):
     assert run.returncode == 0, run.stderr.decode(errors="replace")[-3000:]
     got = json.loads(run.stdout.decode().splitlines()[-1])
     assert got == {
-        "types": [list(feature) for feature in FEATURES],
+        "types": [[*feature, False] for feature in FEATURES],
         "total": oracle["examples"],
         "distinct": sum(len(oracle["counts"][name]) for name, _ in FEATURES),
         "examples": oracle["examples"],

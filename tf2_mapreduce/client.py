@@ -10,21 +10,18 @@ process as its chief) and a handle on a job running there.
 
 import os
 import threading
-import time
 from collections.abc import Callable, Sequence
 
 from tf2_mapreduce import log, quiet
+from tf2_mapreduce.cluster import chief
 from tf2_mapreduce.cluster import local as local_cluster
 from tf2_mapreduce.cluster import spec as cluster_spec
 from tf2_mapreduce.errors import ClusterError, Error, first_line
 from tf2_mapreduce.outputs.result import Result
+from tf2_mapreduce.run.options import ClusterSettings, Options
 
 __all__ = ["Cluster", "JobHandle"]
 
-CONNECT_TIMEOUT = 60.0  # seconds for every ps and worker to accept connections
-SHUTDOWN_TIMEOUT = 30.0  # seconds to keep telling a task that does not answer that the job is over
-LOCAL_EXIT_TIMEOUT = 10.0  # seconds local servers get to exit by themselves once told
-WAKE_FOR_SIGNALS = 0.1  # seconds between a waiting main thread's checks for signals
 
 _connected = []  # the one cluster this process is connected to (TensorFlow allows one)
 
@@ -79,64 +76,11 @@ class JobHandle:
         """Blocks until the job ends, at most `timeout` s; returns its `Result` or raises its
         error (`ClusterError`, `JobFailed`, `Cancelled`...). Raises `TimeoutError` if
         it has not ended by then; the job goes on. Signal handlers run while it waits."""
-        if not _wait_awake(self._finished.is_set, self._finished.wait, timeout):
+        if not chief.wait_awake(self._finished.is_set, self._finished.wait, timeout):
             raise TimeoutError("job %s still running after %gs" % (self.name, timeout))
         if "error" in self._outcome:
             raise self._outcome["error"]
         return self._outcome["result"]
-
-
-def _wait_awake(done, wait, seconds=None) -> bool:
-    """Waits until `done()`, at most `seconds` (None: as long as it takes), calling
-    `wait(s)` (which blocks up to s) in slices; returns `done()`. In slices: a signal the
-    kernel hands to another thread (one of TensorFlow's) runs its Python handler only
-    once the main thread wakes, so a SIGTERM would otherwise wait for the end."""
-    deadline = None if seconds is None else time.monotonic() + seconds
-    while not done():
-        left = WAKE_FOR_SIGNALS if deadline is None else deadline - time.monotonic()
-        if left <= 0:
-            return False
-        wait(min(left, WAKE_FOR_SIGNALS))
-    return True
-
-
-def _within(seconds, connect):
-    """`connect()`, or a `ClusterError` after `seconds`: TensorFlow can stall for minutes
-    creating the strategy when a task dies mid-connect (docs/runtime.md), and offers no
-    way to cancel, so the attempt is left behind in its thread."""
-    outcome = {}
-
-    def attempt():
-        try:
-            outcome["value"] = connect()
-        except BaseException as e:  # handed to the caller
-            outcome["error"] = e
-
-    thread = threading.Thread(target=attempt, name="tf2_mapreduce-connect", daemon=True)
-    thread.start()
-    if not _wait_awake(lambda: not thread.is_alive(), thread.join, seconds):
-        raise ClusterError(
-            "connecting to the cluster took over %gs; check that every task of the cluster is up" % seconds
-        )
-    if "error" in outcome:
-        raise outcome["error"]
-    return outcome["value"]
-
-
-def _connect(spec, servers, timeout, verbose):
-    """Connects this process to the cluster of `spec` as its chief; returns the
-    ClusterCoordinator. Blocking: waits for every ps and worker to accept connections
-    (servers of a cluster but this process's: local `servers` in it need not), then
-    connects, each for at most `timeout` s."""
-    from tf2_mapreduce.run import runner
-
-    tf = quiet.import_tensorflow(verbose)
-    if servers is None or not servers.in_process:
-        cluster_spec.wait_for_tasks(spec, timeout, check=servers.check_alive if servers else None)
-    resolver = tf.distribute.cluster_resolver.SimpleClusterResolver(
-        tf.train.ClusterSpec(spec.jobs), task_type="chief", task_id=0, rpc_layer="grpc"
-    )
-    return _within(timeout, lambda: runner.connect(resolver, spec.devices()))
 
 
 def _release(runs):
@@ -175,50 +119,6 @@ def _listed(inputs, on_error):
     return expand([inputs] if isinstance(inputs, str) else list(inputs), on_error=on_error)
 
 
-def _check_native(spec):
-    """Map steps are traced here, with the native ops if this process has them, and
-    per-key tables are made from here: a worker without them could run no map step, a
-    ps no table. With TF2_MAPREDUCE_NATIVE=require that is a `ClusterError`; else every
-    job goes without them, said once. Blocking."""
-    from tf2_mapreduce import native
-
-    if native.load() is None:
-        return
-    for role, index, address in spec.tasks(roles=("worker", "ps")):
-        if native.missing_on(cluster_spec.device(role, index)) is None:
-            continue
-        where = "%s %d at %s has not loaded them (see its log)" % (role, index, address)
-        if native.mode() == "require":
-            raise ClusterError("%s=require, but %s" % (native.ENV, where))
-        native.disable(where)
-        log.warning("jobs go without tf2_mapreduce's native ops: %s. So %s" % (where, native.WEAKER))
-        return
-
-
-def _tell_job_over(spec, coordinator_id, servers, shutdown_timeout):
-    """Tells every server of `spec` that the job is over; local `servers` get one attempt
-    each (children cannot come back once gone) and a moment to exit. Blocking."""
-    from tf2_mapreduce.cluster import channel as server_channel
-
-    def on_retry(role, index, address, why):
-        log.info(
-            "could not tell %s %d at %s that the job is over yet (%s); trying for up to %gs ({setting:shutdown_timeout})"
-            % (role, index, address, why, shutdown_timeout)
-        )
-
-    within = 0 if servers is not None else shutdown_timeout
-    failed = server_channel.request_exit(spec, coordinator_id, within=within, on_retry=on_retry)
-    for (role, index), why in sorted(failed.items()):
-        log.warning(
-            "could not tell %s %d that the job is over: %s; it exits after its {setting:idle_timeout}"
-            % (role, index, why)
-        )
-    if servers is not None:
-        for (role, index), (code, tail) in sorted(servers.await_exit(LOCAL_EXIT_TIMEOUT).items()):
-            status = "did not exit" if code is None else "exited with status %d" % code
-            log.warning("local %s %d %s: %s" % (role, index, status, tail))
-
-
 class Cluster:
     """A TensorFlow parameter-server cluster this process drives as its chief; use as a
     context manager. Entering starts its local servers, if any, and connects (blocking,
@@ -237,10 +137,10 @@ class Cluster:
         self,
         spec,
         *,
-        keep_serving=False,
-        connect_timeout=CONNECT_TIMEOUT,
-        shutdown_timeout=SHUTDOWN_TIMEOUT,
-        verbose=False,
+        keep_serving=ClusterSettings.keep_serving,
+        connect_timeout=ClusterSettings.connect_timeout,
+        shutdown_timeout=ClusterSettings.shutdown_timeout,
+        verbose=ClusterSettings.verbose,
     ):
         self.spec = spec
         self.keep_serving = keep_serving
@@ -290,6 +190,7 @@ class Cluster:
     def start(self) -> "Cluster":
         """Starts this cluster's local servers, if any; idempotent. Returns at once for
         child processes (they boot meanwhile), after TensorFlow's import for in-process ones."""
+        quiet.hide_closure_errors()  # the run says what a failed map step means, in one line
         if self._servers is not None:
             if self._servers.in_process:
                 quiet.import_tensorflow(self.verbose)
@@ -297,7 +198,7 @@ class Cluster:
         return self
 
     def connect(self) -> "Cluster":
-        """Connects this process as the cluster's chief (`_connect`), then checks that every
+        """Connects this process as the cluster's chief (`chief.connect`), then checks that every
         worker can run the map steps' ops. Blocking; raises `ClusterError` naming what did not answer."""
         if self._coordinator is not None:
             return self
@@ -308,12 +209,12 @@ class Cluster:
         from tf2_mapreduce.cluster import channel as server_channel
 
         self.start()
-        self._coordinator = _connect(self.spec, self._servers, self.connect_timeout, self.verbose)
+        self._coordinator = chief.connect(self.spec, self._servers, self.connect_timeout, self.verbose)
         _connected.append(self)
         self._coordinator_id = server_channel.new_coordinator_id()
         if self._servers is None or not self._servers.in_process:
             self._heartbeats = server_channel.Heartbeats(self.spec, self._coordinator_id).__enter__()
-            _check_native(self.spec)
+            chief.check_native(self.spec)
         return self
 
     def close(self, error: BaseException | None = None) -> None:
@@ -329,7 +230,7 @@ class Cluster:
             _release(self._runs)  # servers that outlive this process (or live in it) would keep it
         told = self._coordinator_id is not None and not in_process
         if told and not isinstance(error, ClusterError) and (self._servers is not None or not self.keep_serving):
-            _tell_job_over(self.spec, self._coordinator_id, self._servers, self.shutdown_timeout)
+            chief.tell_job_over(self.spec, self._coordinator_id, self._servers, self.shutdown_timeout)
         if self._servers is not None:
             self._servers.close()
 
@@ -344,28 +245,44 @@ class Cluster:
     def __exit__(self, kind, error, traceback) -> None:
         self.close(error)
 
-    def submit(self, job, inputs, *, on_progress: Callable | None = None, **options) -> JobHandle:
-        """Starts `job` (a `Job`) over `inputs` (files, directories, globs, @lists; any
-        tf.io.gfile path) and returns at once, once the inputs are listed and planned
-        (blocking). `options` are those of `runner.Options` (`on_error`,
-        `checkpoint_dir`, `read_size`...): another name is a `TypeError`.
-        `on_progress(Progress)` is called every `progress_every` s, from another thread.
-        Exactly-once: see `Result`. Raises `InputError` for inputs that cannot be used."""
+    def prepare(self, job, inputs, **options):
+        """`job` (a `Job`) fit to `inputs` (files, directories, globs, @lists, any
+        tf.io.gfile path; or an `inputs.files.Inputs` already listed) and `options`,
+        before anything runs (`run.runner.prepare`): what `submit` takes in their place.
+        Blocking (lists the inputs); needs no connection. Raises `InputError` /
+        `UsageError` for inputs that do not fit the job, `TypeError` for an unknown option."""
         from tf2_mapreduce.jobs.base import Job
         from tf2_mapreduce.run import runner
 
-        run_options = runner.Options.of(**options)
+        run_options = Options.of(**options)
         if not isinstance(job, Job):
             raise TypeError("job must be a tf2_mapreduce Job (such as tf2_mapreduce.WordCount()), not %r" % (job,))
+        return runner.prepare(job, _listed(inputs, run_options.on_error), run_options)
+
+    def submit(self, job, inputs=None, *, on_progress: Callable | None = None, **options) -> JobHandle:
+        """Starts `job` (a `Job`) over `inputs` (files, directories, globs, @lists; any
+        tf.io.gfile path) and returns at once, once the inputs are listed and planned
+        (blocking). `options` are those of `run.options.Options` (`on_error`,
+        `checkpoint_dir`, `read_size`...): another name is a `TypeError`. `job` may be
+        what `prepare` made instead, with no `inputs` nor `options`.
+        `on_progress(Progress)` is called every `progress_every` s, from another thread.
+        Exactly-once: see `Result`. Raises `InputError` for inputs that cannot be used."""
+        from tf2_mapreduce.run import runner
+
+        if isinstance(job, runner.Prepared) and (inputs is not None or options):
+            raise TypeError("a prepared job carries its inputs and options: give neither")
+        Options.of(**options)
         _check_free(self._coordinator, self._running, self._runs)
-        found = _listed(inputs, run_options.on_error)
-        handle = JobHandle(job.name, on_progress, self)
-        run = runner.JobRun(job, found, self._coordinator, self.spec, run_options, self._heartbeats, handle._report)
+        prepared = job if isinstance(job, runner.Prepared) else self.prepare(job, inputs, **options)
+        handle = JobHandle(prepared.job.name, on_progress, self)
+        run = runner.JobRun(prepared, self._coordinator, self.spec, self._heartbeats, handle._report)
         self._runs.append(run)
-        self._running = job.name
+        self._running = prepared.job.name
         handle._start(run)
         return handle
 
-    def run(self, job, inputs: Sequence[str], *, on_progress: Callable | None = None, **options) -> Result:
+    def run(
+        self, job, inputs: Sequence[str] | None = None, *, on_progress: Callable | None = None, **options
+    ) -> Result:
         """Runs `job` over `inputs` to its end; blocking. See `submit` for the arguments."""
         return self.submit(job, inputs, on_progress=on_progress, **options).wait()

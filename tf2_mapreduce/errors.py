@@ -13,18 +13,17 @@ __all__ = [
     "ClusterError",
     "OutputError",
     "JobFailed",
+    "MapOutputError",
+    "MAP_OUTPUT",
     "Interrupted",
     "Cancelled",
     "setting",
     "SETTING",
-    "EXIT_OK",
     "op_error_cause",
     "cause_of",
     "first_line",
     "connectivity_errors",
 ]
-
-EXIT_OK = 0
 
 
 # How a message names one of the job's settings: the CLI shows it as its flag
@@ -55,6 +54,17 @@ class JobFailed(Error):
     """The job started but could not finish (unreadable input, a task failed)."""
 
     exit_code = 1
+
+
+class MapOutputError(JobFailed):
+    """A job's `map_fn` returned what its reducer cannot take: the job fails whatever
+    `on_error` says, since no input is at fault. The message names the job, the reducer,
+    what map_fn returned and what the reducer needs."""
+
+
+# Starts the text of a map output check that fails in the graph (`reducers.base.assert_in_graph`),
+# so that the run tells it from an input's fault (`run.failures`).
+MAP_OUTPUT = "tf2_mapreduce: map output: "
 
 
 class UsageError(Error):
@@ -127,6 +137,7 @@ class Cancelled(Interrupted):
 # was defined, and gRPC's account of how the error was relayed between tasks.
 _BOILERPLATE = ("Graph execution error", "Detected at node", "Additional GRPC", ":UNKNOWN", "[[", "<stack traces")
 _FIRST_ROOT_ERROR = re.compile(r"^\s*\(0\) [A-Z_]+:\s*(.*)$", re.M)  # in "2 root error(s) found."
+_EAGER_OP = re.compile(r"\s*\[Op:\w+\]( name: \S*)?\s*$")  # how an eager op's error ends
 
 
 def first_line(error):
@@ -156,7 +167,7 @@ def op_error_cause(error):
         return first_root.group(1).strip()
     for line in error.message.splitlines():
         if line.strip() and not line[0].isspace() and not line.startswith(_BOILERPLATE):
-            return line.split("}} ", 1)[-1].strip()
+            return _EAGER_OP.sub("", line.split("}} ", 1)[-1]).strip()
     return type(error).__name__
 
 

@@ -1,15 +1,28 @@
-"""Imports TensorFlow without the native start-up lines every CPU-only run prints
-(oneDNN, CUDA drivers, absl log set-up); any other line it writes still reaches stderr.
-And hides the log records TensorFlow writes of a failed map step, which the run reports.
-"""
+"""TensorFlow without its noise: its C++ log lines below ERROR kept off stderr where the
+user has not set `TF_CPP_MIN_LOG_LEVEL`, the lines every CPU-only import prints filtered
+out, and the log records of a failed map step, which the run reports, hidden."""
 
+import contextlib
+import importlib.abc
+import importlib.util
 import logging
 import os
 import re
 import sys
 import threading
 
-__all__ = ["is_startup_noise", "import_tensorflow", "is_closure_error", "hide_closure_errors"]
+__all__ = [
+    "before_tensorflow",
+    "show_tensorflow_logs",
+    "is_startup_noise",
+    "is_log_line",
+    "import_tensorflow",
+    "filtered_stderr",
+    "is_closure_error",
+    "hide_closure_errors",
+]
+
+LEVEL = "TF_CPP_MIN_LOG_LEVEL"  # TensorFlow reads it once, when it is imported
 
 # Lines TensorFlow's C++ writes to stderr while it loads and finds its devices, before
 # (and regardless of) TF_CPP_MIN_LOG_LEVEL: two shared libraries each print the first
@@ -24,17 +37,30 @@ _NOISE = [
     re.compile(r"^I\d{4} [\d:.]+ +\d+ cpu_feature_guard\.cc:\d+\] This TensorFlow binary is optimized to use "),
     re.compile(r"^To enable the following instructions: .*, in other operations, rebuild TensorFlow with "),
 ]
+# A line of TensorFlow's C++ log (absl's format): severity, date, time, thread, source.
+_LOG_LINE = re.compile(r"^[IWEF]\d{4} [\d:.]+ +\d+ [\w.]+:\d+\] ")
 
 _imported = None
+_set_here = False  # whether LEVEL is this package's default, not the user's
 
 # What ClusterCoordinator logs (at ERROR, with the remote traceback) when a scheduled
-# function fails, and when it then cancels the others.
-_CLOSURE_ERRORS = ("encountered the following error when processing closure", "Start cancelling closures due to error")
+# function fails, when it then cancels the others, and when one of those is cancelled.
+_CLOSURE_ERRORS = (
+    "encountered the following error when processing closure",
+    "Start cancelling closures due to error",
+    "This derived error is ignored and not reported to users",
+)
 
 
 def is_startup_noise(line: str) -> bool:
     """Whether `line` (without its newline) is one of TensorFlow's start-up lines."""
     return any(pattern.search(line) for pattern in _NOISE)
+
+
+def is_log_line(line: str) -> bool:
+    """Whether `line` is one of TensorFlow's C++ log lines (any severity), or RE2's, which
+    TensorFlow's regex ops log to stderr when a pattern does not compile."""
+    return bool(_LOG_LINE.match(line)) or "re2/re2.cc:" in line
 
 
 def is_closure_error(pathname: str, message: str) -> bool:
@@ -51,50 +77,104 @@ class _ClosureErrors(logging.Filter):
 def hide_closure_errors() -> None:
     """Drops TensorFlow's log records of a failed map step (tens of lines each, a remote
     traceback): the run classifies every failure itself and says what it means in one
-    line (`failures`), which they would bury. For the CLI; idempotent."""
+    line (`run.failures`), which they would bury. Idempotent."""
     tf_logger = logging.getLogger("tensorflow")
     if not any(isinstance(f, _ClosureErrors) for f in tf_logger.filters):
         tf_logger.addFilter(_ClosureErrors())
 
 
-def _forward(read_fd, out_fd):
+def _forward(read_fd, out_fd, keep):
     with os.fdopen(read_fd, "rb") as lines:
         for raw in lines:
-            if not is_startup_noise(raw.decode(errors="replace").rstrip("\n")):
+            if keep(raw.decode(errors="replace").rstrip("\n")):
                 os.write(out_fd, raw)
 
 
-def import_tensorflow(verbose: bool = False):
-    """Returns the `tensorflow` module, imported and its devices found with the
-    start-up lines filtered out of stderr (all shown if `verbose`). Blocking; the
-    first call in a process does the work, later ones return the module at once.
-
-    stderr (fd 2) goes through a pipe meanwhile, and every other line is copied to
-    it as it comes, so nothing is lost if the import dies.
-    """
-    global _imported
-    if _imported is not None:
-        return _imported
-    if verbose:
-        import tensorflow as tf
-
-        _imported = tf
-        return tf
+@contextlib.contextmanager
+def filtered_stderr(drop):
+    """While inside, every line written to stderr (fd 2) for which `drop(line)` is true is
+    dropped, the others copied as they come, so nothing else is lost if the block dies.
+    For TensorFlow's C++, which writes to fd 2 itself."""
     sys.stderr.flush()
     saved = os.dup(2)
     read_fd, write_fd = os.pipe()
-    forwarder = threading.Thread(target=_forward, args=(read_fd, saved), daemon=True)
+    forwarder = threading.Thread(target=_forward, args=(read_fd, saved, lambda line: not drop(line)), daemon=True)
     forwarder.start()
     os.dup2(write_fd, 2)
     os.close(write_fd)
     try:
-        import tensorflow as tf
-
-        tf.config.list_physical_devices()  # where the cuInit line comes from
+        yield
     finally:
         sys.stderr.flush()
         os.dup2(saved, 2)  # closes the pipe's last write end: the forwarder sees its end
         forwarder.join()
         os.close(saved)
+
+
+def import_tensorflow(verbose: bool = False):
+    """Returns the `tensorflow` module, imported and its devices found with the
+    start-up lines filtered out of stderr (all shown if `verbose`). Blocking; the
+    first call in a process does the work, later ones return the module at once."""
+    global _imported
+    if _imported is not None:
+        return _imported
+    if verbose or "tensorflow" in sys.modules:
+        import tensorflow as tf
+    else:
+        with filtered_stderr(is_startup_noise):
+            import tensorflow as tf
+
+            tf.config.list_physical_devices()  # where the cuInit line comes from
     _imported = tf
     return tf
+
+
+class _QuietImport(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    """Imports TensorFlow, whoever asks for it first, as `import_tensorflow` does."""
+
+    def find_spec(self, name, path=None, target=None):
+        if name != "tensorflow":
+            return None
+        at = sys.meta_path.index(self)
+        del sys.meta_path[at]  # the real finder's spec, not this one's again
+        try:
+            spec = importlib.util.find_spec(name)
+        finally:
+            sys.meta_path.insert(at, self)
+        if spec is None or spec.loader is None:
+            return spec
+        self._loader = spec.loader
+        spec.loader = self
+        return spec
+
+    def create_module(self, spec):
+        return self._loader.create_module(spec)
+
+    def exec_module(self, module):
+        if self in sys.meta_path:
+            sys.meta_path.remove(self)  # imported: the hook's work is done
+        with filtered_stderr(is_startup_noise):
+            self._loader.exec_module(module)
+            module.config.list_physical_devices()
+
+
+def before_tensorflow() -> None:
+    """Called when the package is imported: if TensorFlow is not imported yet, keeps its
+    C++ log lines below ERROR off stderr (TF_CPP_MIN_LOG_LEVEL=2, unless the user set
+    it) and its start-up lines out (whoever imports it first). Idempotent."""
+    global _set_here
+    if "tensorflow" in sys.modules or LEVEL in os.environ:
+        return
+    os.environ[LEVEL] = "2"
+    _set_here = True
+    sys.meta_path.insert(0, _QuietImport())
+
+
+def show_tensorflow_logs() -> None:
+    """Undoes `before_tensorflow` where TensorFlow is not imported yet: its log lines all
+    reach stderr (the CLI's --verbosity)."""
+    global _set_here
+    if _set_here and "tensorflow" not in sys.modules:
+        del os.environ[LEVEL]
+        _set_here = False
+        sys.meta_path[:] = [finder for finder in sys.meta_path if not isinstance(finder, _QuietImport)]

@@ -1,12 +1,13 @@
 """What the CLI prints: its own lines and the library's log (`log`) on stderr, each
-prefixed "tf2_mapreduce: ", progress lines, and the result's summary on stdout."""
+prefixed "tf2_mapreduce: ", progress lines, and the result's summary on stdout: its value,
+a per-key job's top keys and vocabularies, a statistics job's table, what was skipped."""
 
 import logging
 import sys
 
 from tf2_mapreduce import log
 
-__all__ = ["say", "show_log", "human_bytes", "input_notes", "progress_line", "print_result"]
+__all__ = ["say", "show_log", "human_bytes", "input_notes", "progress_line", "print_result", "wrote"]
 
 
 def say(line: str, prefix: str = "tf2_mapreduce: ") -> None:
@@ -64,7 +65,9 @@ def _steps_summary(steps):
 
 
 def progress_line(reducer, p) -> str:
-    """A `Progress` report as one line; `reducer` says the value in words."""
+    """A `Progress` report as one line; the value in words as `reducer`'s (`outputs.words`)."""
+    from tf2_mapreduce.outputs import words
+
     rate = p.bytes_done / p.seconds if p.seconds > 0 else 0.0
     eta = "%.0fs" % ((p.bytes_total - p.bytes_done) / rate) if rate > 0 else "--"
     percent = 100.0 * p.files_done / p.files_total if p.files_total else 100.0
@@ -77,21 +80,75 @@ def progress_line(reducer, p) -> str:
         skipped,
         human_bytes(p.bytes_done),
         human_bytes(p.bytes_total),
-        reducer.describe(p.value, p.distinct),
+        words.describe(reducer, p.value, p.distinct),
         human_bytes(rate),
         eta,
         _steps_summary(p.steps_per_worker),
     )
 
 
-def print_result(result, top_k, min_count, written) -> None:
-    """The summary on stdout: the job's value, what its reducer shows under it (the top
-    keys, or each vocabulary's summary), and what was skipped."""
+def vocabulary_lines(summary) -> list:
+    """A vocabulary summary (`outputs.writers.vocabularies`) as lines, one per vocabulary."""
+    lines = []
+    for name, v in summary["vocabularies"].items():
+        missing = ", %d examples missing it" % v["missing"] if "missing" in v else ""
+        aside = ", %d unwritable terms aside" % v["unwritable"] if v.get("unwritable") else ""
+        lines.append(
+            "  %s: %d values, %d distinct%s; %d terms kept%s"
+            % (name, v["values"], v["distinct"], missing, v["written"], aside)
+        )
+    return lines
+
+
+def _top_lines(result, top_k, min_count):
+    from tf2_mapreduce.outputs.files import escape
+
+    if top_k == 0:
+        return []
+    top = result.top(20 if top_k is None else top_k, min_count)
+    unit = result.reducer.unit
+    heading = "top %d %s (count, %s; non-printable bytes as \\xHH):" % (len(top), unit, unit)
+    return [heading] + ["%12d  %s" % (count, escape(key)) for key, count in top]
+
+
+def summary_lines(result, top_k, min_count, file_format, written) -> list:
+    """What the CLI prints under the result's headline: a per-key job's vocabularies
+    (`written`: what `Result.write_dir` returned, else summed up without writing) and,
+    for a table of one vocabulary, its top keys; a statistics job's table."""
+    from tf2_mapreduce.outputs import writers
+    from tf2_mapreduce.outputs.stats import report
+    from tf2_mapreduce.reducers import KeySum, Statistics
+    from tf2_mapreduce.reducers.keys import KeyCounts
+
+    reducer = result.reducer
+    if isinstance(reducer, Statistics):
+        return report.table_lines(result.total)
+    if not isinstance(reducer, KeyCounts):
+        return []
+    lines = []
+    if isinstance(reducer, KeySum):
+        lines = _top_lines(result, top_k, min_count)
+        if written is None:
+            return lines
+    summary = written if written is not None else writers.vocabularies(result, top_k, min_count, file_format)
+    return vocabulary_lines(summary) + lines
+
+
+def wrote(summary, output_dir) -> str:
+    """What the CLI says once `Result.write_dir(output_dir)` returned `summary`."""
+    if "vocabularies" in summary:
+        return "wrote %d vocabularies to %s" % (len(summary["vocabularies"]), output_dir)
+    return "wrote %s to %s" % (", ".join(summary["files"]), output_dir)
+
+
+def print_result(result, top_k, min_count, file_format, written) -> None:
+    """The summary on stdout: the job's value, what `summary_lines` shows under it, and
+    what was skipped."""
     print(
         "%s: %s in %d files (%d bytes), %.2f s"
         % (result.job, result.describe(), result.files_done, result.bytes_done, result.seconds)
     )
-    for line in result.summary_lines(top_k, min_count, written):
+    for line in summary_lines(result, top_k, min_count, file_format, written):
         print(line)
     if result.skipped:
         print("%d input(s) skipped (--on_error=skip):" % len(result.skipped))

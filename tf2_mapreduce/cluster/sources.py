@@ -1,114 +1,52 @@
 """Where the cluster comes from: TF_CONFIG (Vertex AI's too), a Slurm job step,
-Kubernetes pod labels, a Cloud TPU VM slice, or classic --*_hosts flags; read
-through TF's own cluster resolvers and validated into a `cluster.Cluster`.
-
-The flags are defined here (`define_flags`) because both CLIs, the coordinator's and
-the servers', take them; they are read only from the values the CLIs pass in.
-Only the Slurm, Kubernetes and TPU sources import TensorFlow.
+Kubernetes pod labels, a Cloud TPU VM slice, or classic --*_hosts settings; read
+through TF's own cluster resolvers and validated into a `spec.ClusterSpec`. Both
+programs' flags (`cli.cluster_flags`) make a `Source`. Only the Slurm, Kubernetes and
+TPU sources import TensorFlow.
 """
 
 import os
-
-from absl import flags
+from dataclasses import dataclass
 
 from tf2_mapreduce.cluster import spec as cluster_spec
 from tf2_mapreduce.errors import UsageError, first_line
 
-__all__ = ["SOURCES", "define_flags", "describe", "resolve"]
+__all__ = ["SOURCES", "Source", "describe", "resolve"]
 
 SOURCES = ("tf_config", "slurm", "kubernetes", "tpu", "flags")
 K8S_JOB_LABEL, K8S_ROLE_LABEL = cluster_spec.K8S_JOB_LABEL, cluster_spec.K8S_ROLE_LABEL
 
 
-def define_flags(values):
-    """Defines the flags that choose and describe the cluster in `values` (an absl
-    `FlagValues`): the coordinator's and the servers' CLIs share them."""
-    if "cluster_resolver" in values:  # both CLIs' modules imported in one process
-        return
-    flags.DEFINE_enum(
-        "cluster_resolver",
-        "tf_config",
-        SOURCES,
-        "Where the cluster is described. tf_config: the TF_CONFIG variable (as Kubernetes "
-        "operators and Vertex AI set it; without it the coordinator runs a local cluster). "
-        "slurm: the Slurm job step (rank 0 is the chief, the next --ps_tasks ranks are ps, the "
-        "rest workers; ports from --port). kubernetes: running pods labelled "
-        "%s=--k8s_job and %s=chief|ps|worker (needs the kubernetes package). tpu: the hosts "
-        "of Cloud TPU VM slice --tpu (each host a worker, the first --ps_tasks hosts a ps too, "
-        "host 0 the chief). flags: --chief_host, --ps_hosts, --worker_hosts. "
-        "Giving --*_hosts implies flags." % (K8S_JOB_LABEL, K8S_ROLE_LABEL),
-        flag_values=values,
-    )
-    flags.DEFINE_string(
-        "chief_host", None, "The coordinator's host:port (--cluster_resolver=flags).", flag_values=values
-    )
-    flags.DEFINE_list(
-        "ps_hosts", None, "host:port of every ps task, in order (--cluster_resolver=flags).", flag_values=values
-    )
-    flags.DEFINE_list(
-        "worker_hosts", None, "host:port of every worker task, in order (--cluster_resolver=flags).", flag_values=values
-    )
-    flags.DEFINE_enum(
-        "task_type",
-        None,
-        ["chief", "ps", "worker"],
-        "This task's role, for the sources that do not say (flags, kubernetes, tpu).",
-        flag_values=values,
-    )
-    flags.DEFINE_integer(
-        "task_index", 0, "This task's index within its role (with --task_type).", lower_bound=0, flag_values=values
-    )
-    flags.DEFINE_integer(
-        "ps_tasks",
-        1,
-        "With --cluster_resolver=slurm or tpu: how many of the tasks are ps.",
-        lower_bound=1,
-        flag_values=values,
-    )
-    flags.DEFINE_integer(
-        "port",
-        8470,
-        "With slurm: the first port of each node (a node's tasks take consecutive ports). With "
-        "kubernetes: the port every pod serves on. With tpu: the chief's port; a host's ps "
-        "serves on the next port, its worker on the one after.",
-        lower_bound=1,
-        upper_bound=65533,
-        flag_values=values,
-    )
-    flags.DEFINE_string(
-        "k8s_job",
-        None,
-        "With --cluster_resolver=kubernetes: the value of the pods' %s label." % K8S_JOB_LABEL,
-        flag_values=values,
-    )
-    flags.DEFINE_string(
-        "tpu", None, "With --cluster_resolver=tpu: the Cloud TPU's name ('local' for this TPU VM).", flag_values=values
-    )
-    flags.DEFINE_string(
-        "tpu_zone",
-        None,
-        "With --cluster_resolver=tpu: the TPU's zone (default: from the metadata server).",
-        flag_values=values,
-    )
-    flags.DEFINE_string(
-        "tpu_project",
-        None,
-        "With --cluster_resolver=tpu: the TPU's project (default: from the metadata server).",
-        flag_values=values,
-    )
-
-
 HOST_FLAGS = ("chief_host", "ps_hosts", "worker_hosts")
 
 
-def resolve(values, expect_roles):
-    """This process's `cluster_spec.ClusterSpec` from the source `values` (the CLI's flags) choose, or None when no cluster
+@dataclass(frozen=True)
+class Source:
+    """Where the cluster is described, and what that source needs. `cluster_resolver`:
+    one of `SOURCES`, None where not given (TF_CONFIG, unless --*_hosts are given)."""
+
+    cluster_resolver: str | None = None
+    chief_host: str | None = None
+    ps_hosts: list | None = None
+    worker_hosts: list | None = None
+    task_type: str | None = None
+    task_index: int = 0
+    ps_tasks: int = 1
+    port: int = 8470
+    k8s_job: str | None = None
+    tpu: str | None = None
+    tpu_zone: str | None = None
+    tpu_project: str | None = None
+
+
+def resolve(values: Source, expect_roles):
+    """This process's `spec.ClusterSpec` from the `Source` `values`, or None when no cluster
     is configured (no TF_CONFIG, nothing else asked for). Blocking: Kubernetes and
     TPU sources ask their APIs. Raises `UsageError` naming the source and what is
     wrong."""
-    source = values.cluster_resolver
-    given = [name for name in HOST_FLAGS if values[name].present]
-    if given and values["cluster_resolver"].present and source != "flags":
+    source = values.cluster_resolver or "tf_config"
+    given = [name for name in HOST_FLAGS if getattr(values, name) is not None]
+    if given and values.cluster_resolver is not None and source != "flags":
         raise UsageError(
             "--%s describes the cluster; it cannot be combined with --cluster_resolver=%s" % (given[0], source)
         )
@@ -126,11 +64,11 @@ def resolve(values, expect_roles):
     return _from_tpu(values, expect_roles)
 
 
-def describe(values):
+def describe(values: Source):
     """The source of the cluster as users name it: TF_CONFIG, or the flags that chose it."""
-    if any(values[name].present for name in HOST_FLAGS):
+    if any(getattr(values, name) is not None for name in HOST_FLAGS):
         return "--chief_host/--ps_hosts/--worker_hosts"
-    if values.cluster_resolver == "tf_config":
+    if values.cluster_resolver in (None, "tf_config"):
         return "TF_CONFIG"
     return "--cluster_resolver=%s" % values.cluster_resolver
 
@@ -147,7 +85,7 @@ def _task(values, expect_roles, source):
 
 def _from_flags(values, expect_roles):
     source = "--cluster_resolver=flags"
-    missing = [name for name in HOST_FLAGS if not values[name].value]
+    missing = [name for name in HOST_FLAGS if not getattr(values, name)]
     if missing:
         raise UsageError(
             "%s: --%s is missing (give --chief_host, --ps_hosts and --worker_hosts)" % (source, missing[0])

@@ -3,8 +3,6 @@ the unit a worker reads at once and the unit whose result is committed exactly o
 and the tf.data pipeline of splits, the pieces of one scheduled map step."""
 
 import hashlib
-import os
-import re
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -13,13 +11,9 @@ import numpy as np
 
 from tf2_mapreduce.errors import InputError, cause_of
 from tf2_mapreduce.inputs import formats
-from tf2_mapreduce.inputs.files import Files, encode_path, local_path, tf_error
+from tf2_mapreduce.inputs.files import Files, tf_error
 
-__all__ = ["Piece", "Plan", "RECORDS"]
-
-# What a piece boundary must follow, so that no record spans two pieces.
-RECORDS = {"words": re.compile(rb"[ \t\n\r\x0b\x0c]"), "lines": re.compile(rb"\n")}
-WINDOW = 64 * 1024  # bytes read at a time while looking for a boundary
+__all__ = ["Piece", "Plan"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,63 +27,6 @@ class Piece:
     @property
     def size(self):
         return self.end - self.start
-
-
-class _Reader:
-    """Reads byte ranges of one file: os.pread locally, GFile elsewhere."""
-
-    def __init__(self, path):
-        local = local_path(path)
-        if local is not None:
-            fd = os.open(local, os.O_RDONLY)
-            self.read = lambda offset, n: os.pread(fd, n, offset)
-            self.close = lambda: os.close(fd)
-        else:
-            import tensorflow as tf
-
-            gfile = tf.io.gfile.GFile(path, "rb")
-
-            def read(offset, n):
-                gfile.seek(offset)
-                return gfile.read(n)
-
-            self.read = read
-            self.close = gfile.close
-
-
-def _boundary(reader, position, size, separator):
-    """The first offset >= `position` that follows a separator byte (or `size`)."""
-    offset = position - 1
-    while offset < size:
-        window = reader.read(offset, WINDOW)
-        if not window:
-            break
-        found = separator.search(window)
-        if found:
-            return offset + found.start() + 1
-        offset += len(window)
-    return size
-
-
-def _text_cuts(f, read_size, separator):
-    """The offsets `f` is cut at, from 0 to its size. Reads a few bytes at each cut."""
-    reader = _Reader(f.path)
-    try:
-        cuts = [0]
-        while cuts[-1] < f.size:
-            target = cuts[-1] + read_size
-            cuts.append(f.size if target >= f.size else _boundary(reader, target, f.size, separator))
-        return cuts
-    finally:
-        reader.close()
-
-
-def _record_cuts(f, read_size):
-    """The offsets an uncompressed TFRecord file `f` is cut at, from 0 to its size: where
-    records start as their checksums tell. Reads a few bytes and one record at each cut."""
-    from tf2_mapreduce.inputs import readers as text_stream
-
-    return text_stream.record_cuts(encode_path(f.path), f.size, read_size)
 
 
 class _Pieces(Sequence):
@@ -111,15 +48,15 @@ class _Pieces(Sequence):
 
 
 class Plan:
-    """`files` (`Files`, or `InputFile`s) cut into pieces of about
-    `read_size` bytes, each cut moved forward to just after the next separator (ASCII
-    whitespace for records="words", a newline for "lines"), so that every word (or line)
-    lies in exactly one piece: the one in which it starts. A TFRecord file
-    (records="tfrecord") is cut where a record starts as its checksums tell
-    (`text_stream.record_cuts`), and each piece read as a stream of its records that must
-    end exactly at the next cut, so a misleading cut fails the job rather than count a
-    record twice or never. A compressed file (`formats.compression_of`) cannot be cut: it
-    is one piece, read as a stream.
+    """`files` (`Files`, or `InputFile`s) of the format of `records` (a `formats.Format`,
+    or its name in `Job.records`) cut into pieces of about `read_size` bytes where the
+    format says (`Format.cuts`): a text file just after a separator (ASCII whitespace for
+    words, a newline for lines), so that every word (or line) lies in exactly one piece,
+    the one in which it starts; a TFRecord file where a record starts as its checksums
+    tell, each piece read as a stream of its records that must end exactly at the next
+    cut, so a misleading cut fails the job rather than count a record twice or never. A
+    compressed file (`formats.compression_of`) cannot be cut: it is one piece, read as a
+    stream.
 
     Pieces are columns (`piece_files`, `starts`, `ends`, `sizes`: int64 arrays in piece
     order; `pieces` shows them as `Piece`s), so that a million files plan in a fraction
@@ -134,17 +71,16 @@ class Plan:
         self.files = files = Files.of(files)
         self.on_error = on_error
         self.read_size = read_size
-        self.records = records
+        self.format = formats.of_records(records)
         self.compressions = formats.compressions_of(files, compression)
         self._compressed = np.array([bool(c) for c in self.compressions], dtype=bool)
         self.skipped = []
-        separator = RECORDS.get(records)
         counts = np.ones(len(files), dtype=np.int64)  # pieces per file
         cut = {}  # file number -> its cuts, for the files cut in several pieces
         for number in np.flatnonzero((files.sizes > read_size) & ~self._compressed).tolist():
             f = files[number]
             try:
-                cuts = _record_cuts(f, read_size) if records == "tfrecord" else _text_cuts(f, read_size, separator)
+                cuts = self.format.cuts(f.path, f.size, read_size)
             except (OSError, tf_error()) as e:
                 error = InputError(f.path, "cannot be read to plan its pieces: " + cause_of(e))
                 if on_error == "fail":
@@ -176,17 +112,18 @@ class Plan:
 
     def kind(self, piece_id):
         """How a map step reads the piece: ("whole" | "range" | "stream", compression),
-        compression as TF names it; one map step is traced per kind. A TFRecord file's
-        pieces are streams of records, a range of the file or all of it."""
+        compression as TF names it; one map step is traced per kind. A piece that its
+        format streams (`Format.streamed`: a compressed file, any TFRecord file's, whole
+        or a range of it) is a "stream"."""
         compression = self.compressions[self._piece_file[piece_id]]
-        if compression or self.records == "tfrecord":
+        if self.format.streamed(compression):
             return "stream", compression
         return ("whole" if self.whole(piece_id) else "range"), ""
 
     def by_kind(self, ids) -> dict:
         """`ids` (piece ids) grouped by `kind`: {kind: int64 array of ids, in their order}."""
         ids = np.asarray(ids, dtype=np.int64)
-        if self.records != "tfrecord" and not self._compressed.any():
+        if not self.format.streamed("") and not self._compressed.any():
             whole = self._whole[ids]
             groups = {("whole", ""): ids[whole], ("range", ""): ids[~whole]}
             return {kind: chosen for kind, chosen in groups.items() if len(chosen)}

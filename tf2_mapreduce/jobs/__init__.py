@@ -1,72 +1,76 @@
 """Jobs by the names the CLI gives them (`--job`): the built-in ones, each a `Job` class of
-its module here, or a user's as "module:ATTRIBUTE". Free of TensorFlow: a job's name and
-parameters are checked (`check`) before anything starts; `resolve` imports the job."""
+a module here that declares its name and parameters (found here, not listed), or a
+user's as "module:ATTRIBUTE". Free of TensorFlow: a job's name and parameters are
+checked (`check`) before anything starts; `resolve` makes the job."""
 
 import importlib
+import pkgutil
 
 from tf2_mapreduce.errors import UsageError
-from tf2_mapreduce.jobs.feature_spec import parse_features, parse_names
+from tf2_mapreduce.jobs.base import Job
 
-__all__ = ["BUILT_IN", "check", "resolve"]
+__all__ = ["built_in", "parameters", "check", "resolve"]
 
-# name -> (module, class); the public names (tf2_mapreduce.WordCount...) are these classes.
-BUILT_IN = {
-    "wordcount": ("tf2_mapreduce.jobs.wordcount", "WordCount"),
-    "wordfreq": ("tf2_mapreduce.jobs.wordfreq", "WordFreq"),
-    "linecount": ("tf2_mapreduce.jobs.lines", "LineCount"),
-    "wc": ("tf2_mapreduce.jobs.lines", "Wc"),
-    "longestline": ("tf2_mapreduce.jobs.lines", "LongestLine"),
-    "grep": ("tf2_mapreduce.jobs.lines", "Grep"),
-    "recordcount": ("tf2_mapreduce.jobs.records", "RecordCount"),
-    "vocab": ("tf2_mapreduce.jobs.features", "Vocab"),
-    "stats": ("tf2_mapreduce.jobs.features", "Stats"),
-}
-# The built-in jobs that take a parameter, the setting that gives it, and how it is checked.
-PARAMETER = {"grep": "pattern", "vocab": "features", "stats": "features"}
-_CHECK = {"vocab": parse_features, "stats": parse_names}
-_OPTIONAL = {"stats"}  # all features when none is named
-_NEEDS = {
-    "pattern": "an RE2 regular expression matched against whole lines",
-    "features": "feature names, comma-separated",
-}
+_found = {}
 
 
-def check(name: str, pattern: str | None = None, features: str | None = None) -> None:
-    """Checks, without importing any job, that `name` is a built-in job or names a
-    user's ("module:ATTRIBUTE"), and that it is given the parameters it takes and no
-    other (`features` parsed as the job reads it: `feature_spec`). Raises `UsageError`."""
-    given = {"pattern": pattern, "features": features}
-    if name not in BUILT_IN and ":" not in name:
+def built_in() -> dict:
+    """{--job name: class} of the built-in jobs: every `Job` subclass of this package's
+    modules that says its `COMMAND`, by module name, then in each module's order."""
+    if not _found:
+        for module in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
+            loaded = importlib.import_module("%s.%s" % (__name__, module.name))
+            for value in vars(loaded).values():
+                if isinstance(value, type) and issubclass(value, Job) and value.__module__ == loaded.__name__:
+                    if value.COMMAND:
+                        _found[value.COMMAND] = value
+    return _found
+
+
+def parameters() -> dict:
+    """{parameter name: [(--job name, `Parameter`)]} of the built-in jobs' parameters."""
+    found = {}
+    for command, job_class in built_in().items():
+        for parameter in job_class.PARAMETERS:
+            found.setdefault(parameter.name, []).append((command, parameter))
+    return found
+
+
+def check(name: str, values: dict) -> None:
+    """Checks, without importing TensorFlow, that `name` is a built-in job or names a
+    user's ("module:ATTRIBUTE"), and that `values` ({parameter: value or None}) give it
+    the parameters it takes and no other, each as it can take it. Raises `UsageError`."""
+    jobs = built_in()
+    if name not in jobs and ":" not in name:
         raise UsageError(
             "{setting:job}=%s: unknown job (built in: %s; or module:ATTRIBUTE for your own)"
-            % (name, ", ".join(sorted(BUILT_IN)))
+            % (name, ", ".join(sorted(jobs)))
         )
-    takes = PARAMETER.get(name)
-    for setting, value in given.items():
-        if value is not None and setting != takes:
-            jobs = [job for job, parameter in PARAMETER.items() if parameter == setting]
-            raise UsageError("{setting:%s} is only for {setting:job}=%s" % (setting, " or ".join(jobs)))
-    if takes and given[takes] is None and name not in _OPTIONAL:
-        raise UsageError("{setting:job}=%s needs {setting:%s} (%s)" % (name, takes, _NEEDS[takes]))
-    if given.get(takes) is not None and name in _CHECK:
-        _CHECK[name](given[takes])
+    takes = {p.name: p for p in jobs[name].PARAMETERS} if name in jobs else {}
+    for setting, value in values.items():
+        if value is not None and setting not in takes:
+            users = [command for command, _ in parameters().get(setting, ())]
+            raise UsageError("{setting:%s} is only for {setting:job}=%s" % (setting, " or ".join(users)))
+    for parameter in takes.values():
+        value = values.get(parameter.name)
+        if value is None and parameter.required:
+            raise UsageError("{setting:job}=%s needs {setting:%s} (%s)" % (name, parameter.name, parameter.help))
+        if value is not None and parameter.check:
+            parameter.check(value)
 
 
-def resolve(name: str, pattern: str | None = None, features: str | None = None):
-    """The `Job` that `name` and its parameters give (see `check`): a built-in job, or the
-    `Job` held by "package.module:ATTRIBUTE". Raises `UsageError`.
+def resolve(name: str, values: dict) -> Job:
+    """The `Job` that `name` and its parameters' `values` give (see `check`): a built-in
+    job, or the `Job` held by "package.module:ATTRIBUTE". Raises `UsageError`.
 
     Only the coordinator imports a user's module: map steps are traced into graphs
     that the workers run, so workers need no user code.
     """
-    check(name, pattern, features)
-    if name in BUILT_IN:
-        module, attribute = BUILT_IN[name]
-        job_class = getattr(importlib.import_module(module), attribute)
-        takes = PARAMETER.get(name)
-        return job_class({"pattern": pattern, "features": features}[takes]) if takes else job_class()
-    from tf2_mapreduce.jobs.base import Job
-
+    check(name, values)
+    jobs = built_in()
+    if name in jobs:
+        given = {p.name: values[p.name] for p in jobs[name].PARAMETERS if values.get(p.name) is not None}
+        return jobs[name](**given)
     module_name, _, attribute = name.partition(":")
     try:
         module = importlib.import_module(module_name)

@@ -2,11 +2,11 @@
 bytes after the last newline if there are any: `wc -l` plus an unterminated last line.
 """
 
-import tensorflow as tf
-
+from tf2_mapreduce import quiet
 from tf2_mapreduce.errors import UsageError, op_error_cause
-from tf2_mapreduce.jobs.base import Job, per_text
+from tf2_mapreduce.jobs.base import Job, Parameter, per_text
 from tf2_mapreduce.jobs.wordcount import count_true, count_words
+from tf2_mapreduce.lazy_tf import tf
 from tf2_mapreduce.reducers import Max, Sum, VectorSum
 
 __all__ = ["count_lines", "longest_line", "LineCount", "Wc", "LongestLine", "Grep"]
@@ -35,9 +35,12 @@ def _wc(text):
 class LineCount(Job):
     """Total lines, per file and overall."""
 
+    COMMAND = "linecount"
+    SUMMARY = "total lines"
+
     def __init__(self):
         super().__init__(
-            name="linecount",
+            name=self.COMMAND,
             map_fn=per_text(count_lines),
             reducer=Sum(unit="lines"),
             description="total lines",
@@ -48,9 +51,12 @@ class LineCount(Job):
 class Wc(Job):
     """Lines, words and bytes, like `wc`, per file and overall."""
 
+    COMMAND = "wc"
+    SUMMARY = "lines, words and bytes, like wc"
+
     def __init__(self):
         super().__init__(
-            name="wc",
+            name=self.COMMAND,
             map_fn=per_text(_wc, shape=(3,)),
             reducer=VectorSum(names=("lines", "words", "bytes")),
             description="lines, words and bytes, like wc",
@@ -68,9 +74,12 @@ def longest_line(text):
 class LongestLine(Job):
     """Bytes in the longest line (newline excluded), per file and overall."""
 
+    COMMAND = "longestline"
+    SUMMARY = "bytes in the longest line"
+
     def __init__(self):
         super().__init__(
-            name="longestline",
+            name=self.COMMAND,
             map_fn=per_text(longest_line),
             reducer=Max(name="longest line", unit="bytes"),
             description="bytes in the longest line, per file and overall",
@@ -86,19 +95,23 @@ class Grep(Job):
     `UsageError` if the pattern does not compile.
     """
 
+    COMMAND = "grep"
+    SUMMARY = "lines matching --pattern"
+    PARAMETERS = (Parameter("pattern", "an RE2 regular expression that whole lines must match", required=True),)
+
     def __init__(self, pattern: str):
         try:
-            tf.strings.regex_full_match(tf.constant([""]), pattern)
+            with quiet.filtered_stderr(quiet.is_log_line):  # RE2 logs its own complaint
+                tf.strings.regex_full_match(tf.constant([""]), pattern)
         except tf.errors.InvalidArgumentError as e:
-            raise UsageError(
-                "{setting:pattern} %r: not a valid RE2 regular expression: %s" % (pattern, op_error_cause(e))
-            ) from None
+            why = op_error_cause(e).split(", error: ", 1)[-1]
+            raise UsageError("{setting:pattern} %r: not a valid RE2 regular expression: %s" % (pattern, why)) from None
 
         def matching_lines(text):
             return tf.reduce_sum(tf.cast(tf.strings.regex_full_match(_lines(text), pattern), tf.int64))
 
         super().__init__(
-            name="grep",
+            name=self.COMMAND,
             map_fn=per_text(matching_lines),
             reducer=Sum(unit="matching lines"),
             description="lines matching the pattern in full (RE2)",

@@ -1,9 +1,9 @@
 """Jobs over TFRecord files: `recordcount`, the sanity total of records, whatever they
 hold (a `tf.train.Example` or anything else)."""
 
-import tensorflow as tf
-
+from tf2_mapreduce.inputs.formats import TFRECORD
 from tf2_mapreduce.jobs.base import Job
+from tf2_mapreduce.lazy_tf import tf
 from tf2_mapreduce.reducers import Sum
 
 __all__ = ["RecordCount"]
@@ -16,12 +16,15 @@ def _ones(records):
 class RecordCount(Job):
     """The records of TFRecord files, per file and overall: a sanity total, whatever they hold."""
 
+    COMMAND = "recordcount"
+    SUMMARY = "records of TFRecord files"
+
     def __init__(self):
         super().__init__(
-            name="recordcount",
+            name=self.COMMAND,
             map_fn=_ones,
             reducer=Sum(unit="records"),
-            records="tfrecord",
+            records=TFRECORD,
             autograph=False,
             description="total records of TFRecord files",
         )

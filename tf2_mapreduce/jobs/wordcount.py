@@ -2,10 +2,10 @@
 bytes (space, \\t, \\n, \\v, \\f, \\r), exactly as Python's `bytes.split()` cuts them.
 """
 
-import tensorflow as tf
-
 from tf2_mapreduce import native
+from tf2_mapreduce.inputs.formats import WORDS
 from tf2_mapreduce.jobs.base import Job, per_text
+from tf2_mapreduce.lazy_tf import tf
 from tf2_mapreduce.reducers import Sum
 
 __all__ = ["count_words", "count_words_each", "count_words_in_tf", "count_true", "WordCount"]
@@ -64,12 +64,15 @@ def count_words_in_tf(text):
 class WordCount(Job):
     """Total words, per file and overall: runs of non-whitespace bytes, as bytes.split() cuts them."""
 
+    COMMAND = "wordcount"
+    SUMMARY = "total words"
+
     def __init__(self):
         super().__init__(
-            name="wordcount",
+            name=self.COMMAND,
             map_fn=count_words_each,
             reducer=Sum(unit="words"),
-            records="words",
+            records=WORDS,
             autograph=False,
             description="total words (runs of non-whitespace bytes, as bytes.split())",
         )

@@ -1,10 +1,10 @@
 """Word frequencies: the exact count of every distinct word (same word rule as
 wordcount), reduced on the ps tasks, one table per ps."""
 
-import tensorflow as tf
-
 from tf2_mapreduce import native
+from tf2_mapreduce.inputs.formats import WORDS
 from tf2_mapreduce.jobs.base import Job
+from tf2_mapreduce.lazy_tf import tf
 from tf2_mapreduce.reducers import KeySum
 
 __all__ = ["word_counts", "words", "WordFreq"]
@@ -30,12 +30,15 @@ def words(texts):
 class WordFreq(Job):
     """The exact count of every distinct word (words as `WordCount`'s), in tables on the ps tasks."""
 
+    COMMAND = "wordfreq"
+    SUMMARY = "the count of every distinct word"
+
     def __init__(self):
         super().__init__(
-            name="wordfreq",
+            name=self.COMMAND,
             map_fn=word_counts,
             reducer=KeySum(unit="words"),
-            records="words",
+            records=WORDS,
             autograph=False,
             description="count of every distinct word",
         )

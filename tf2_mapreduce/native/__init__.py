@@ -22,7 +22,7 @@ import time
 from tf2_mapreduce import log
 from tf2_mapreduce.errors import UsageError, op_error_cause
 
-__all__ = ["ENV", "MODES", "WEAKER", "mode", "cache_dir", "load", "unavailable", "disable", "missing_on"]
+__all__ = ["ENV", "MODES", "WEAKER", "mode", "cache_dir", "load", "built_here", "unavailable", "disable", "missing_on"]
 
 ENV = "TF2_MAPREDUCE_NATIVE"
 MODES = ("auto", "require", "off")
@@ -36,7 +36,11 @@ SOURCES = (
 )
 HEADERS = ("key_counts.h",)  # included by sources: part of the build's digest, not compiled apart
 # -O3: the word counter's loop is counted many bytes at a time only when vectorized.
-OPTIONS = ("-std=c++17", "-shared", "-fPIC", "-O3", "-w")  # -w: TensorFlow's headers warn by the hundred
+OPTIONS = ("-std=c++17", "-fPIC", "-O3", "-w")  # -w: TensorFlow's headers warn by the hundred
+PROGRESS_EVERY = 10.0  # seconds between the lines that say a build is still going
+# Core-seconds a build takes (measured: 61 on this project's machine, 36 s on 2 cores),
+# for an honest estimate: the sources compile in parallel, one a core.
+BUILD_CORE_SECONDS = 70
 NATIVE_DIR = os.path.dirname(os.path.abspath(__file__))
 # What a job loses without them (docs/runtime.md, D1-D2 and "Range reads").
 WEAKER = (
@@ -87,24 +91,61 @@ def _library_path():
     return os.path.join(cache_dir(), "ops-%s.so" % digest.hexdigest()[:20])
 
 
-def _command(sources, output):
+def _compiler():
+    return os.environ.get("CXX") or shutil.which("g++") or shutil.which("c++")
+
+
+def _failure(compiler, process):
+    lines = [line for line in process.stderr.read().splitlines() if "error:" in line] or []
+    return "%s failed: %s" % (os.path.basename(compiler), lines[0] if lines else "exit %d" % process.returncode)
+
+
+def _compile_all(directory, on_wait):
+    """Compiles every source into an object file in `directory`, as many at once as there
+    are cores (a source costs about 10-20 s of one core, mostly TensorFlow's headers), then
+    links them into `directory`/ops.so; returns its path, or why not. Calls
+    `on_wait(seconds, compiled)` every `PROGRESS_EVERY` s while it waits."""
     import tensorflow as tf
 
-    compiler = os.environ.get("CXX") or shutil.which("g++") or shutil.which("c++")
+    compiler = _compiler()
     if not compiler:
-        return None
-    return [
-        compiler,
-        *OPTIONS,
-        *sources,
-        "-o",
-        output,
-        *tf.sysconfig.get_compile_flags(),
-        *tf.sysconfig.get_link_flags(),
-    ]
+        return None, "no C++ compiler (g++ or $CXX) found"
+    flags = tf.sysconfig.get_compile_flags()
+    waiting = [os.path.join(NATIVE_DIR, name) for name in SOURCES]
+    running, objects = [], []
+    started = next_word = time.monotonic()
+    next_word += PROGRESS_EVERY
+    while waiting or running:
+        while waiting and len(running) < (os.cpu_count() or 1):
+            source = waiting.pop(0)
+            target = os.path.join(directory, os.path.basename(source) + ".o")
+            command = [compiler, *OPTIONS, "-c", source, "-o", target, *flags]
+            running.append(subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True))
+            objects.append(target)
+        for process in list(running):
+            if process.poll() is not None:
+                running.remove(process)
+                if process.returncode:
+                    for other in running:
+                        other.kill()
+                        other.wait()
+                    return None, _failure(compiler, process)
+        if time.monotonic() >= next_word:
+            on_wait(time.monotonic() - started, len(objects) - len(running) - len(waiting))
+            next_word += PROGRESS_EVERY
+        time.sleep(0.1)  # a poll of compilers that take seconds, not a wait for a result
+    library = os.path.join(directory, "ops.so")
+    link = subprocess.Popen(
+        [compiler, "-shared", *objects, "-o", library, *tf.sysconfig.get_link_flags()],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    link.wait()
+    return (None, _failure(compiler, link)) if link.returncode else (library, None)
 
 
-def _build(path):
+def _build(path, on_wait):
     """Builds the library at `path`, once across processes; returns None or why not."""
     os.makedirs(os.path.dirname(path), exist_ok=True)
     with open(path + ".lock", "w") as lock:
@@ -112,29 +153,31 @@ def _build(path):
         fcntl.flock(lock, fcntl.LOCK_EX)
         if os.path.exists(path):
             return None
-        fd, partial = tempfile.mkstemp(dir=os.path.dirname(path), suffix=".so")
-        os.close(fd)
-        command = _command([os.path.join(NATIVE_DIR, name) for name in SOURCES], partial)
-        if command is None:
-            os.unlink(partial)
-            return "no C++ compiler (g++ or $CXX) found"
-        built = subprocess.run(command, capture_output=True, text=True)
-        if built.returncode:
-            os.unlink(partial)
-            lines = [line for line in built.stderr.splitlines() if "error:" in line] or built.stderr.splitlines()
-            return "%s failed: %s" % (os.path.basename(command[0]), lines[0] if lines else "exit %d" % built.returncode)
-        os.replace(partial, path)  # atomic: a reader never loads a half-written library
-    return None
+        with tempfile.TemporaryDirectory(dir=os.path.dirname(path), prefix="build-") as directory:
+            library, why = _compile_all(directory, on_wait)
+            if why is None:
+                os.replace(library, path)  # atomic: a reader never loads a half-written library
+    return why
 
 
 def _build_announced(path):
-    """`_build`, said before and after: it takes tens of seconds, once per machine."""
+    """`_build`, said before, while (a line every `PROGRESS_EVERY` s) and after: it takes
+    tens of seconds, once per machine."""
     version = ".".join(_tensorflow_version().split(".")[:2])
-    log.info("building native ops for TensorFlow %s (first run on this machine, about 30 s)..." % version)
+    cores = min(os.cpu_count() or 1, len(SOURCES))
+    log.info(
+        "building the native ops for TensorFlow %s: once per machine, about %d s on %d cores..."
+        % (version, 5 * round(BUILD_CORE_SECONDS / cores / 5), cores)
+    )
     started = time.monotonic()
-    why = _build(path)
+
+    def on_wait(seconds, compiled):
+        log.info("still building the native ops: %d of %d sources compiled, %.0f s" % (compiled, len(SOURCES), seconds))
+
+    why = _build(path, on_wait)
     if why is None:
-        log.info("built native ops in %.1f s (cached in %s)" % (time.monotonic() - started, os.path.dirname(path)))
+        _loaded["built"] = time.monotonic() - started
+        log.info("built the native ops in %.1f s (cached in %s)" % (_loaded["built"], os.path.dirname(path)))
     return why
 
 
@@ -173,6 +216,11 @@ def load():
     if _loaded["ops"] is None and mode() == "require":
         raise UsageError("%s=require, but tf2_mapreduce's native ops cannot be used here: %s" % (ENV, _loaded["why"]))
     return _loaded["ops"]
+
+
+def built_here() -> bool:
+    """Whether this process built the library (its first run on the machine)."""
+    return "built" in _loaded
 
 
 def unavailable():

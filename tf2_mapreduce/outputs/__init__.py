@@ -1,1 +1,2 @@
-"""outputs."""
+"""What a job gives back: its `Result`, how each kind of result is worded and written
+(files, vocabularies, statistics, TensorBoard), and the directories that hold them."""

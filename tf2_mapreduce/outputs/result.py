@@ -3,57 +3,12 @@ file's value; a per-key table stays on the ps tasks and is read from there on de
 """
 
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-import numpy as np
+from tf2_mapreduce.reducers.base import PerFile
 
-from tf2_mapreduce.inputs.files import Files
-
-__all__ = ["FileValue", "PerFile", "NO_FILES", "Result"]
-
-
-@dataclass(frozen=True)
-class FileValue:
-    """One input file of a per-piece job: its path, size, and value (an int; a tuple
-    for a vector sum; None for a min or max of a file whose pieces were all skipped)."""
-
-    path: str
-    size: int
-    value: object
-
-
-class PerFile(Sequence):
-    """The `FileValue` of every file counted whole, in input order, each made when it is
-    asked for: a job over a million files keeps an array of values here, not a
-    million objects."""
-
-    def __init__(self, files, values, done, to_python):
-        self._files, self._values, self._to_python = Files.of(files), values, to_python
-        self._index = np.flatnonzero(done)
-
-    def __len__(self) -> int:
-        return len(self._index)
-
-    def __getitem__(self, k):
-        if isinstance(k, slice):
-            return [self[n] for n in range(*k.indices(len(self)))]
-        index = self._index[k]
-        f = self._files[index]
-        return FileValue(f.path, f.size, self._to_python(self._values[index]))
-
-    def __iter__(self) -> Iterator:
-        # From the columns: a million of them in a second, not through __getitem__'s five.
-        paths, index = self._files.paths, self._index.tolist()
-        values = self._values[self._index]
-        for i, size, value in zip(index, self._files.sizes[self._index].tolist(), values):
-            yield FileValue(paths[i], size, self._to_python(value))
-
-    def __repr__(self) -> str:
-        return "PerFile(%d files)" % len(self)
-
-
-NO_FILES = PerFile([], np.zeros(0, np.int64), np.zeros(0, bool), None)
+__all__ = ["Result"]
 
 
 @dataclass
@@ -87,23 +42,43 @@ class Result:
     _run: object = field(default=None, repr=False)  # `runner.JobRun`: reads go through it
 
     def __getattr__(self, name):
-        # A job whose value is an object (`Stats`: a `statistics.DatasetStats`) lends the
-        # result its public attributes: `result.features`, `result.proto()`.
+        # A statistics job's value (a `DatasetStats`) lends the result its figures:
+        # `result.features`, `result.num_examples`.
         total = self.__dict__.get("total")
-        if not name.startswith("_") and not isinstance(total, (int, tuple, type(None))) and hasattr(total, name):
+        if name in ("features", "num_examples") and hasattr(total, name):
             return getattr(total, name)
         raise AttributeError("%r object has no attribute %r" % (type(self).__name__, name))
+
+    @property
+    def reducer(self):
+        """The job's reducer: what its value means (`reducers`)."""
+        return self._reducer
 
     def _reading(self):
         return self._run.reading_result()
 
+    def _keyed(self, what):
+        if not hasattr(self._reducer, "entries"):
+            raise TypeError("job %s has no per-key table to %s: its result is %s" % (self.job, what, self.describe()))
+
     def describe(self) -> str:
         """The job's value in words: "901 words (450 distinct)", "12 lines, 901 words, 4997 bytes"."""
-        return self._reducer.describe(self.total, self.distinct)
+        from tf2_mapreduce.outputs import words
+
+        return words.describe(self._reducer, self.total, self.distinct)
+
+    def proto(self):
+        """A statistics job's result as TFDV's `DatasetFeatureStatisticsList` (tensorflow-metadata)."""
+        from tf2_mapreduce.outputs.stats import proto
+
+        if not hasattr(self.total, "features"):
+            raise TypeError("job %s has no statistics: proto() is for a statistics job's result" % self.job)
+        return proto.to_proto(self.total)
 
     def top(self, k: int, min_count: int = 1) -> list:
         """The `k` keys with the largest counts (ties by key bytes) as [(key bytes, count)].
         Blocking; reads only the keys at least as frequent as the k-th."""
+        self._keyed("read")
         with self._reading():
             return self._reducer.top(self._state, k, min_count)
 
@@ -111,6 +86,7 @@ class Result:
         """Yields every (key, count) with count >= `min_count`, in no order, a chunk at a
         time: the caller never needs the whole table in memory. Keys are bytes; for a
         job over several features, (feature, value bytes)."""
+        self._keyed("read")
         with self._reading():
             yield from self._reducer.entries(self._state, min_count)
 
@@ -145,42 +121,50 @@ class Result:
         """Writes the result as the CLI's --output does: JSON for per-piece jobs; for a
         per-key job the sorted table as TSV, or JSON if `path` ends in .json. Atomic;
         blocking (a table is streamed from the ps tasks). `since`: see `document`."""
-        from tf2_mapreduce.outputs import files as output
+        from tf2_mapreduce.outputs import files, writers
 
-        output.check_path(path)
-        self._reducer.check_output(path)
+        files.check_path(path)
+        writers.check_output(self._reducer, path)
         with self._reading():
-            self._reducer.write_output(self._state, path, self, min_count, self.document(since))
+            writers.write_output(self._reducer, self, path, min_count, self.document(since))
 
     def write_dir(
         self,
-        output_dir: str | None,
+        output_dir: str,
         top_k: int | None = None,
         min_count: int = 1,
         file_format: str = "text",
         since: float | None = None,
+        claimed=None,
     ) -> dict:
-        """Writes the job's files under `output_dir` (the CLI's --output_dir); None writes
-        nothing. For a per-key job, its vocabularies (one per feature for `Vocab`, one
-        of the keys otherwise), most frequent first, as `vocabulary.write` describes,
-        and summary.json; returns that summary: per vocabulary its values, distinct
-        terms, terms written and left out. For `Stats`, stats.pb, stats.json and
-        stats.html. Atomic per file; blocking (a table is streamed from the ps tasks)."""
-        with self._reading():
-            return self._reducer.write_dir(
-                self._state, self, output_dir, top_k, min_count, file_format, self.document(since)
-            )
+        """Writes the job's files into `output_dir` (the CLI's --output_dir), which then
+        holds this result alone: for a per-key job its vocabularies (one per feature for
+        `Vocab`, one of the keys otherwise), most frequent first, and summary.json; for
+        `Stats`, stats.pb, stats.json and stats.html. Returns the summary (per
+        vocabulary its values, distinct terms, terms written and left out).
 
-    def wrote(self, summary: dict, output_dir: str) -> str:
-        """What the CLI says once `write_dir(output_dir)` returned `summary`."""
-        return self._reducer.wrote(summary, output_dir)
+        The directory is made if absent; it may hold an earlier tf2_mapreduce result,
+        which this one replaces whole, but no other files (`UsageError`), nor be written
+        by another job at the same time. The files are written aside and put in place
+        when complete (`directory.ResultDirectory`; `claimed`: one already claimed).
+        Blocking (a table is streamed from the ps tasks)."""
+        from tf2_mapreduce.outputs import writers
+        from tf2_mapreduce.outputs.directory import ResultDirectory
 
-    def summary_lines(self, top_k: int | None, min_count: int, written: dict | None = None) -> list:
-        """What the CLI prints under its headline: a per-key job's top keys, its
-        vocabularies' summaries (`written`: what `write_dir` returned), a table of
-        statistics."""
-        with self._reading():
-            return self._reducer.summary_lines(self._state, self, top_k, min_count, written)
+        writers.check_output_dir(self._reducer)
+        document = self.document(since)
+        summary = {}
+
+        def make(staging):
+            with self._reading():
+                summary.update(writers.write_dir(self._reducer, self, staging, top_k, min_count, file_format, document))
+
+        if claimed is not None:
+            claimed.write(make, self.job)
+        else:
+            with ResultDirectory(output_dir) as directory:
+                directory.write(make, self.job)
+        return summary
 
     def release(self) -> None:
         """Frees the job's state on the ps tasks (done for every result when the cluster

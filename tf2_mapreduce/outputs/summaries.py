@@ -5,6 +5,8 @@ every progress report so that a long cluster job can be watched as it runs.
 
 import tensorflow as tf
 
+from tf2_mapreduce.outputs import words
+
 __all__ = ["Summaries"]
 
 # What tf.summary.scalar writes, without needing the tensorboard package to write it.
@@ -17,7 +19,7 @@ class Summaries:
 
     def __init__(self, logdir, reducer):
         self._writer = tf.summary.create_file_writer(logdir)
-        self._reducer = reducer  # names the job's value (`Reducer.fields`, `Reducer.rates`)
+        self._reducer = reducer  # whose value `words` names
         self._last = None  # the previous Progress, for rates over the last interval
 
     def write(self, p):
@@ -37,7 +39,7 @@ class Summaries:
         if self._last is not None and p.seconds > self._last.seconds:
             interval = p.seconds - self._last.seconds
             values["throughput/bytes_per_second"] = (p.bytes_done - self._last.bytes_done) / interval
-            for name, rate in self._reducer.rates(self._last.value, p.value, interval).items():
+            for name, rate in words.rates(self._reducer, self._last.value, p.value, interval).items():
                 values["throughput/%s_per_second" % name] = rate
         self._last = p
         step = int(p.seconds * 1000)
@@ -47,7 +49,7 @@ class Summaries:
         self._writer.flush()
 
     def _totals(self, p):
-        return {name: value for name, value in self._reducer.fields(p.value).items() if value is not None}
+        return {name: value for name, value in words.fields(self._reducer, p.value).items() if value is not None}
 
     def close(self):
         self._writer.close()

@@ -8,18 +8,14 @@ import json
 import os
 import urllib.parse
 
-import tensorflow as tf
-
 from tf2_mapreduce.errors import UsageError
+from tf2_mapreduce.lazy_tf import tf
 from tf2_mapreduce.outputs import files as output
 
-__all__ = ["FILE_FORMATS", "SUMMARY", "holdable", "tft_key", "file_names", "write", "write_summary"]
+__all__ = ["FILE_FORMATS", "SUMMARY", "holdable", "file_names", "summarize", "write", "write_summary"]
 
 FILE_FORMATS = ("text", "tfrecord_gzip")
 SUMMARY = "summary.json"
-# Complementing every byte turns ascending byte order into descending, but for a
-# term that is a prefix of another: the 0xff after it puts the longer one first.
-_INVERT = bytes(255 - b for b in range(256))
 _FLUSH = 1 << 20  # bytes of lines gathered before a write
 
 
@@ -27,12 +23,6 @@ def holdable(term: bytes) -> bool:
     """Whether a text vocabulary file can hold `term`: TensorFlow reads it a line at a
     time (`TextFileInitializer`), so a term must be non-empty and hold no line break."""
     return bool(term) and b"\n" not in term and b"\r" not in term
-
-
-def tft_key(term: bytes, count: int):
-    """The sort key of a term in tf.Transform's vocabulary order: count descending, then
-    the term's bytes in reverse lexicographic order."""
-    return -count, term.translate(_INVERT) + b"\xff"
 
 
 def file_names(name: str, file_format: str = "text") -> dict:
@@ -121,7 +111,8 @@ class _Vocabulary:
         f.add(b"%d\t%s\n" % (count, term) if isinstance(f, _Lines) else b"%d\t%s" % (count, term))
 
     def add(self, term, count):
-        """Takes the vocabulary's terms in their order (`tft_order`)."""
+        """Takes the vocabulary's terms in tf.Transform's order (`reducers.keys.tft_key`), or in
+        any order for a summary alone."""
         summary = self.summary
         summary["values"] += count
         summary["distinct"] += 1
@@ -147,41 +138,56 @@ class _Vocabulary:
             f.close(error)
 
 
-def write(space, entries, output_dir=None, top_k=None, min_count=1, file_format="text"):
-    """Writes the vocabularies of a per-key table under `output_dir` (any tf.io.gfile
-    path; None: only sums them up). Returns ({vocabulary name: its summary}, {reserved
-    key: count}).
+def _terms(space, entries, reserved):
+    """The (key, count) of `entries` that are terms; the reserved keys' counts go to `reserved`."""
+    for key, count in entries:
+        if space.split(key)[0] is None:
+            reserved[key] = count
+        else:
+            yield key, count
 
-    `space`: the table's key space (`reducers.KeySpace`: its vocabularies' `names`,
-    `split(key)` into (vocabulary index, term) or (None, key) for a reserved key, and
-    `order`, tf.Transform's order vocabulary by vocabulary); `entries`: the table's
-    (key, count), read from the ps tasks in any order. Each vocabulary gets, in
-    tf.Transform's order, the terms counted at least `min_count` times, the `top_k`
-    first of them (None: all): with file_format="text", a file of one term a line
-    (`vocab_<name>.txt`) where the terms that a line cannot hold (`holdable`) are left
-    out and listed, escaped (`output.escape`), in `unwritable_<name>.tsv`; with
-    "tfrecord_gzip", every term as a record. Beside it, `counts_<name>.tsv`: count, tab,
-    term, line for line (records of the same, for "tfrecord_gzip"). Each file is
-    written aside and renamed into place. A summary: its values, distinct terms, the
-    terms written and left out.
-    """
+
+def _check_format(file_format):
     if file_format not in FILE_FORMATS:
         raise UsageError("{setting:vocabulary_format}=%s: one of %s" % (file_format, ", ".join(FILE_FORMATS)))
-    if output_dir is not None:
-        tf.io.gfile.makedirs(output_dir)
+
+
+def summarize(space, entries, top_k=None, min_count=1, file_format="text"):
+    """What `write` would say of the vocabularies of a per-key table, without writing or
+    sorting it: one pass over its entries. Returns ({vocabulary name: its summary},
+    {reserved key: count})."""
+    _check_format(file_format)
+    vocabularies = [_Vocabulary(None, name, top_k, min_count, file_format) for name in space.names]
+    reserved = {}
+    for key, count in _terms(space, entries, reserved):
+        index, term = space.split(key)
+        vocabularies[index].add(term, count)
+    return {name: v.summary for name, v in zip(space.names, vocabularies)}, reserved
+
+
+def write(space, entries, output_dir, top_k=None, min_count=1, file_format="text"):
+    """Writes the vocabularies of a per-key table into `output_dir` (any tf.io.gfile
+    path). Returns ({vocabulary name: its summary}, {reserved key: count}).
+
+    `space`: the table's key space (`reducers.keys.KeySpace`: its vocabularies' `names`,
+    `split(key)` into (vocabulary index, term) or (None, key) for a reserved key, and
+    `order`, tf.Transform's order vocabulary by vocabulary); `entries`: the table's
+    (key, count), read from the ps tasks in any order, sorted here in bounded memory.
+    Each vocabulary gets, in tf.Transform's order, the terms counted at least
+    `min_count` times, the `top_k` first of them (None: all): with file_format="text",
+    a file of one term a line (`vocab_<name>.txt`) where the terms that a line cannot
+    hold (`holdable`) are left out and listed, escaped (`files.escape`), in
+    `unwritable_<name>.tsv`; with "tfrecord_gzip", every term as a record. Beside it,
+    `counts_<name>.tsv`: count, tab, term, line for line (records of the same, for
+    "tfrecord_gzip"). A summary: its values, distinct terms, the terms written and
+    left out.
+    """
+    _check_format(file_format)
     vocabularies = [_Vocabulary(output_dir, name, top_k, min_count, file_format) for name in space.names]
     reserved = {}
-
-    def terms():
-        for key, count in entries:
-            if space.split(key)[0] is None:
-                reserved[key] = count
-            else:
-                yield key, count
-
     error = None
     try:
-        for key, count in output.sorted_entries(terms(), order=space.order):
+        for key, count in output.sorted_entries(_terms(space, entries, reserved), order=space.order):
             index, term = space.split(key)
             vocabularies[index].add(term, count)
     except BaseException as e:
@@ -194,7 +200,6 @@ def write(space, entries, output_dir=None, top_k=None, min_count=1, file_format=
 
 
 def write_summary(output_dir, summary):
-    """Writes `summary` as `summary.json` under `output_dir`, atomically: last, after
-    the files it describes."""
+    """Writes `summary` as `summary.json` under `output_dir`, atomically."""
     with output.AtomicFile(os.path.join(output_dir, SUMMARY)) as f:
         f.write(json.dumps(summary, indent=1) + "\n")

@@ -1,16 +1,11 @@
 """Reducers: what a job's map output means, one object per kind of result (`base.Reducer`
-gives the protocol every one fills in). Their names here are the package's public
-reducers (`tf2_mapreduce.__all__` takes them from `__all__`)."""
+gives the protocol; `Fold` is the base of a reducer of one's own). Their names here are
+the package's public reducers (`tf2_mapreduce.__all__` takes them from `__all__`)."""
 
-from tf2_mapreduce.reducers.base import *  # noqa: F403
-from tf2_mapreduce.reducers.base import __all__ as _base
-from tf2_mapreduce.reducers.keys import *  # noqa: F403
-from tf2_mapreduce.reducers.keys import __all__ as _keyed
-from tf2_mapreduce.reducers.pieces import *  # noqa: F403
-from tf2_mapreduce.reducers.pieces import __all__ as _per_piece
-from tf2_mapreduce.reducers.statistics.reducer import *  # noqa: F403
-from tf2_mapreduce.reducers.statistics.reducer import __all__ as _feature_stats
-from tf2_mapreduce.reducers.vocabularies import *  # noqa: F403
-from tf2_mapreduce.reducers.vocabularies import __all__ as _vocabularies
+from tf2_mapreduce.reducers.base import Reducer
+from tf2_mapreduce.reducers.keys import Distinct, KeySum
+from tf2_mapreduce.reducers.pieces import Fold, Max, Min, Sum, VectorSum
+from tf2_mapreduce.reducers.statistics import Statistics
+from tf2_mapreduce.reducers.vocabularies import Vocabularies
 
-__all__ = [*_base, *_per_piece, *_keyed, *_vocabularies, *_feature_stats]
+__all__ = ["Reducer", "Fold", "Sum", "VectorSum", "Min", "Max", "KeySum", "Distinct", "Vocabularies", "Statistics"]

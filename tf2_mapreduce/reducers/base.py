@@ -1,127 +1,168 @@
-"""The reducer protocol: what a job's map output means. One object per kind of result
-declares everything the package does with it; nothing else asks which kind it is."""
+"""The reducer protocol: what a job's map output means, as what it computes and nothing
+else. How a result is worded and written lives in `outputs`; the CLI prints it."""
 
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
-from tf2_mapreduce.errors import UsageError
+import numpy as np
 
-__all__ = ["Reducer"]  # `Collected` is the runner's, not a job's
+from tf2_mapreduce.errors import MAP_OUTPUT, MapOutputError
+from tf2_mapreduce.inputs.files import Files
+from tf2_mapreduce.lazy_tf import tf
+
+__all__ = [
+    "Reducer",
+    "Collected",
+    "FileValue",
+    "PerFile",
+    "NO_FILES",
+    "MapOutputError",
+    "assert_in_graph",
+    "count_text",
+    "label",
+]
+
+
+@dataclass(frozen=True)
+class FileValue:
+    """One input file of a per-piece job: its path, size, and value (an int; a tuple
+    for a vector sum; None for a min or max of a file whose pieces were all skipped)."""
+
+    path: str
+    size: int
+    value: object
+
+
+class PerFile(Sequence):
+    """The `FileValue` of every file counted whole, in input order, each made when it is
+    asked for: a job over a million files keeps an array of values here, not a
+    million objects."""
+
+    def __init__(self, files, values, done, to_python):
+        self._files, self._values, self._to_python = Files.of(files), values, to_python
+        self._index = np.flatnonzero(done)
+
+    def __len__(self) -> int:
+        return len(self._index)
+
+    def __getitem__(self, k):
+        if isinstance(k, slice):
+            return [self[n] for n in range(*k.indices(len(self)))]
+        index = self._index[k]
+        f = self._files[index]
+        return FileValue(f.path, f.size, self._to_python(self._values[index]))
+
+    def __iter__(self) -> Iterator:
+        # From the columns: a million of them in a second, not through __getitem__'s five.
+        paths, index = self._files.paths, self._index.tolist()
+        values = self._values[self._index]
+        for i, size, value in zip(index, self._files.sizes[self._index].tolist(), values):
+            yield FileValue(paths[i], size, self._to_python(value))
+
+    def __repr__(self) -> str:
+        return "PerFile(%d files)" % len(self)
+
+
+NO_FILES = PerFile([], np.zeros(0, np.int64), np.zeros(0, bool), None)
 
 
 @dataclass(frozen=True)
 class Collected:
-    """A finished run's result as read back from the ps tasks by `Reducer.collect`."""
+    """A finished run's result as `Reducer.collect` reads it from the ps tasks.
 
-    total: object  # the job's value: an int, a tuple for a vector, None for a min/max of nothing
+    `problems`: faults of inputs that the result holds (a feature of two types): the run
+    fails with the first of them unless on_error="skip", which keeps the result as it is.
+    `absent`: what the job named that no input holds (a feature in no example, not
+    marked optional): the job says what that means (`Job.finished`)."""
+
+    total: object  # the job's value: an int, a tuple for a vector, a `DatasetStats`...
     distinct: int | None  # distinct keys of a per-key result
-    per_file: object  # `result.PerFile`: each file's value, or none for a per-key result
+    per_file: object  # `outputs.result.PerFile`: each file's value, or none for a per-key result
+    problems: tuple = ()
+    absent: tuple = ()
+    examples: int = 0  # the records a job over tf.Example records read, for what `absent` means
 
 
 class Reducer:
-    """Base of every reducer. Its lifecycle, for one run of a job, by who calls what:
+    """Base of every reducer: one object per kind of result, what it computes in four
+    operations (as Beam's CombineFn), for one run of a job:
 
-    1. The map step, on the workers (`mapstep`):
-       - `piece_spec()`: the type of one piece's output after `combine` (the step's
-         signature, traced once per run);
-       - `combine(output)`: the job's `map_fn` output for one piece becomes what is
-         committed (keys counted once on the worker, say). A streamed piece (a
-         compressed or TFRecord file) is mapped a batch at a time instead:
-         `stream_start()` is its value before the first batch,
-         `stream_fold(value, output)` folds each batch's output into it, and
-         `stream_finish(value)` makes the last value what `combine` would give;
-       - `batch(outputs)`: a step's per-piece outputs, stacked by `tf.map_fn`, become
-         what the state commits. A step of whole files maps them in one `map_fn` call
-         instead, and `combine_step(output)` makes that output what the state commits.
-    2. The run, on the coordinator (`run_state`): `new_state(sizes, ps_devices,
-       run_id)` is this run's state on the ps tasks (`slots.PieceSlots`,
-       `tables.KeyTables`): it commits each piece exactly once (`commit(ids, value,
-       piece_bytes)`, in the map step), is checkpointed, and its `stats()` are the
-       figures so far.
-    3. Progress (`runner`, the CLI's lines, TensorBoard): `value(stats)` is the job's
-       value so far; `describe(value, distinct)` says it in words ("901 words"),
-       `fields(value, distinct)` as named numbers, `rates(before, after, seconds)` as
-       numbers per second where a rate means something.
-    4. The result: `collect(state, plan, piece_done)` reads it back (`Collected`);
-       a per-key result is read from the ps tasks on demand: `entries`, `top`.
-    5. Output: `check_output(path)` before the job and `write_output(state, path,
-       result, min_count, document)` after it (`--output`); `check_output_dir()` and
-       `write_dir(state, result, output_dir, ...)` (`--output_dir`), and `wrote(summary,
-       output_dir)`, the CLI's line about it; `summary_lines(state, ...)`, what the CLI
-       prints under its headline. `state` is the run's, still on the ps
-       tasks; `document` the run's own fields (`result.Result.document`).
+    1. **Check and combine, on the worker** (`run.mapstep`, traced once per run):
+       `check(output, items, job)` takes the job's `map_fn` output for `items` texts or
+       records and returns it as the reducer takes it, or fails the job naming what
+       map_fn returned and what is needed (`MapOutputError`: at tracing, or in the graph
+       for what only the data tells). `combine(output)` makes one piece's output what is
+       committed (its keys counted once, say), of type `spec()`. A streamed piece (a
+       compressed file, a TFRecord file) is mapped a batch at a time: `start()`, then
+       `add(value, output)` per batch, then `finish(value)`, which gives what `combine`
+       would. `merge(values)` makes the combined values of a step's pieces (stacked by
+       `tf.map_fn`) one commit; a step of whole files maps them in one `map_fn` call,
+       and `combine_step(output)` makes that output one commit.
+    2. **State, on the ps tasks**: `create_state(sizes, ps_devices, run_id)` is this
+       run's state (`state.slots.PieceSlots`, `state.key_tables.KeyTables`): it commits
+       each piece's value exactly once however often its map step runs, is
+       checkpointed, and gives its `figures()` so far.
+    3. **Progress**: `value(figures)` is the job's value so far, as Python numbers.
+    4. **Collect, on the coordinator**: `collect(state, plan, piece_done)` reads the
+       result back from the state once every piece is done (`Collected`).
 
-    Adding a kind of result is one class that fills these in.
+    `Fold` is the base to subclass for a reducer of one's own (a value per piece).
     """
 
-    def piece_spec(self):
+    def check(self, output, items, job: str):
+        raise NotImplementedError
+
+    def spec(self):
         raise NotImplementedError
 
     def combine(self, output):
         raise NotImplementedError
 
-    def batch(self, outputs):
-        return outputs
+    def start(self):
+        raise NotImplementedError
+
+    def add(self, value, output):
+        raise NotImplementedError
+
+    def finish(self, value):
+        return value
+
+    def merge(self, values):
+        return values
 
     def combine_step(self, output):
         raise NotImplementedError
 
-    def stream_start(self):
+    def create_state(self, sizes, ps_devices, run_id):
         raise NotImplementedError
 
-    def stream_fold(self, value, output):
+    def value(self, figures):
         raise NotImplementedError
-
-    def stream_finish(self, value):
-        return value
-
-    def new_state(self, sizes, ps_devices, run_id):
-        raise NotImplementedError
-
-    def value(self, stats):
-        raise NotImplementedError
-
-    def describe(self, value, distinct=None) -> str:
-        raise NotImplementedError
-
-    def fields(self, value, distinct=None) -> dict:
-        """The value as named numbers (progress, TensorBoard's totals/, per-file rows)."""
-        raise NotImplementedError
-
-    def rates(self, before, after, seconds) -> dict:
-        """Named numbers per second between two values (TensorBoard's throughput/): none
-        unless the value only grows as pieces are done."""
-        return {}
 
     def collect(self, state, plan, piece_done) -> Collected:
         raise NotImplementedError
 
-    def entries(self, state, min_count=1):
-        raise TypeError("%s has no per-key table" % type(self).__name__)
 
-    def top(self, state, k, min_count=1):
-        raise TypeError("%s has no per-key table" % type(self).__name__)
+def label(reducer) -> str:
+    """A reducer as a message names it: its repr where it is a dataclass (`Sum(unit='words')`),
+    else its class's name."""
+    return repr(reducer) if hasattr(reducer, "__dataclass_fields__") else type(reducer).__name__
 
-    def check_output(self, path):
-        """Raises `UsageError` unless `write_output` can write `path`."""
-        raise NotImplementedError
 
-    def write_output(self, state, path, result, min_count, document):
-        raise NotImplementedError
+def assert_in_graph(ok, text, output):
+    """`output`, once `ok` (a bool scalar tensor) holds; else the map step fails with `text`
+    (a string tensor), marked as a map output's fault (`MAP_OUTPUT`). For what only the data
+    tells: how many values map_fn returned for how many texts."""
+    check = tf.debugging.Assert(ok, [tf.strings.join([MAP_OUTPUT, text])], summarize=1)
+    with tf.control_dependencies([check]):
+        return tf.nest.map_structure(tf.identity, output)
 
-    def check_output_dir(self):
-        """Raises `UsageError` unless `write_dir` can write a directory."""
-        raise UsageError("{setting:output_dir} is for wordfreq, vocab and stats; this job writes {setting:output}")
 
-    def write_dir(self, state, result, output_dir, top_k, min_count, file_format, document) -> dict:
-        """Writes the result's files under `output_dir` (None: only says what it would
-        write); returns their summary, for `wrote` and `summary_lines`."""
-        raise TypeError("%s writes no directory" % type(self).__name__)
-
-    def wrote(self, summary, output_dir) -> str:
-        """What the CLI says once `write_dir` wrote `summary` to `output_dir`."""
-        raise NotImplementedError
-
-    def summary_lines(self, state, result, top_k, min_count, written) -> list:
-        """What the CLI prints under its headline; `written`: the summary that
-        `write_dir` returned, if the CLI wrote a directory."""
-        return []
+def count_text(shape, items, item):
+    """`shape` (an int64 vector) and `items` (a count, or None) as words, in the graph:
+    "[7, 2] for 3 texts"."""
+    parts = ["[", tf.strings.reduce_join(tf.strings.as_string(shape), separator=", "), "]"]
+    if items is not None:
+        items = tf.cast(items, tf.int64)
+        parts += [" for ", tf.strings.as_string(items), tf.where(tf.equal(items, 1), " " + item, " %ss" % item)]
+    return tf.strings.join(parts)

@@ -1,27 +1,29 @@
-"""Reducers of counts per key: exact int64 totals per key in tables on the ps tasks,
-read back a chunk at a time, written sorted (TSV, JSON) or as vocabulary files."""
+"""Reducers of counts per key: exact int64 totals per key in tables on the ps tasks, the
+keys of a piece combined on the worker first; and the order of a vocabulary's terms."""
 
 from dataclasses import dataclass
 
-import tensorflow as tf
+from tf2_mapreduce.lazy_tf import tf
+from tf2_mapreduce.reducers.base import NO_FILES, Collected, MapOutputError, Reducer, assert_in_graph, count_text, label
 
-from tf2_mapreduce import native
-from tf2_mapreduce.outputs import files as output
-from tf2_mapreduce.outputs import vocabulary
-from tf2_mapreduce.outputs.result import NO_FILES
-from tf2_mapreduce.reducers.base import Collected, Reducer
-from tf2_mapreduce.state.key_tables import KeyTables
+__all__ = ["KeyCounts", "ExampleCounts", "KeySum", "Distinct", "KeySpace", "tft_key"]
 
-__all__ = ["KeySum", "Distinct"]
+# Complementing every byte turns ascending byte order into descending, but for a
+# term that is a prefix of another: the 0xff after it puts the longer one first.
+_INVERT = bytes(255 - b for b in range(256))
 
 
-def _name(text):
-    return text.replace(" ", "_")
+def tft_key(term: bytes, count: int):
+    """The sort key of a term in tf.Transform's vocabulary order: count descending, then
+    the term's bytes in reverse lexicographic order."""
+    return -count, term.translate(_INVERT) + b"\xff"
 
 
 def _merge(keys, counts):
     """(keys, counts) with each key once, its counts added: by the native op where map
     steps use the native ops (a third of the time), else by TensorFlow's."""
+    from tf2_mapreduce import native
+
     library = native.load()
     if library is not None:
         return tuple(library.tf2_mapreduce_merge_counts(keys, counts))
@@ -30,9 +32,9 @@ def _merge(keys, counts):
 
 
 class KeySpace:
-    """How a per-key table's keys name its vocabularies (for `vocabulary.write`): here
-    one vocabulary, `name`, whose terms are the keys themselves. `reserved`: keys that
-    hold a reducer's own counts rather than terms (none here)."""
+    """How a per-key table's keys name its vocabularies: here one vocabulary, `name`, whose
+    terms are the keys themselves. `reserved`: keys that hold a reducer's own counts
+    rather than terms (none here)."""
 
     reserved = ()
 
@@ -46,33 +48,61 @@ class KeySpace:
     def order(self, entry):
         """The sort key of a (key, count) in tf.Transform's order, vocabulary by vocabulary."""
         key, count = entry
-        return vocabulary.tft_key(key, count)
+        return tft_key(key, count)
 
 
-def vocabulary_lines(summary):
-    """A vocabulary summary (`KeySum.write_dir`) as lines, one per vocabulary."""
-    lines = []
-    for name, v in summary["vocabularies"].items():
-        missing = ", %d examples missing it" % v["missing"] if "missing" in v else ""
-        aside = ", %d unwritable terms aside" % v["unwritable"] if v.get("unwritable") else ""
-        lines.append(
-            "  %s: %d values, %d distinct%s; %d terms kept%s"
-            % (name, v["values"], v["distinct"], missing, v["written"], aside)
+class KeyCounts(Reducer):
+    """Counts per key, in tables on the ps tasks (`state.key_tables`), keys sharded over
+    them by hash. What is committed is (keys, counts), each key once: a piece's keys are
+    combined on the worker before anything is sent. The job's value is what the commits
+    add up to (`counted`: every count, here). Subclasses say what the keys mean (`keys`)."""
+
+    def keys(self) -> KeySpace:
+        raise NotImplementedError
+
+    def pairs(self, output):
+        """(keys, counts) of a map output, keys not combined."""
+        if isinstance(output, tf.Tensor):
+            return output, tf.ones_like(output, dtype=tf.int64)
+        return output
+
+    def check(self, output, items, job, item="text"):
+        needs = "%s needs a 1-D tf.string of keys, or (keys, counts) with a 1-D int64 of counts as long" % label(self)
+        if isinstance(output, tf.RaggedTensor):
+            raise MapOutputError(
+                "job %s: map_fn returned a RaggedTensor, but %s (its .flat_values, say)" % (job, needs)
+            )
+        if isinstance(output, (tuple, list)) and len(output) == 2:
+            keys, counts = (tf.convert_to_tensor(x) for x in output)
+        elif isinstance(output, (tuple, list, dict)):
+            raise MapOutputError("job %s: map_fn returned %s, but %s" % (job, type(output).__name__, needs))
+        else:
+            keys, counts = tf.convert_to_tensor(output), None
+        if keys.dtype != tf.string:
+            raise MapOutputError("job %s: map_fn returned keys of %s, but %s" % (job, keys.dtype.name, needs))
+        if counts is not None and counts.dtype != tf.int64:
+            raise MapOutputError("job %s: map_fn returned counts of %s, but %s" % (job, counts.dtype.name, needs))
+        for tensor in (keys, counts):
+            if tensor is not None and tensor.shape.rank not in (None, 1):
+                raise MapOutputError("job %s: map_fn returned shape %s, but %s" % (job, tensor.shape, needs))
+        if counts is None:
+            ok = tf.equal(tf.rank(keys), 1)
+            text = tf.strings.join(
+                ["job %s: map_fn returned keys of rank " % job, tf.strings.as_string(tf.rank(keys)), ", but " + needs]
+            )
+            return assert_in_graph(ok, text, keys)
+        shapes = tf.concat([tf.shape(keys, out_type=tf.int64), tf.shape(counts, out_type=tf.int64)], 0)
+        ok = tf.logical_and(tf.equal(tf.size(shapes), 2), tf.equal(tf.reduce_min(shapes), tf.reduce_max(shapes)))
+        text = tf.strings.join(
+            [
+                "job %s: map_fn returned keys and counts of shapes " % job,
+                count_text(shapes, items, item),
+                ", but " + needs,
+            ]
         )
-    return lines
+        return assert_in_graph(ok, text, (keys, counts))
 
-
-@dataclass(frozen=True)
-class KeySum(Reducer):
-    """Exact int64 totals per key, in tables on the ps tasks, keys sharded over all of them
-    by hash. `map_fn(texts)` returns the keys of the whole batch, a 1-D tf.string, each
-    counting 1; or (keys, counts), with a 1-D tf.int64 of counts of the same length.
-    Keys may repeat: they are combined on the worker before anything is sent (what
-    the state commits holds each key once). The job's value is the total of the counts."""
-
-    unit: str  # what the keys are, for messages: "words"
-
-    def piece_spec(self):
+    def spec(self):
         return (
             tf.RaggedTensorSpec([None], tf.string, ragged_rank=0),
             tf.RaggedTensorSpec([None], tf.int64, ragged_rank=0),
@@ -85,25 +115,19 @@ class KeySum(Reducer):
             return unique, tf.cast(counts, tf.int64)
         return _merge(*output)
 
-    def batch(self, outputs):
+    def merge(self, values):
         # Each piece's keys are distinct already: only those of several pieces are combined.
-        keys, counts = outputs[0].flat_values, outputs[1].flat_values
-        return tf.cond(outputs[0].nrows() > 1, lambda: _merge(keys, counts), lambda: (keys, counts))
+        keys, counts = values[0].flat_values, values[1].flat_values
+        return tf.cond(values[0].nrows() > 1, lambda: _merge(keys, counts), lambda: (keys, counts))
 
     def combine_step(self, output):
         return self.combine(output)
 
-    def pairs(self, output):
-        """(keys, counts) of a map_fn's output, keys not combined."""
-        if isinstance(output, tf.Tensor):
-            return output, tf.ones_like(output, dtype=tf.int64)
-        return output
-
-    def stream_start(self):
+    def start(self):
         # The keys combined so far, and those of the batches since (not yet combined).
         return tuple([tf.zeros([0], tf.string), tf.zeros([0], tf.int64)] * 2)
 
-    def stream_fold(self, value, output):
+    def add(self, value, output):
         # Combined once the batches since hold more keys than the combined ones: the work
         # is then about twice the keys mapped, where combining at every batch cost the
         # file's distinct keys once a batch (a float feature's thousands of buckets, say).
@@ -111,141 +135,69 @@ class KeySum(Reducer):
         new_keys, new_counts = self.pairs(output)
         pending_keys = tf.concat([pending_keys, new_keys], 0)
         pending_counts = tf.concat([pending_counts, new_counts], 0)
-
         value = (keys, counts, pending_keys, pending_counts)
         return tf.cond(
             tf.size(pending_keys) > tf.size(keys),
-            lambda: (*self.stream_finish(value), pending_keys[:0], pending_counts[:0]),
+            lambda: (*self.finish(value), pending_keys[:0], pending_counts[:0]),
             lambda: value,
         )
 
-    def stream_finish(self, value):
+    def finish(self, value):
         keys, counts, pending_keys, pending_counts = value
         return _merge(tf.concat([keys, pending_keys], 0), tf.concat([counts, pending_counts], 0))
-
-    def keys(self) -> KeySpace:
-        """How the table's keys name its vocabularies."""
-        return KeySpace(_name(self.unit))
 
     def counted(self, keys, counts):
         """What a commit of (`keys`, `counts`) adds to the job's value (TF ops, on the ps,
         per shard): every count, here."""
         return tf.reduce_sum(counts)
 
-    def new_state(self, sizes, ps_devices, run_id):
+    def create_state(self, sizes, ps_devices, run_id):
+        from tf2_mapreduce.state.key_tables import KeyTables
+
         return KeyTables(sizes, ps_devices, run_id, self.counted, self.keys().reserved)
 
-    def value(self, stats):
-        return int(stats.value)
-
-    def describe(self, value, distinct=None):
-        text = "%d %s" % (value, self.unit)
-        return text if distinct is None else "%s (%d distinct)" % (text, distinct)
-
-    def fields(self, value, distinct=None):
-        named = {_name(self.unit): value}
-        if distinct is not None:
-            named["distinct_keys"] = distinct
-        return named
-
-    def rates(self, before, after, seconds):
-        return {_name(self.unit): (after - before) / seconds}
-
-    def total_fields(self, value, distinct) -> dict:
-        """The value as the top-level fields of a written result."""
-        return {"total_" + _name(self.unit): value, "distinct_" + _name(self.unit): distinct}
+    def value(self, figures):
+        return int(figures.value)
 
     def collect(self, state, plan, piece_done):
-        stats = state.figures()
-        return Collected(self.value(stats), stats.distinct, NO_FILES)
-
-    def entries(self, state, min_count=1):
-        return state.entries(min_count)
-
-    def top(self, state, k, min_count=1):
-        return state.top(k, min_count)
-
-    def check_output(self, path):
-        """Any name: TSV, or JSON for *.json."""
-
-    def write_output(self, state, path, result, min_count, document):
-        entries = output.sorted_entries(self.entries(state, min_count))
-        if not path.endswith(".json"):
-            output.write_table(path, entries)
-            return
-        unit = _name(self.unit)
-        document = {**document, **self.total_fields(result.total, result.distinct), "min_count": min_count}
-        output.write_json(path, document, unit, ([output.escape(key), count] for key, count in entries))
-
-    def check_output_dir(self):
-        """A vocabulary of the keys."""
-
-    def own_counts(self, reserved, vocabularies) -> dict:
-        """The summary's fields from the reserved keys' counts (none here)."""
-        return {}
-
-    def write_dir(self, state, result, output_dir, top_k, min_count, file_format, document):
-        """A vocabulary of the table's keys, as `vocabulary.write` describes."""
-        vocabularies, reserved = vocabulary.write(
-            self.keys(), state.entries(), output_dir, top_k, min_count, file_format
-        )
-        summary = {**document, "top_k": top_k, "min_count": min_count, "vocabulary_format": file_format}
-        summary.update(self.own_counts(reserved, vocabularies))
-        summary["vocabularies"] = vocabularies
-        if output_dir is not None:
-            vocabulary.write_summary(output_dir, summary)
-        return summary
-
-    def wrote(self, summary, output_dir):
-        return "wrote %d vocabularies to %s" % (len(summary["vocabularies"]), output_dir)
-
-    def summary_lines(self, state, result, top_k, min_count, written):
-        if written is not None:
-            return vocabulary_lines(written)
-        if top_k == 0:
-            return []
-        top = self.top(state, 20 if top_k is None else top_k, min_count)
-        unit = self.unit
-        heading = "top %d %s (count, %s; non-printable bytes as \\xHH):" % (len(top), unit, unit)
-        return [heading] + ["%12d  %s" % (count, output.escape(key)) for key, count in top]
+        figures = state.figures()
+        return Collected(self.value(figures), figures.distinct, NO_FILES)
 
 
-@dataclass(frozen=True)
-class ExamplesKeySum(KeySum):
-    """A `KeySum` over tf.train.Example records whose job's value is the examples read,
-    counted under its key space's `examples_key` in the same commit as the rest."""
+class ExampleCounts(KeyCounts):
+    """Counts per key over tf.train.Example records, whose job's value is the examples
+    read: counted under the key space's `examples_key`, in the same commit as the rest."""
 
     def counted(self, keys, counts):
         return tf.reduce_sum(tf.where(tf.equal(keys, self.keys().examples_key), counts, 0))
 
-    def fields(self, value, distinct=None):
-        named = {"examples": value}
-        if distinct is not None:
-            named["distinct_keys"] = distinct
-        return named
 
-    def rates(self, before, after, seconds):
-        return {"examples": (after - before) / seconds}
+@dataclass(frozen=True)
+class KeySum(KeyCounts):
+    """Exact int64 totals per key. `map_fn(texts)` returns the keys of the whole batch, a
+    1-D tf.string, each counting 1; or (keys, counts), with a 1-D tf.int64 of counts of
+    the same length. Keys may repeat. The job's value is the total of the counts; its
+    table stays on the ps tasks and is read from there (`entries`, `top`)."""
+
+    unit: str  # what the keys are: "words"
+
+    def keys(self) -> KeySpace:
+        return KeySpace(self.unit.replace(" ", "_"))
+
+    def entries(self, state, min_count=1):
+        """Yields every (key bytes, count) with count >= `min_count`, in no order, a chunk at a time."""
+        return state.entries(min_count)
+
+    def top(self, state, k, min_count=1):
+        """The `k` keys with the largest counts, ties by key bytes ascending."""
+        return state.top(k, min_count)
 
 
 @dataclass(frozen=True)
 class Distinct(KeySum):
     """The exact number of distinct keys. `map_fn(texts)` returns keys, as for `KeySum`,
     whose table it keeps: `top`, `entries`, `--output` and `--output_dir` give each key
-    with its count. The job's value is how many keys the table holds, which no rate
-    describes: a key seen again adds nothing."""
+    with its count. The job's value is how many keys the table holds."""
 
-    def value(self, stats):
-        return int(stats.distinct)
-
-    def describe(self, value, distinct=None):
-        return "%d distinct %s" % (value, self.unit)
-
-    def fields(self, value, distinct=None):
-        return {"distinct_" + _name(self.unit): value}
-
-    def rates(self, before, after, seconds):
-        return {}
-
-    def total_fields(self, value, distinct):
-        return self.fields(value)
+    def value(self, figures):
+        return int(figures.distinct)

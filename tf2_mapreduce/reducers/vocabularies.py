@@ -2,15 +2,14 @@
 per-key table, with the examples read and those missing each feature counted in the
 same exactly-once commit. How a feature and a term make one table key lives here only."""
 
+import dataclasses
 import heapq
 import struct
 from dataclasses import dataclass
 
-import tensorflow as tf
-
-from tf2_mapreduce.errors import UsageError
-from tf2_mapreduce.outputs import vocabulary
-from tf2_mapreduce.reducers.keys import ExamplesKeySum, KeySpace, vocabulary_lines
+from tf2_mapreduce.lazy_tf import tf
+from tf2_mapreduce.reducers.base import MapOutputError, label
+from tf2_mapreduce.reducers.keys import ExampleCounts, KeySpace, tft_key
 
 __all__ = ["Vocabularies"]
 
@@ -51,21 +50,28 @@ class FeatureKeys(KeySpace):
 
     def order(self, entry):
         key, count = entry
-        return (key[: self._INDEX.size], *vocabulary.tft_key(key[self._INDEX.size :], count))
+        return (key[: self._INDEX.size], *tft_key(key[self._INDEX.size :], count))
+
+    def reserved_counts(self, reserved: dict) -> dict:
+        """{"examples": n, "missing": {feature: n}} from the reserved keys' counts."""
+        return {
+            "examples": reserved.get(self.examples_key, 0),
+            "missing": {name: reserved.get(self.missing_key(i), 0) for i, name in enumerate(self.names)},
+        }
 
 
 @dataclass(frozen=True)
-class Vocabularies(ExamplesKeySum):
-    """Exact counts of the values of several features, in one table (`KeySum`'s): each
-    value is kept under its feature (`FeatureKeys`), and the examples read and the
-    examples missing each feature are counted in the same commit, so all of it is
-    exactly-once together. `map_fn(records)` returns {"examples": scalar int64,
-    "values": a tuple with one 1-D tf.string of values per feature, "missing": 1-D int64
-    of examples per feature without any value}. The job's value is the examples read;
-    its result is read as ((feature, value bytes), count) and written as one
-    vocabulary per feature (`--output_dir`), not as one table (`--output`)."""
+class Vocabularies(ExampleCounts):
+    """Exact counts of the values of several features, in one table: each value is kept
+    under its feature (`FeatureKeys`), and the examples read and the examples missing
+    each feature are counted in the same commit, so all of it is exactly-once together.
+    `map_fn(records)` returns {"examples": scalar int64, "values": a tuple with one 1-D
+    tf.string of values per feature, "missing": 1-D int64 of examples per feature
+    without any value}. The job's value is the examples read; its table is read as
+    ((feature, value bytes), count): `entries`, `top`."""
 
     features: tuple = ()  # feature names, in the order of "values"
+    optional: tuple = ()  # of those, the ones no example need hold (else `Collected.absent`)
 
     def __post_init__(self):
         self.keys()  # checks the number of features
@@ -73,7 +79,20 @@ class Vocabularies(ExamplesKeySum):
     def keys(self) -> FeatureKeys:
         return FeatureKeys(self.features)
 
-    def _table_keys(self, output):
+    def check(self, output, items, job, item="record"):
+        if not (isinstance(output, dict) and set(output) == {"examples", "values", "missing"}):
+            raise MapOutputError(
+                "job %s: map_fn returned %s, but %s needs a dict of examples, values and missing"
+                % (job, type(output).__name__, label(self))
+            )
+        if len(output["values"]) != len(self.features):
+            raise MapOutputError(
+                "job %s: map_fn returned values of %d features, but %s counts %d"
+                % (job, len(output["values"]), label(self), len(self.features))
+            )
+        return output
+
+    def pairs(self, output):
         space = self.keys()
         keys = [space.join(i, values) for i, values in enumerate(output["values"])]
         keys = tf.concat(keys + [tf.constant(space.reserved)], 0)
@@ -84,16 +103,20 @@ class Vocabularies(ExamplesKeySum):
         return tf.boolean_mask(keys, present), tf.boolean_mask(counts, present)
 
     def combine(self, output):
-        return super().combine(self._table_keys(output))
+        return super().combine(self.pairs(output))
 
-    def pairs(self, output):
-        return self._table_keys(output)
-
-    def describe(self, value, distinct=None):
-        text = "%d examples" % value
-        return text if distinct is None else "%s (%d distinct values)" % (text, distinct)
+    def collect(self, state, plan, piece_done):
+        collected = super().collect(state, plan, piece_done)
+        space = self.keys()
+        counts = state.counts_of([space.examples_key] + [space.missing_key(i) for i in range(len(space.names))])
+        examples, missing = counts[0], counts[1:]
+        absent = tuple(
+            name for name, n in zip(space.names, missing) if examples and n == examples and name not in self.optional
+        )
+        return dataclasses.replace(collected, absent=absent, examples=examples)
 
     def entries(self, state, min_count=1):
+        """Yields ((feature, value bytes), count) with count >= `min_count`, in no order."""
         space = self.keys()
         for key, count in state.entries(min_count):
             index, term = space.split(key)
@@ -102,17 +125,3 @@ class Vocabularies(ExamplesKeySum):
 
     def top(self, state, k, min_count=1):
         return heapq.nsmallest(k, self.entries(state, min_count), key=lambda entry: (-entry[1], entry[0]))
-
-    def check_output(self, path):
-        raise UsageError("{setting:output}: this job writes a vocabulary per feature: use {setting:output_dir}")
-
-    def own_counts(self, reserved, vocabularies):
-        space = self.keys()
-        for index, name in enumerate(space.names):
-            vocabularies[name]["missing"] = reserved.get(space.missing_key(index), 0)
-        return {"examples": reserved.get(space.examples_key, 0)}
-
-    def summary_lines(self, state, result, top_k, min_count, written):
-        if written is None:
-            written = self.write_dir(state, result, None, top_k, min_count, "text", {})
-        return vocabulary_lines(written)

@@ -5,12 +5,20 @@ TensorFlow produced (tests/test_failure_text.py). Matching TF's text is confined
 small functions below, each with the reason it exists.
 """
 
+import codecs
 import re
 from dataclasses import dataclass, field
 
 import tensorflow as tf
 
-from tf2_mapreduce.errors import ClusterError, JobFailed, connectivity_errors, op_error_cause
+from tf2_mapreduce.errors import (
+    MAP_OUTPUT,
+    ClusterError,
+    JobFailed,
+    MapOutputError,
+    connectivity_errors,
+    op_error_cause,
+)
 from tf2_mapreduce.state.key_table import COMMITTED_IN_PART
 
 __all__ = [
@@ -18,6 +26,7 @@ __all__ = [
     "FileFailure",
     "file_failure",
     "missing_op",
+    "map_output",
     "tasks_named",
     "COMMITTED_IN_PART",
     "FailurePolicy",
@@ -25,6 +34,7 @@ __all__ = [
     "RETRY",
     "CLUSTER",
     "MISSING_OP",
+    "MAP_OUTPUT_FAULT",
     "STEPS",
 ]
 
@@ -89,6 +99,18 @@ def missing_op(message: str):
     return (found.group(1) or found.group(2)) if found else None
 
 
+def map_output(message: str):
+    """What a reducer's check of a map output said, where it failed in the graph
+    (`reducers.base.assert_in_graph`: "assertion failed: [<marker><text>]"), or None."""
+    at = message.find(MAP_OUTPUT)
+    if at < 0:
+        return None
+    text = message[at + len(MAP_OUTPUT) :].split("\n", 1)[0].rstrip()
+    text = text[:-1] if text.endswith("]") else text
+    # TensorFlow's assertion writes its strings C-escaped ("Sum(unit=\\'lines\\')").
+    return codecs.escape_decode(text.encode("utf-8"))[0].decode("utf-8", "replace")
+
+
 def tasks_named(message: str, role: str = "ps") -> list:
     """The indices of the tasks of `role` a TF error message says it was relayed from."""
     return [int(index) for kind, index in _TARGET.findall(message) if kind == role]
@@ -102,6 +124,7 @@ def _message(error):
 RETRY = "retry"  # workers could not reach a ps that is fine: wait a little, run the round again
 CLUSTER = "cluster"  # a ps failed, or the cluster failed otherwise: stop (a checkpoint, how to resume)
 MISSING_OP = "missing op"  # a worker cannot run the map step's ops: stop, naming it
+MAP_OUTPUT_FAULT = "map output"  # the job's map_fn returned what its reducer cannot take: fail the job
 STEPS = "steps"  # inputs' faults: see each failed step (`FailurePolicy.steps`)
 
 
@@ -132,6 +155,8 @@ class FailurePolicy:
         noticed, and the round is retried (`RETRY`, for connectivity errors)."""
         if ps_down:
             return CLUSTER
+        if isinstance(error, MapOutputError) or map_output(_message(error)) is not None:
+            return MAP_OUTPUT_FAULT
         if missing_op(_message(error)):
             return MISSING_OP
         if COMMITTED_IN_PART in _message(error):
@@ -139,6 +164,13 @@ class FailurePolicy:
         if isinstance(error, FILE_ERRORS):
             return STEPS
         return RETRY if isinstance(error, connectivity_errors()) else CLUSTER
+
+    def map_output_error(self, error) -> MapOutputError:
+        """The error that fails a job whose map_fn returned what its reducer cannot take:
+        raised as it was where it was found at tracing, else said again from the graph's."""
+        if isinstance(error, MapOutputError):
+            return error
+        return MapOutputError(map_output(_message(error)))
 
     def missing_op_error(self, error, workers: dict, hint: str) -> ClusterError:
         """The error that stops a job whose map step uses an op that a worker lacks;
@@ -166,6 +198,9 @@ class FailurePolicy:
         # looks like a corrupt record, and the misalignment is the one that says why.
         step_failures = sorted(step_failures, key=lambda failure: _RECORDS_MISALIGNED not in _message(failure[1]))
         for ids, error in step_failures:
+            if map_output(_message(error)) is not None:
+                decision.fail = self.map_output_error(error)
+                return decision
             if not isinstance(error, FILE_ERRORS) or missing_op(_message(error)):
                 decision.cluster = error
                 return decision

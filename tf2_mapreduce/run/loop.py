@@ -75,23 +75,23 @@ class RunLoop:
     def report(self, skipped: int):
         """Calls `on_progress` with the state on the ps now (`skipped`: inputs left out so
         far); returns its `state.base.Figures`. Blocking."""
-        stats = self.state.figures()
+        figures = self.state.figures()
         plan = self.state.plan
         self.on_progress(
             Progress(
                 self.state.files_done(),
                 len(plan.files),
-                stats.bytes_done,
+                figures.bytes_done,
                 plan.total_bytes,
-                self.reducer.value(stats),
-                stats.distinct,
+                self.reducer.value(figures),
+                figures.distinct,
                 time.monotonic() - self.started,
                 skipped,
                 self.state.steps_per_worker(),
                 self.rounds_rerun,
             )
         )
-        return stats
+        return figures
 
     def stopped(self, where: str = ""):
         """The error a requested stop raises; `where` it was noticed, or "" to save a
@@ -116,14 +116,14 @@ class RunLoop:
                 raise self.stopped()
             now = time.monotonic()
             if now >= next_progress:
-                stats = self.report(skipped)
+                figures = self.report(skipped)
                 next_progress = now + self.options.progress_every
             else:
-                stats = self.state.figures()
-            if stats.pieces_done >= pieces:
+                figures = self.state.figures()
+            if figures.pieces_done >= pieces:
                 round_.wait(JOIN_GRACE)  # join() returns at once unless a step is stuck
                 return True
-            self._check_stall(stats.pieces_done)
+            self._check_stall(figures.pieces_done)
             if self.state.checkpoint and now >= next_checkpoint:
                 self.state.save()
                 next_checkpoint = time.monotonic() + self.options.checkpoint_every

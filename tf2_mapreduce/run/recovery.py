@@ -56,6 +56,8 @@ class Recovery:
         kind = self.policy.round(error, self.ps.down())
         if kind == failures.RETRY and self._transient(error):
             return
+        if kind == failures.MAP_OUTPUT_FAULT:
+            raise self.policy.map_output_error(error)
         if kind == failures.MISSING_OP:
             workers = {index: address for _, index, address in self.spec.tasks(roles=("worker",))}
             raise self.policy.missing_op_error(error, workers, self.state.save_for_resume())

@@ -32,7 +32,7 @@ class RunState:
         self._ps = ps
         self.run_id = uuid.uuid4().hex
         ps_devices = spec.devices(roles=("ps",))
-        self.values = job.reducer.new_state(plan.sizes, ps_devices, self.run_id)
+        self.values = job.reducer.create_state(plan.sizes, ps_devices, self.run_id)
         self.worker_steps = WorkerSteps(spec.num_workers, ps_devices[0])
         self.changed_files = ChangedFiles(len(plan.pieces), ps_devices[0])
         self.checkpoint = None

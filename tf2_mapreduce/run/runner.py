@@ -6,72 +6,43 @@ skipped, and collect the exact result. No flags or printing here; `cli.py` is th
 import contextlib
 import threading
 import time
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 
 import numpy as np
 import tensorflow as tf
 
 from tf2_mapreduce import native
-from tf2_mapreduce.errors import ClusterError, JobFailed, op_error_cause
+from tf2_mapreduce.errors import JobFailed
 from tf2_mapreduce.inputs import formats
+from tf2_mapreduce.inputs.files import Inputs
 from tf2_mapreduce.inputs.plan import Plan
 from tf2_mapreduce.outputs.result import Result
 from tf2_mapreduce.run import failures, mapstep, ps_health, rounds
 from tf2_mapreduce.run.loop import DRAIN_TIMEOUT, TICK, Progress, RunLoop, StopRequest
+from tf2_mapreduce.run.options import Options
 from tf2_mapreduce.run.recovery import Recovery
 from tf2_mapreduce.run.run_state import RunState
 
-__all__ = ["Options", "Progress", "JobRun", "connect", "DRAIN_TIMEOUT"]
+__all__ = ["Prepared", "prepare", "Progress", "JobRun", "DRAIN_TIMEOUT"]
 
 
 @dataclass(frozen=True)
-class Options:
-    """How a job runs; `Cluster.run` and `Cluster.submit` take these as keywords."""
+class Prepared:
+    """A job fit to its inputs and ready to run: what `prepare` makes, once."""
 
-    split_size: int = 64 << 20  # at most this many bytes per map step
-    read_size: int = 8 << 20  # files are cut into pieces of about this size, read one at a time
-    max_pieces: int = 0  # pieces per map step at most; 0: up to rounds.MAX_PIECES_PER_STEP
-    on_error: str = "fail"  # "fail": stop at the first unreadable input; "skip": leave it out, say so
-    format: str = "auto"  # what the inputs are: "text", "tfrecord", or "auto": what the job reads
-    compression: str = "auto"  # "none", "gzip", "zlib", or "auto": by each file's name
-    checkpoint_dir: str | None = None
-    checkpoint_every: float = 30.0
-    worker_timeout: float = 300.0  # give up after this long without progress while a worker is down
-    progress_every: float = 2.0
-
-    @classmethod
-    def of(cls, **options) -> "Options":
-        """Options from keywords; raises `TypeError` naming any that is not an option."""
-        known = [f.name for f in fields(cls)]
-        unknown = sorted(set(options) - set(known))
-        if unknown:
-            raise TypeError("unknown option(s) %s; the options are %s" % (", ".join(unknown), ", ".join(known)))
-        return cls(**options)
+    job: object  # the `Job` to run (`Job.prepared` may have made a new one)
+    found: Inputs
+    options: Options
 
 
-def connect(cluster_resolver, task_devices):
-    """Connects this process, as chief, to the cluster; returns a ClusterCoordinator.
-
-    Blocking. Strategy creation is lazy, so one tiny op then runs on each of
-    `task_devices`, to surface a broken connection here rather than mid-job. Does
-    not wait for tasks to come up; callers check first (`cluster_spec.wait_for_tasks`).
-    """
-    chief = cluster_resolver.cluster_spec().task_address("chief", 0)
-    try:
-        strategy = tf.distribute.experimental.ParameterServerStrategy(cluster_resolver)
-    except tf.errors.OpError as e:
-        # TF's only word for a chief port that is taken is "Could not start gRPC server".
-        raise ClusterError(
-            "the coordinator cannot serve as chief on %s: %s (is the port in use?)" % (chief, op_error_cause(e))
-        ) from None
-    coordinator = tf.distribute.coordinator.ClusterCoordinator(strategy)
-    for device in task_devices:
-        try:
-            with tf.device(device):
-                tf.zeros([]).numpy()
-        except tf.errors.OpError as e:
-            raise ClusterError("%s does not answer: %s" % (device, op_error_cause(e))) from None
-    return coordinator
+def prepare(job, found, options=Options()) -> Prepared:
+    """The one preparation of `job` for its inputs `found` (`inputs.files.Inputs`) and
+    `options`, before anything runs: the inputs' formats checked against what the job
+    reads (`formats.check`), and the job fit to them (`Job.prepared`: an untyped
+    feature's type read from the first examples, say). Blocking; raises `UsageError` /
+    `InputError` for inputs that do not fit the job."""
+    formats.check(found.files, job.format, options.format, options.compression, native.unavailable())
+    return Prepared(job.prepared(found.files, options.compression), found, options)
 
 
 class _MapSteps(dict):
@@ -87,7 +58,7 @@ class _MapSteps(dict):
         return step
 
 
-def _result(run, resumed, done, stats, collected, steps) -> Result:
+def _result(run, resumed, done, figures, collected, steps) -> Result:
     """The `Result` of `run` (a `JobRun`), once collected: reads nothing more."""
     finished = time.monotonic()
     skipped = [(run.plan.describe(i), why) for i, why in sorted(run.recovery.skipped.items())]
@@ -96,7 +67,7 @@ def _result(run, resumed, done, stats, collected, steps) -> Result:
         total=collected.total,
         distinct=collected.distinct,
         files_done=int(run.plan.file_done(done).sum()),
-        bytes_done=stats.bytes_done,
+        bytes_done=figures.bytes_done,
         per_file=collected.per_file,
         skipped=run.found.skipped + run.plan.skipped + skipped,
         resumed_from=resumed[0],
@@ -114,10 +85,9 @@ def _result(run, resumed, done, stats, collected, steps) -> Result:
 
 
 class JobRun:
-    """One run of `job` over `found` (`inputs.Inputs`) on a connected cluster (`spec`,
-    `coordinator`); call `run()` once. Planned when made (blocking: reads a few bytes at
-    each cut of a large file); raises `UsageError` / `InputError` for inputs that do not
-    fit the job.
+    """One run of a `Prepared` job on a connected cluster (`spec`, `coordinator`); call
+    `run()` once. Planned when made (blocking: reads a few bytes at each cut of a large
+    file); a file that can no longer be read is an `InputError` (or skipped).
 
     Guarantees: every piece's result is committed exactly once (`slots`, `tables`)
     although map steps execute at least once; an input is either counted or, with
@@ -126,15 +96,12 @@ class JobRun:
     stopped, and saves its state every `checkpoint_every` s, when stopped, and at the end.
     """
 
-    def __init__(self, job, found, coordinator, spec, options=Options(), heartbeats=None, on_progress=None):
-        job_format = formats.format_read_by(job.records)
-        formats.check(found.files, job_format, options.format, options.compression, native.unavailable())
-        self.job = job.prepared(found.files, options.compression)
-        self.found = found
-        self.plan = Plan(found.files, options.read_size, job.records, options.on_error, options.compression)
+    def __init__(self, prepared, coordinator, spec, heartbeats=None, on_progress=None):
+        self.job, self.found, self.options = prepared.job, prepared.found, prepared.options
+        options = self.options
+        self.plan = Plan(self.found.files, options.read_size, self.job.format, options.on_error, options.compression)
         self.coordinator = coordinator
         self.spec = spec
-        self.options = options
         self._wake = threading.Event()
         self._stop = StopRequest(self._wake)
         self.ps = ps_health.PsHealth(spec, interrupted=self._stopped_while_waiting)
@@ -156,7 +123,9 @@ class JobRun:
     def run(self) -> Result:
         """Runs the job to its end; blocking. Returns its `Result`.
 
-        Raises `JobFailed` (an input failed at read time with on_error="fail"),
+        Raises `JobFailed` (an input failed at read time with on_error="fail", or the
+        result holds an input's fault, such as a feature of two types), `UsageError`
+        (what the job was asked, the inputs cannot answer: `Job.finished`),
         `ClusterError` (a ps failed; no progress for `worker_timeout` s while
         workers were down) or `Interrupted` / `Cancelled` (after `request_stop`, if
         made before the result is read); each message says how to resume.
@@ -167,14 +136,17 @@ class JobRun:
             done = self._map_until_done()
             if self._stop.requested:  # after the last round's watch: still a stop, not a result
                 raise self.loop.stopped()
-            stats = self.loop.report(self._skipped_count())
+            figures = self.loop.report(self._skipped_count())
             if self.state.checkpoint:
                 self.state.save()
             collected = self.ps.read(lambda: self.job.reducer.collect(self.state.values, self.plan, done))
             steps = self.state.steps_per_worker()
         except tf.errors.OpError as e:
             raise self.recovery.cluster_failure(e) from e
-        return _result(self, resumed, done, stats, collected, steps)
+        if collected.problems and self.options.on_error == "fail":
+            raise JobFailed(collected.problems[0])
+        self.job.finished(collected, self.found.files, self.options.compression)
+        return _result(self, resumed, done, figures, collected, steps)
 
     def _map_until_done(self) -> np.ndarray:
         """Runs rounds of map steps over the pieces not done until each is committed or

@@ -275,6 +275,17 @@ class KeyTables:
                 "released): read it while the cluster is open"
             )
 
+    def counts_of(self, keys) -> list:
+        """The counts of `keys` (bytes), 0 for a key the table does not hold. Blocking: one
+        lookup on each ps (a key lives on one; the others give 0)."""
+        self._readable()
+        wanted = tf.strings.join([_KEY, tf.constant(list(keys), tf.string)])
+        counts = np.zeros(len(keys), dtype=np.int64)
+        for shard in self.shards:
+            with tf.device(shard.device):
+                counts += shard.table.lookup(wanted).numpy()
+        return counts.tolist()
+
     def entries(self, min_count=1):
         """Yields every (key bytes, count) with count >= `min_count`, shard by shard, a
         chunk at a time, in no order: the coordinator never holds a whole table."""

@@ -12,7 +12,7 @@ __all__ = ["PieceSlots"]
 
 class PieceSlots:
     """An exact fold (sum, min, max...) of one int64 value (or fixed-size vector of
-    `width`) per piece, sharded over the ps tasks: `fold(values, axis)` folds values
+    `width`) per piece, sharded over the ps tasks: `fold(values)` folds values along their first axis
     with TF ops (associative, commutative, with `identity`), for the figures so far.
 
     Piece i owns row i, placed on ps i % P at offset i // P: a committed marker (1; 0
@@ -83,8 +83,8 @@ class PieceSlots:
                 bytes_ += tf.reduce_sum(tf.where(done, sizes, 0))
                 values = self._value(rows)
                 mask = done[:, None] if self.width else done
-                folded.append(self._fold(tf.where(mask, values, tf.constant(self._identity, tf.int64)), axis=0))
-        return pieces, bytes_, self._fold(tf.stack(folded), axis=0)
+                folded.append(self._fold(tf.where(mask, values, tf.constant(self._identity, tf.int64))))
+        return pieces, bytes_, self._fold(tf.stack(folded))
 
     def figures(self):
         """Pieces done, bytes done and the value so far (numpy), folded on the ps (one RPC

@@ -9,13 +9,11 @@ from fractions import Fraction
 
 import numpy as np
 
-from tf2_mapreduce.errors import JobFailed
-from tf2_mapreduce.outputs.vocabulary import tft_key
+from tf2_mapreduce.reducers.keys import tft_key
+from tf2_mapreduce.reducers.statistics import histograms
 from tf2_mapreduce.reducers.statistics.model import (
     FLOAT_ERROR,
     KIND_NAMES,
-    NUM_BUCKETS,
-    NUM_QUANTILES,
     NUM_RANK_BUCKETS,
     NUM_TOP_VALUES,
     DatasetStats,
@@ -27,17 +25,6 @@ from tf2_mapreduce.reducers.statistics.model import (
 __all__ = ["Builder", "FloatSums"]
 
 _FLOAT_SCALE = 149  # a float32 times 2**149 is an integer
-
-
-def _rank(k, parts, n):
-    """The rank of the k-th of `parts` quantiles among `n` sorted values."""
-    return (k * (n - 1)) // parts
-
-
-def _at_ranks(values, counts, ranks):
-    """The values at `ranks` (sorted) of the multiset of sorted `values` with `counts`."""
-    ends = np.cumsum(counts)
-    return [values[int(np.searchsorted(ends, r, side="right"))] for r in ranks]
 
 
 def _python(value):
@@ -76,67 +63,58 @@ class FloatSums:
         return total, squares
 
 
+def _buckets(buckets):
+    return [(_python(low), _python(high), count) for low, high, count in buckets]
+
+
 def _numeric(values, counts, is_float, exact=None):
     """`NumericStats` of sorted distinct `values` (int64 or float32) with `counts`; for a
     float feature, `values` are buckets and `exact` its `FloatSums`."""
     total = int(counts.sum())
+    error = FLOAT_ERROR if is_float else 0.0
     nan = pos_inf = neg_inf = 0
     if is_float:
         nan = int(counts[np.isnan(values)].sum())
         pos_inf = int(counts[values == np.inf].sum())
         neg_inf = int(counts[values == -np.inf].sum())
-        keep = np.isfinite(values)
+        keep = ~np.isnan(values)
         values, counts = values[keep], counts[keep]
-    n = int(counts.sum())
+    finite = np.isfinite(values) if is_float else np.ones(len(values), bool)
+    n = int(counts[finite].sum())
     zeros = int(counts[values == 0].sum())
-    error = FLOAT_ERROR if is_float else 0.0
-    if n == 0:
-        return NumericStats(total, error, None, None, zeros, None, None, None, [], [], nan, pos_inf, neg_inf)
-    if is_float:
-        s, squares = exact.moments()
-        scale = 2**_FLOAT_SCALE
-        low, high = exact.low[1], exact.high[1]
-    else:
-        scaled, weights = [int(v) for v in values.tolist()], [int(c) for c in counts.tolist()]
-        s = sum(v * c for v, c in zip(scaled, weights))
-        squares = sum(v * v * c for v, c in zip(scaled, weights))
-        scale = 1
-        low, high = _python(values[0]), _python(values[-1])
-    mean = Fraction(s, n * scale)
-    variance = Fraction(n * squares - s * s, n * n * scale * scale)
-    if is_float:  # a bucket is toward zero from its values: the extremes' buckets may be beyond them
-        values = np.clip(values, np.float32(low), np.float32(high))
-    ranks = [_rank(k, NUM_QUANTILES, n) for k in range(NUM_QUANTILES + 1)]
-    quantiles = [low] + [_python(v) for v in _at_ranks(values, counts, ranks[1:-1])] + [high]
+    mean = std_dev = low = high = None
+    if n:
+        if is_float:
+            s, squares = exact.moments()
+            scale = 2**_FLOAT_SCALE
+            low, high = exact.low[1], exact.high[1]
+            # A bucket is toward zero from its values: the extremes' buckets may be beyond them.
+            values = np.where(finite, np.clip(values, np.float32(low), np.float32(high)), values)
+        else:
+            scaled, weights = [int(v) for v in values.tolist()], [int(c) for c in counts.tolist()]
+            s = sum(v * c for v, c in zip(scaled, weights))
+            squares = sum(v * v * c for v, c in zip(scaled, weights))
+            scale = 1
+            low, high = _python(values[0]), _python(values[-1])
+        mean = float(Fraction(s, n * scale))
+        std_dev = math.sqrt(float(Fraction(n * squares - s * s, n * n * scale * scale)))
+    ranked = len(values) > 0  # values but NaN: infinities are values of the quantiles
     return NumericStats(
         count=total,
         quantile_error=error,
-        mean=float(mean),
-        std_dev=math.sqrt(float(variance)),
+        mean=mean,
+        std_dev=std_dev,
         num_zeros=zeros,
         min=low,
         max=high,
-        median=_python(_at_ranks(values, counts, [(n - 1) // 2])[0]),
-        quantiles=quantiles,
-        histogram=_histogram(values, counts, float(low), float(high)),
+        median=_python(histograms.median(values, counts)) if ranked else None,
+        quantiles=[_python(v) for v in histograms.quantiles(values, counts)[0]] if ranked else [],
+        histogram=_buckets(histograms.standard_histogram(values, counts)) if ranked else [],
+        quantiles_histogram=_buckets(histograms.quantiles_histogram(values, counts)) if ranked else [],
         num_nan=nan,
         num_pos_inf=pos_inf,
         num_neg_inf=neg_inf,
     )
-
-
-def _histogram(values, counts, low, high):
-    """NUM_BUCKETS buckets of equal width from `low` to `high`, each [low, high) but the
-    last, which holds `high`; one bucket if all values are equal."""
-    if low == high:
-        return [(low, high, int(counts.sum()))]
-    width = (high - low) / NUM_BUCKETS
-    edges = [low + k * width for k in range(NUM_BUCKETS)] + [high]
-    ends = np.cumsum(counts)
-    as_float = values.astype(np.float64)
-    below = [0] + [int(ends[i - 1]) if i > 0 else 0 for i in np.searchsorted(as_float, edges[1:-1], side="left")]
-    below.append(int(ends[-1]))
-    return [(edges[k], edges[k + 1], below[k + 1] - below[k]) for k in range(NUM_BUCKETS)]
 
 
 class _Strings:
@@ -210,16 +188,16 @@ class Builder:
     `float_sums` of float features in any order, then `finish`. `decode(kind, payloads)`:
     the numbers (a numpy array) of number payloads end to end (bytes-like). `features`: names every
     one of which is reported, even if absent from all examples (empty: those found).
-    `on_error`: what a feature with values of two types means, "fail" (`JobFailed`) or
-    "skip" (the type of most examples is kept, the others' examples left out and
-    counted in `left_out`)."""
+    A feature with values of two types keeps the type of most examples; the others'
+    examples are left out of its figures, counted in `left_out`, and said in `problems`
+    (one line per such feature, for the run to fail with unless on_error="skip")."""
 
-    def __init__(self, decode, features=(), on_error="fail"):
+    def __init__(self, decode, features=()):
         self.decode = decode
         self.num_examples = 0
         self.named = tuple(features)
-        self.on_error = on_error
         self.features = {name: _Feature() for name in self.named}
+        self.problems = []
 
     def _feature(self, name):
         found = self.features.get(name)
@@ -258,7 +236,6 @@ class Builder:
         return found
 
     def finish(self) -> DatasetStats:
-        """Raises `JobFailed` for a feature of two types with on_error="fail"."""
         return DatasetStats(
             self.num_examples, {name: self._finish(name, self.features[name]) for name in sorted(self.features)}
         )
@@ -271,9 +248,9 @@ class Builder:
             return None, {}
         kind = max(sorted(holding), key=lambda k: holding[k])
         others = {KIND_NAMES[k]: examples for k, examples in holding.items() if k != kind}
-        if others and self.on_error == "fail":
-            raise JobFailed(
-                "feature %s holds lists of %s; a feature has one type (with on_error=skip, the "
+        if others:
+            self.problems.append(
+                "feature %s holds lists of %s; a feature has one type (with {setting:on_error}=skip, the "
                 "examples of all but the type of most are left out of its statistics)"
                 % (name, " and ".join("%s in %d examples" % (KIND_NAMES[k], holding[k]) for k in sorted(holding)))
             )
@@ -288,17 +265,16 @@ class Builder:
             for n, c in by_length.items():
                 lengths[n] = lengths.get(n, 0) + c
         present = sum(lengths.values())
+        quantiles, lengths_histogram = [], []
         if lengths:
             sizes = np.array(sorted(lengths), np.int64)
             weights = np.array([lengths[n] for n in sorted(lengths)], np.int64)
             total = int((sizes * weights).sum())
-            quantiles = [
-                int(v)
-                for v in _at_ranks(sizes, weights, [_rank(k, NUM_QUANTILES, present) for k in range(NUM_QUANTILES + 1)])
-            ]
+            quantiles = [int(v) for v in histograms.quantiles(sizes, weights)[0]]
+            lengths_histogram = _buckets(histograms.quantiles_histogram(sizes, weights))
             low, high, average = int(sizes[0]), int(sizes[-1]), total / present
         else:
-            total, quantiles, low, high, average = 0, [], 0, 0, 0.0
+            total, low, high, average = 0, 0, 0, 0.0
         numeric = string = None
         if kind == "b":
             string = feature.strings.finish()
@@ -320,6 +296,7 @@ class Builder:
             avg_num_values=average,
             tot_num_values=total,
             num_values_quantiles=quantiles,
+            num_values_histogram=lengths_histogram,
             numeric=numeric,
             string=string,
             left_out=others,

@@ -5,7 +5,7 @@ Every figure is computed from counts, which do not depend on the order in which 
 were counted: sums are exact integers (a float32 is an integer times 2**-149), so two
 runs over the same data give the same figures to the last bit. An int64 feature's
 quantiles are exact: the value of rank floor(q * (n - 1)) in the sorted values. A float
-feature's values are counted by bucket (`stats_builder.FloatSums`): its count, zeros, NaN,
+feature's values are counted by bucket (`builder.FloatSums`): its count, zeros, NaN,
 infinities, mean, deviation, min and max stay exact; its median and inner quantiles
 are the bucket of the value of that rank (within a relative FLOAT_ERROR of it, toward
 zero), and a value falls in the histogram bucket of its own bucket.
@@ -16,8 +16,6 @@ from dataclasses import dataclass, field
 __all__ = ["NumericStats", "StringStats", "FeatureStats", "DatasetStats", "KIND_NAMES", "FLOAT_BITS", "FLOAT_ERROR"]
 
 KIND_NAMES = {"b": "bytes", "f": "float", "i": "int64", "x": None}  # as the statistics keys name them
-NUM_QUANTILES = 10  # buckets of the quantile histograms (TFDV's default)
-NUM_BUCKETS = 10  # buckets of the equal-width histograms (TFDV's default)
 NUM_TOP_VALUES = 20  # top values of a bytes feature kept (TFDV's default)
 NUM_RANK_BUCKETS = 1000  # ranks of a bytes feature's rank histogram (TFDV's default)
 FLOAT_BITS = 10  # bits after a float's leading one that its bucket keeps (native/example_features.cc)
@@ -26,8 +24,10 @@ FLOAT_ERROR = 2.0**-FLOAT_BITS  # how far a float's bucket may be from the value
 
 @dataclass(frozen=True)
 class NumericStats:
-    """An int64 or float feature's values. NaN and infinities are counted apart and left
-    out of the other figures (then None where no value is left)."""
+    """An int64 or float feature's values. NaN is counted apart and left out of every other
+    figure; infinities are counted apart too, and left out of mean, deviation, zeros, min
+    and max (then None where no value is left), but are values of the quantiles, median
+    and histograms, as in TFDV (`histograms`): n below is the values but NaN."""
 
     count: int  # values, NaN and infinities included
     quantile_error: float  # relative bound of median and inner quantiles: 0 (int64) or FLOAT_ERROR
@@ -36,9 +36,10 @@ class NumericStats:
     num_zeros: int
     min: float | int | None
     max: float | int | None
-    median: float | int | None  # the value of rank floor((n - 1) / 2)
-    quantiles: list  # NUM_QUANTILES + 1 values: ranks floor(k * (n - 1) / NUM_QUANTILES); min, max at the ends
-    histogram: list  # [(low, high, count)], NUM_BUCKETS equal widths from min to max
+    median: float | int | None  # the value of rank floor(n / 2), TFDV's
+    quantiles: list  # histograms.PARTS + 1 values: ranks min(floor(k * n / PARTS), n - 1)
+    histogram: list  # [(low, high, count)]: TFDV's STANDARD histogram, counted exactly
+    quantiles_histogram: list  # [(low, high, count)]: TFDV's QUANTILES histogram (ties share)
     num_nan: int
     num_pos_inf: int
     num_neg_inf: int
@@ -71,7 +72,8 @@ class FeatureStats:
     max_num_values: int
     avg_num_values: float
     tot_num_values: int
-    num_values_quantiles: list  # NUM_QUANTILES + 1 values, as `NumericStats.quantiles`
+    num_values_quantiles: list  # histograms.PARTS + 1 values, as `NumericStats.quantiles`
+    num_values_histogram: list  # [(low, high, count)], as `NumericStats.quantiles_histogram`
     numeric: NumericStats | None
     string: StringStats | None
     left_out: dict = field(default_factory=dict)  # {type: examples} of values of another type, left out
@@ -83,15 +85,3 @@ class DatasetStats:
 
     num_examples: int
     features: dict  # name -> FeatureStats, in name order
-
-    def proto(self):
-        """As a tensorflow_metadata `DatasetFeatureStatisticsList`, filled as TFDV fills its own."""
-        from tf2_mapreduce.outputs.stats import proto as stats_proto
-
-        return stats_proto.to_proto(self)
-
-    def as_json(self) -> dict:
-        """The same figures as JSON-ready values (bytes as %-escaped text, see `output.escape`)."""
-        from tf2_mapreduce.outputs.stats import proto as stats_proto
-
-        return stats_proto.to_json(self)

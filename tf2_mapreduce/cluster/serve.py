@@ -1,0 +1,74 @@
+"""A ps or worker task's server: a TensorFlow gRPC server set up for
+ParameterServerStrategy that, unlike a bare `tf.distribute.Server`, returns once a
+coordinator says the job is over (`python -m tf2_mapreduce.server` runs it)."""
+
+import time
+
+from tf2_mapreduce import native
+from tf2_mapreduce.cluster import spec as cluster_spec
+from tf2_mapreduce.errors import ClusterError, op_error_cause
+
+__all__ = ["serve", "IDLE_EXIT"]
+
+IDLE_EXIT = 4
+EXIT_GRACE = 0.5  # seconds
+
+
+def serve(cluster, keep_serving=False, idle_timeout=0, log=print):
+    """Starts this task's server; blocks until a coordinator says the job is over.
+
+    Returns the exit status: 0 when told the job is over, `IDLE_EXIT` when no
+    coordinator was heard from for `idle_timeout` seconds (0: wait forever). With
+    `keep_serving`, the end of a job is ignored and the server serves the next one.
+    Raises `ClusterError` if the server cannot start (its port is taken, say).
+    """
+    import tensorflow as tf
+
+    from tf2_mapreduce.cluster import channel as server_channel
+
+    role, index = cluster.task_type, cluster.task_index
+    # Before serving: a map step that arrives must find the native ops registered. Said
+    # either way, so that each task's log tells whether it has them.
+    loaded = native.load() is not None
+    log(
+        "tf2_mapreduce server: %s %d: native ops %s"
+        % (role, index, "loaded" if loaded else "not loaded (%s)" % native.unavailable())
+    )
+    try:
+        server = tf.distribute.Server(
+            tf.train.ClusterSpec(cluster.jobs),
+            job_name=role,
+            task_index=index,
+            protocol="grpc",
+            config=cluster_spec.server_config(cluster.num_workers),
+            start=True,
+        )
+    except (tf.errors.OpError, ValueError) as e:
+        cause = op_error_cause(e) if isinstance(e, tf.errors.OpError) else str(e)
+        raise ClusterError("%s %d cannot serve on %s: %s" % (role, index, cluster.address, cause)) from None
+    log("tf2_mapreduce server: %s %d serving on %s (cluster: %s)" % (role, index, cluster.address, cluster.describe()))
+    queue = server_channel.ControlQueue(server, role, index)
+    newest = 0  # the id of the newest coordinator heard from
+    while True:
+        message = queue.next(timeout=idle_timeout)
+        if message is None:
+            log(
+                "tf2_mapreduce server: %s %d: no coordinator for %gs (--idle_timeout), exiting"
+                % (role, index, idle_timeout)
+            )
+            return IDLE_EXIT
+        if message.kind != server_channel.JOB_OVER:
+            newest = max(newest, message.coordinator)
+            continue
+        if message.coordinator < newest:
+            # A coordinator that ended keeps telling tasks it could not reach for a
+            # while; a newer one may be running its own job here meanwhile.
+            log("tf2_mapreduce server: %s %d: ignoring the end of an earlier coordinator's job" % (role, index))
+            continue
+        if not keep_serving:
+            log("tf2_mapreduce server: %s %d: the job is over, exiting" % (role, index))
+            # Exiting at once would often cut off the reply to the coordinator
+            # that sent the message, leaving it to wait for its deadline.
+            time.sleep(EXIT_GRACE)
+            return 0
+        log("tf2_mapreduce server: %s %d: the job is over, serving the next (--keep_serving)" % (role, index))

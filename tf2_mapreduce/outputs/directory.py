@@ -1,0 +1,243 @@
+"""An output directory that holds one job's complete result: claimed before the job (one
+writer at a time), written aside, put in place when complete, and never left with the
+files of an earlier result beside the new one. Locally and on any tf.io.gfile path."""
+
+import fcntl
+import json
+import os
+import socket
+import threading
+import time
+import uuid
+
+from tf2_mapreduce.errors import OutputError, UsageError, cause_of
+from tf2_mapreduce.inputs.files import local_path
+
+__all__ = ["ResultDirectory", "MANIFEST", "LOCK"]
+
+# Written last, once every file of the result is in place: its list of files is what a
+# later result replaces. Hidden ("_"), as Hadoop's _SUCCESS: not an input when listed.
+MANIFEST = "_tf2_mapreduce.json"
+LOCK = "_tf2_mapreduce.lock"
+_STAGING = ".tf2_mapreduce-staging-"
+# A lock on remote storage is a lease (TF's client cannot create an object only if it is
+# absent): renewed this often by its holder, stale this long after its last renewal.
+LEASE_RENEW = 5.0
+LEASE = 30.0
+
+
+def _gfile():
+    import tensorflow as tf
+
+    return tf.io.gfile
+
+
+def _join(directory, name):
+    return directory.rstrip("/") + "/" + name
+
+
+class _LocalLock:
+    """flock on a file in the directory: the kernel releases it when its holder dies."""
+
+    def __init__(self, path):
+        self.path = path
+        self._fd = None
+
+    def acquire(self):
+        """None once held, else what the holder wrote."""
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 4096, 0).decode("utf-8", "replace")
+            os.close(fd)
+            return holder or "another process"
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, _holder().encode(), 0)
+        self._fd = fd
+        return None
+
+    def release(self):
+        if self._fd is not None:
+            os.close(self._fd)  # releases the lock; the empty file stays for the next holder
+            self._fd = None
+
+
+class _Lease:
+    """A lock object renewed by its holder: another job finding it renewed within `LEASE`
+    seconds refuses; one stale for longer (its holder died) is taken over."""
+
+    def __init__(self, path):
+        self.path = path
+        self._stop = threading.Event()
+        self._id = uuid.uuid4().hex
+
+    def _read(self):
+        try:
+            with _gfile().GFile(self.path, "r") as f:
+                return json.loads(f.read())
+        except Exception:  # noqa: BLE001 - absent, or half-written by a dying holder
+            return None
+
+    def _write(self):
+        with _gfile().GFile(self.path, "w") as f:
+            f.write(json.dumps({"id": self._id, "holder": _holder(), "renewed": time.time()}))
+
+    def acquire(self):
+        held = self._read()
+        if held and held.get("id") != self._id and time.time() - held.get("renewed", 0) < LEASE:
+            return "%s (renewed %.0f s ago; a lock whose job died lapses %g s after that)" % (
+                held.get("holder"),
+                time.time() - held["renewed"],
+                LEASE,
+            )
+        self._write()
+        time.sleep(0.5)  # two jobs that wrote at once: the last write wins, the other reads it back
+        if (self._read() or {}).get("id") != self._id:
+            return "another job that claimed it at the same moment"
+        threading.Thread(target=self._renew, name="tf2_mapreduce-lease", daemon=True).start()
+        return None
+
+    def _renew(self):
+        while not self._stop.wait(LEASE_RENEW):
+            try:
+                self._write()
+            except Exception:  # noqa: BLE001 - storage out for a moment: the next renewal tries again
+                pass
+
+    def release(self):
+        self._stop.set()
+        try:
+            if (self._read() or {}).get("id") == self._id:
+                _gfile().remove(self.path)
+        except Exception:  # noqa: BLE001 - best effort: it lapses by itself
+            pass
+
+
+def _holder():
+    return "%s pid %d since %s" % (socket.gethostname(), os.getpid(), time.strftime("%Y-%m-%d %H:%M:%S"))
+
+
+class ResultDirectory:
+    """`path`, a directory holding one job's result, and no other files.
+
+    `claim()` (blocking) refuses, with a `UsageError`, a directory that holds files of
+    anything but a tf2_mapreduce result, or that another job is writing (a lock: flock
+    locally, a lease elsewhere); it is made if absent. `write(make)` has `make(staging)`
+    write the new result's files into a directory of their own inside it, then puts
+    them in place: the old result's manifest first removed (a reader that checks it
+    never takes a mix for a result), each new file moved in, the old result's other
+    files removed, the new manifest written last. A failure leaves the staging files
+    to the next claim, which removes them, and the previous result readable but for
+    its manifest. `release()` gives the directory up. Use as a context manager.
+    """
+
+    def __init__(self, path, setting="{setting:output_dir}"):
+        self.path = path
+        self.setting = setting
+        self.local = local_path(path)
+        self._lock = None
+
+    def __enter__(self):
+        self.claim()
+        return self
+
+    def __exit__(self, *exc):
+        self.release()
+
+    def _fail(self, why):
+        return UsageError("%s %s: %s" % (self.setting, self.path, why))
+
+    def _listing(self):
+        if self.local is not None:
+            return sorted(os.listdir(self.local))
+        return sorted(name.rstrip("/") for name in _gfile().listdir(self.path))
+
+    def _manifest(self):
+        try:
+            if self.local is not None:
+                with open(os.path.join(self.local, MANIFEST), "rb") as f:
+                    return json.loads(f.read())
+            with _gfile().GFile(_join(self.path, MANIFEST), "rb") as f:
+                return json.loads(f.read())
+        except Exception:  # noqa: BLE001 - none, or not ours
+            return None
+
+    def claim(self):
+        try:
+            if self.local is not None:
+                os.makedirs(self.local, exist_ok=True)
+            else:
+                _gfile().makedirs(self.path)
+        except Exception as e:  # noqa: BLE001 - OSError locally, TensorFlow's errors elsewhere
+            raise self._fail("cannot be made: %s" % cause_of(e)) from None
+        lock = _LocalLock(os.path.join(self.local, LOCK)) if self.local is not None else _Lease(_join(self.path, LOCK))
+        try:
+            holder = lock.acquire()
+        except Exception as e:  # noqa: BLE001 - as above
+            raise self._fail("cannot be written there: %s" % cause_of(e)) from None
+        if holder is not None:
+            raise self._fail("another job is writing it: %s" % holder)
+        self._lock = lock
+        try:
+            self._check_contents()
+        except BaseException:
+            self.release()
+            raise
+
+    def _check_contents(self):
+        names = self._listing()
+        ours = set((self._manifest() or {}).get("files", ())) | {MANIFEST, LOCK}
+        for name in names:
+            if name.startswith(_STAGING):  # what a job that died while writing left
+                self._remove_tree(name)
+        others = [n for n in names if n not in ours and not n.startswith(_STAGING)]
+        if others:
+            shown = ", ".join(others[:3]) + (" and %d more" % (len(others) - 3) if len(others) > 3 else "")
+            raise self._fail(
+                "holds files that are not a tf2_mapreduce result (%s); give a new or empty directory" % shown
+            )
+
+    def _remove_tree(self, name):
+        if self.local is not None:
+            import shutil
+
+            shutil.rmtree(os.path.join(self.local, name), ignore_errors=True)
+        else:
+            _gfile().rmtree(_join(self.path, name))
+
+    def write(self, make, job: str) -> list:
+        """Writes a result: `make(staging)` writes its files (flat) into `staging` and
+        returns nothing; they are then put in place as the class says. Returns the
+        result's file names. Raises `OutputError` naming the directory if it cannot be
+        written."""
+        staging = _STAGING + uuid.uuid4().hex[:12]
+        staging_path = _join(self.path, staging)
+        try:
+            _gfile().makedirs(staging_path)
+        except Exception as e:  # noqa: BLE001 - as above
+            raise OutputError(self.path, cause_of(e)) from None
+        make(staging_path)
+        try:
+            files = sorted(name.rstrip("/") for name in _gfile().listdir(staging_path))
+            old = set((self._manifest() or {}).get("files", ()))
+            if _gfile().exists(_join(self.path, MANIFEST)):
+                _gfile().remove(_join(self.path, MANIFEST))
+            for name in files:
+                _gfile().rename(_join(staging_path, name), _join(self.path, name), overwrite=True)
+            for name in sorted(old - set(files)):
+                if _gfile().exists(_join(self.path, name)):
+                    _gfile().remove(_join(self.path, name))
+            _gfile().rmtree(staging_path)
+            temporary = _join(self.path, MANIFEST + ".tmp-" + staging[-12:])
+            with _gfile().GFile(temporary, "w") as f:
+                f.write(json.dumps({"job": job, "files": files, "written": time.time()}, indent=1) + "\n")
+            _gfile().rename(temporary, _join(self.path, MANIFEST), overwrite=True)
+        except Exception as e:  # noqa: BLE001 - as above
+            raise OutputError(self.path, "cannot put the result in place: %s" % cause_of(e)) from None
+        return files
+
+    def release(self):
+        if self._lock is not None:
+            self._lock.release()
+            self._lock = None
