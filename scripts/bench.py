@@ -41,6 +41,7 @@ import sys
 import tempfile
 import threading
 import time
+import types
 
 from absl import app, flags
 
@@ -414,7 +415,7 @@ def peer_map_step(paths):
     from tf2_mapreduce.inputs.listing import expand
     from tf2_mapreduce.inputs.plan import Plan
     from tf2_mapreduce.run import mapstep
-    from tf2_mapreduce.state.counters import ChangedFiles
+    from tf2_mapreduce.state.counters import ChangedFiles, StopFlag
 
     files = expand(paths).files
     plan = Plan(files, 8 << 20, "words")
@@ -429,12 +430,17 @@ def peer_map_step(paths):
         def count_this_step(self):
             pass
 
-    changed_files = ChangedFiles(len(plan.pieces), "/cpu:0")
+    run_state = types.SimpleNamespace(
+        values=Sum(),
+        worker_steps=NoSteps(),
+        changed_files=ChangedFiles(len(plan.pieces), "/cpu:0"),
+        stop_flag=StopFlag("/cpu:0"),
+    )
     started = time.monotonic()
     for whole in (True, False):
         chosen = [i for i in range(len(plan.pieces)) if plan.whole(i) == whole]
         if chosen:
-            step = mapstep.build(job, Sum(), NoSteps(), changed_files, "whole" if whole else "range")
+            step = mapstep.build(job, run_state, "whole" if whole else "range")
             for split in plan.splits(chosen, 64 << 20, 256):
                 step(*split)
     return {"words": int(total.numpy()), "map_seconds": time.monotonic() - started}

@@ -1,7 +1,7 @@
 """Captures what TensorFlow says when a task lacks an op that the coordinator has: a worker
 started without tf2_mapreduce's native ops (TF2_MAPREDUCE_NATIVE=off) asked to run one
 eagerly (`native.missing_on`) and inside a scheduled function (a map step). Writes each
-message to tests/fixtures/, where tests/test_failure_text.py reads them.
+message to tests/fixtures/, where tests/unit/test_failure_text.py reads them.
 
     python scripts/capture_missing_op.py
 """

@@ -113,11 +113,14 @@ def filtered_stderr(drop):
 
 def import_tensorflow(verbose: bool = False):
     """Returns the `tensorflow` module, imported and its devices found with the
-    start-up lines filtered out of stderr (all shown if `verbose`). Blocking; the
-    first call in a process does the work, later ones return the module at once."""
+    start-up lines filtered out of stderr (all its lines shown if `verbose`, as by
+    `show_tensorflow_logs`). Blocking; the first call in a process does the work, later
+    ones return the module at once."""
     global _imported
     if _imported is not None:
         return _imported
+    if verbose:
+        show_tensorflow_logs()
     if verbose or "tensorflow" in sys.modules:
         import tensorflow as tf
     else:

@@ -131,7 +131,7 @@ def _compile_all(directory, on_wait):
                         other.wait()
                     return None, _failure(compiler, process)
         if time.monotonic() >= next_word:
-            on_wait(time.monotonic() - started, len(objects) - len(running) - len(waiting))
+            on_wait(time.monotonic() - started, len(objects) - len(running))
             next_word += PROGRESS_EVERY
         time.sleep(0.1)  # a poll of compilers that take seconds, not a wait for a result
     library = os.path.join(directory, "ops.so")
@@ -205,7 +205,7 @@ def load():
     `tf2_mapreduce_read_files`, `tf2_mapreduce_file_sizes`, `tf2_mapreduce_count_words`,
     `tf2_mapreduce_word_counts`, `tf2_mapreduce_example_stat_keys`,
     `tf2_mapreduce_merge_counts`, the per-key table `tf2_mapreduce_key_count_table` and its
-    `tf2_mapreduce_key_count_commit`, and the dataset ops that `text_stream` wraps), or None
+    `tf2_mapreduce_key_count_commit`, and the dataset ops that `inputs.readers` wraps), or None
     where a job goes without it (`unavailable()` says why). Blocking: the first call on
     a machine builds it (tens of seconds, said on the log); later ones load it from the
     cache. Raises `UsageError` with `TF2_MAPREDUCE_NATIVE=require` if it cannot be had."""

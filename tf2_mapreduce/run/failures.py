@@ -1,7 +1,7 @@
 """What a failed round of map steps means, and what the run does next: retry it, stop for
 the cluster, run a failed step's pieces in parts, skip an input, or fail the job. Pure:
 read from TensorFlow's errors and the facts the runner gathered, and tested on messages
-TensorFlow produced (tests/test_failure_text.py). Matching TF's text is confined to the
+TensorFlow produced (tests/unit/test_failure_text.py). Matching TF's text is confined to the
 small functions below, each with the reason it exists.
 """
 

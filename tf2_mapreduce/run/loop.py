@@ -112,6 +112,9 @@ class RunLoop:
             self.wake.clear()
             if self.stop.requested:
                 round_.stop()
+                # Steps still queued fail at once rather than run: the round ends as soon
+                # as those already running do (TF cancels the queue at a step's failure).
+                self.state.stop_flag.set()
                 round_.wait(DRAIN_TIMEOUT)
                 raise self.stopped()
             now = time.monotonic()

@@ -5,6 +5,7 @@ maps them with the job's `map_fn` and its reducer, and commits them exactly once
 import tensorflow as tf
 
 from tf2_mapreduce.inputs.readers import PIECES_IN_FLIGHT, file_sizes, no_rewrites, read_files, read_range
+from tf2_mapreduce.state.base import run_function
 
 __all__ = ["build", "whole_files_bytes"]
 
@@ -47,31 +48,30 @@ def _map_piece(job, map_fn, text):
     return job.reducer.combine(_mapped(job, map_fn, text[None], 1))
 
 
-def build(job, state, worker_steps, changed_files, kind, compression="", read_size=8 << 20):
+def build(job, run_state, kind, compression="", read_size=8 << 20):
     """The `tf.function` scheduled for each split: `(ids, paths, starts, ends, sizes)` of
     its pieces, all of one `kind`. Whole files are read and mapped all at once (at most
     `whole_files_bytes`), byte ranges `PIECES_IN_FLIGHT` at a time, streamed files
     (compressed with `compression`, or TFRecord files) `PIECES_IN_FLIGHT` at a time,
-    each in batches (`Format.stream`). It commits them to `state` (the run's `reduce` state)
-    exactly once, and counts itself in `worker_steps` (anything with `count_this_step()`).
+    each in batches (`Format.stream`). It commits them to the run's state on the ps tasks
+    (`run_state.values`) exactly once, counts itself in `run_state.worker_steps`, and fails
+    at once, reading nothing, once the run is stopping (`run_state.stop_flag`).
 
     A variant per kind: a per-piece tf.cond (or tf.debugging.Assert) halved the
     throughput on small files (measured). A whole file whose size changed since it
-    was listed fails the step, recorded in `changed_files` (`state.counters.ChangedFiles`): it
+    was listed fails the step, recorded in `run_state.changed_files` (`state.counters.ChangedFiles`): it
     is not the file the job was asked to count. So does a streamed file, where the
     native op can tell its size (`file_sizes`).
     """
+    state, worker_steps, changed_files = run_state.values, run_state.worker_steps, run_state.changed_files
     signature = job.reducer.spec()
     # AutoGraph only where the job wants it: converting the runner's own code costs
     # half a second of tracing per run (measured), and it has no control flow to convert.
     map_fn = tf.autograph.to_graph(job.map_fn) if job.autograph else job.map_fn
 
-    @tf.function(
-        input_signature=[tf.TensorSpec([None], tf.int64), tf.TensorSpec([None], tf.string)]
-        + [tf.TensorSpec([None], tf.int64)] * 3,
-        autograph=False,
-    )
     def map_step(ids, paths, starts, ends, sizes):
+        with tf.control_dependencies([run_state.stop_flag.check()]):  # before anything is read
+            paths = tf.identity(paths)
         checks = []
         if kind == "whole":
             # All at once: a loop over the files cost about 50 us a file (measured).
@@ -79,13 +79,12 @@ def build(job, state, worker_steps, changed_files, kind, compression="", read_si
             committed = job.reducer.combine_step(_mapped(job, map_fn, texts, tf.size(texts)))
             checks = [changed_files.check(ids, sizes, tf.cast(tf.strings.length(texts), tf.int64))]
         else:
+            pieces = (paths, starts, ends, sizes)
             if kind == "range":
-                pieces = (paths, starts, ends, sizes)
 
                 def map_one(piece):
                     return _map_piece(job, map_fn, read_range(*piece))
             else:
-                pieces = (paths, starts, ends, sizes)
                 now = file_sizes(paths)
                 if now is not None:  # a stream's length read is not its size: compared before it is read
                     checks = [changed_files.check(ids, sizes, now)]
@@ -99,4 +98,8 @@ def build(job, state, worker_steps, changed_files, kind, compression="", read_si
             state.commit(ids, committed, ends - starts)
         worker_steps.count_this_step()
 
-    return map_step
+    return run_function(
+        map_step,
+        input_signature=[tf.TensorSpec([None], tf.int64), tf.TensorSpec([None], tf.string)]
+        + [tf.TensorSpec([None], tf.int64)] * 3,
+    )

@@ -11,7 +11,7 @@ import tensorflow as tf
 from tf2_mapreduce import log
 from tf2_mapreduce.errors import JobFailed, op_error_cause
 from tf2_mapreduce.run import checkpoint as checkpoint_lib
-from tf2_mapreduce.state.counters import ChangedFiles, WorkerSteps
+from tf2_mapreduce.state.counters import ChangedFiles, StopFlag, WorkerSteps
 
 __all__ = ["RunState"]
 
@@ -35,6 +35,7 @@ class RunState:
         self.values = job.reducer.create_state(plan.sizes, ps_devices, self.run_id)
         self.worker_steps = WorkerSteps(spec.num_workers, ps_devices[0])
         self.changed_files = ChangedFiles(len(plan.pieces), ps_devices[0])
+        self.stop_flag = StopFlag(ps_devices[0])
         self.checkpoint = None
         if checkpoint_dir:
             manifest = checkpoint_lib.manifest(job, spec.num_ps, plan)
@@ -140,3 +141,4 @@ class RunState:
         self.values.release()
         self.worker_steps.release()
         self.changed_files.release()
+        self.stop_flag.release()

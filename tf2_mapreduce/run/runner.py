@@ -112,11 +112,7 @@ class JobRun:
         self.recovery = Recovery(
             failures.FailurePolicy(options.on_error), self.ps, self.state, spec, self._wake, 2 * TICK
         )
-        self.steps = _MapSteps(
-            lambda kind: mapstep.build(
-                self.job, self.state.values, self.state.worker_steps, self.state.changed_files, *kind, options.read_size
-            )
-        )
+        self.steps = _MapSteps(lambda kind: mapstep.build(self.job, self.state, *kind, options.read_size))
         self._round = None  # the round running, or the last one
         self.first_schedule = None
 

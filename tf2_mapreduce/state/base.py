@@ -6,11 +6,21 @@ the run, so nothing an earlier coordinator left on a server that outlived it (a 
 server, a rerun after a crash) can reach its result (docs/runtime.md, R1-R5).
 """
 
+import functools
 from dataclasses import dataclass
 
 import tensorflow as tf
 
-__all__ = ["Figures", "CheckpointState", "destroy"]
+__all__ = ["Figures", "CheckpointState", "destroy", "run_function"]
+
+
+def run_function(fn, **options):
+    """`tf.function(fn, autograph=False, **options)` for one run: traced anew in every
+    run, by design, since each run's resources are new. TensorFlow counts the traces of
+    a function by its code, which every run shares, and after a few jobs in a process
+    warns on stderr of "excessive retracing"; a `functools.partial` has no code of its
+    own, so TensorFlow counts its traces apart, one per run."""
+    return tf.function(functools.partial(fn), autograph=False, **options)
 
 
 @dataclass(frozen=True)

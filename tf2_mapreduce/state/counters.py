@@ -1,12 +1,12 @@
-"""Counters a run keeps on a ps beside its result: the map steps each worker ran, and the
-whole files a map step found changed since they were listed."""
+"""What a run keeps on a ps beside its result: the map steps each worker ran, the whole
+files a map step found changed since they were listed, and the flag that stops its steps."""
 
 import numpy as np
 import tensorflow as tf
 
 from tf2_mapreduce.state.base import destroy
 
-__all__ = ["WorkerSteps", "ChangedFiles"]
+__all__ = ["WorkerSteps", "ChangedFiles", "StopFlag"]
 
 
 class WorkerSteps:
@@ -63,3 +63,32 @@ class ChangedFiles:
 
     def release(self):
         destroy([self.sizes.handle])
+
+
+class StopFlag:
+    """Whether a run is stopping, on one ps: a map step that starts once it is set fails
+    at once, reading nothing, so that ClusterCoordinator cancels the steps still queued
+    instead of running each before a stop can end the round (measured: 20 queued steps
+    of about 0.7 s each kept a Ctrl-C waiting 7 s). A failed step commits nothing, and
+    the run stops anyway: nothing is lost or counted twice."""
+
+    STOPPING = "tf2_mapreduce: the run is stopping"
+
+    def __init__(self, device):
+        with tf.device(device):
+            self.flag = tf.Variable(False, trainable=False, name="stopping")
+
+    def check(self):
+        """Inside a map step: fails it if the run is stopping."""
+        return tf.debugging.Assert(tf.logical_not(self.flag.read_value()), [self.STOPPING])
+
+    def set(self):
+        """Stops the steps that start from now on. Blocking: one write to the ps; where
+        the ps cannot be written, the steps queued run as they would (best effort)."""
+        try:
+            self.flag.assign(True)
+        except tf.errors.OpError:
+            pass
+
+    def release(self):
+        destroy([self.flag.handle])

@@ -8,7 +8,7 @@ import numpy as np
 import tensorflow as tf
 
 from tf2_mapreduce.errors import ClusterError
-from tf2_mapreduce.state.base import CheckpointState, Figures, destroy
+from tf2_mapreduce.state.base import CheckpointState, Figures, destroy, run_function
 from tf2_mapreduce.state.key_table import RunTable
 
 __all__ = ["KeyTables", "CHUNK"]
@@ -29,7 +29,7 @@ def _markers(ids):
 
 
 class _KeyShard:
-    """One ps's part of a `KeyedSum`: one table, and the critical section that makes a
+    """One ps's part of a `KeyTables`: one table, and the critical section that makes a
     commit to it atomic."""
 
     def __init__(self, shard, device, num_pieces, run_id, counted, reserved):
@@ -170,17 +170,15 @@ class KeyTables:
             _KeyShard(shard, device, self.num_pieces, run_id, counted, list(reserved))
             for shard, device in enumerate(ps_devices)
         ]
-        self._done = tf.function(self._done_fn, autograph=False)
-        self._figures = tf.function(lambda: tf.stack([shard.figures() for shard in self.shards]), autograph=False)
-        self._snapshot = tf.function(lambda: tf.stack([shard.snapshot() for shard in self.shards]), autograph=False)
-        self._make_views = tf.function(
-            lambda min_count: [shard.make_view(min_count) for shard in self.shards], autograph=False
-        )
-        self._chunks = [tf.function(shard.view_chunk, autograph=False) for shard in self.shards]
-        self._top = tf.function(lambda k: [shard.top_counts(k) for shard in self.shards], autograph=False)
+        self._done = run_function(self._done_fn)
+        self._figures = run_function(lambda: tf.stack([shard.figures() for shard in self.shards]))
+        self._snapshot = run_function(lambda: tf.stack([shard.snapshot() for shard in self.shards]))
+        self._make_views = run_function(lambda min_count: [shard.make_view(min_count) for shard in self.shards])
+        self._chunks = [run_function(shard.view_chunk) for shard in self.shards]
+        self._top = run_function(lambda k: [shard.top_counts(k) for shard in self.shards])
         self.released = False
-        self._sizes = tf.function(
-            lambda: [tf.stack([shard.table.size(), shard.saved_table.size()]) for shard in self.shards], autograph=False
+        self._sizes = run_function(
+            lambda: [tf.stack([shard.table.size(), shard.saved_table.size()]) for shard in self.shards]
         )
 
     def checkpoint_state(self):

@@ -5,7 +5,7 @@ so that each piece's result is committed exactly once however often its map step
 import numpy as np
 import tensorflow as tf
 
-from tf2_mapreduce.state.base import CheckpointState, Figures, destroy
+from tf2_mapreduce.state.base import CheckpointState, Figures, destroy, run_function
 
 __all__ = ["PieceSlots"]
 
@@ -48,7 +48,7 @@ class PieceSlots:
                     )
                 )
                 self.sizes.append(tf.Variable(shard_sizes, trainable=False, name="sizes_%d" % shard))
-        self._figures = tf.function(self._figures_fn, autograph=False)
+        self._figures = run_function(self._figures_fn)
 
     def checkpoint_state(self):
         slots = {"slots_%d" % shard: slots for shard, slots in enumerate(self.slots)}
