@@ -1,8 +1,8 @@
 """A randomized fault soak: rounds on real multi-process clusters, each one job and one
 fault drawn at random at a random moment, the whole result checked against plain Python.
 
-    python scripts/soak.py --rounds 100                  # a new random seed, printed
-    python scripts/soak.py --seed 7 --round 12           # replays round 12 of seed 7 exactly
+    python tests/soak.py --rounds 100                    # a new random seed, printed
+    python tests/soak.py --seed 7 --round 12             # replays round 12 of seed 7 exactly
 
 Each round starts 2 ps and 3 workers (`python -m tf2_mapreduce.server`, each with its own
 TF_CONFIG), runs one job (sum, vector sum, per-key sum, vocabularies and statistics of
@@ -32,10 +32,8 @@ import tempfile
 import time
 import zlib
 
-import oracle_stats
-import oracle_vocab
 import portpicker
-import switched_hosts
+from helpers import oracle_stats, oracles, switched_hosts
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # before TensorFlow is imported, here and in the children
 from tf2_mapreduce.cluster import orphans  # noqa: E402
@@ -47,7 +45,8 @@ EXAMPLE_JOBS = ("vocab", "stats")  # over the tf.Example shards, written to a di
 # Enough that the example jobs map for a few progress reports, so that a fault drawn
 # "running" strikes while they run (with 800, stats mapped for under a second).
 EXAMPLES_PER_SHARD = 3000
-FEATURES = ("query", "tags", "user_id", "clicks")
+# The features of scripts/make_examples.py that vocab counts, with their types there.
+FEATURES = (("query", "string"), ("tags", "string"), ("user_id", "int64"), ("clicks", "int64"))
 FAULTS = (
     "kill_worker",
     "kill_two_workers",
@@ -144,12 +143,29 @@ def write_examples(directory):
     return sorted(os.path.join(directory, name) for name in os.listdir(directory))
 
 
+def vocab_counts(paths):
+    """{feature: {"counts": Counter of its values, "examples", "missing", "values"}} of
+    every feature of FEATURES over the records of `paths`, each parsed by protobuf itself
+    (helpers/oracles.py): int64 values as decimal bytes; an example misses a feature when
+    it has no value of it."""
+    found = oracles.oracle_vocab(paths, FEATURES)
+    return {
+        name: {
+            "counts": found["counts"][name],
+            "examples": found["examples"],
+            "missing": found["missing"][name],
+            "values": sum(found["counts"][name].values()),
+        }
+        for name, _ in FEATURES
+    }
+
+
 def oracle(paths, examples):
     """Per file (lines, words, bytes) by plain Python, and every word's count; and for
-    `examples`, each feature's counts by protobuf itself (scripts/oracle_vocab.py) and
-    the figures of stats.json (scripts/oracle_stats.py)."""
+    `examples`, each feature's counts by protobuf itself (helpers/oracles.py) and the
+    figures of stats.json (helpers/oracle_stats.py)."""
     per_file, counts = {}, collections.Counter()
-    vocab = oracle_vocab.vocab_counts(examples, FEATURES)
+    vocab = vocab_counts(examples)
     for path in paths:
         data = text_of(path)
         words = data.split()
@@ -175,12 +191,12 @@ def check_vocabularies(directory, vocab):
             summary = json.load(f)
     except OSError as e:
         raise Failed("no summary of the vocabularies: %s" % e) from None
-    examples = vocab[FEATURES[0]]["examples"]
+    examples = vocab[FEATURES[0][0]]["examples"]
     if summary["examples"] != examples:
         raise Failed("%d examples, oracle %d" % (summary["examples"], examples))
-    for name in FEATURES:
+    for name, _ in FEATURES:
         want = vocab[name]
-        ranked = oracle_vocab.ordered(want["counts"])
+        ranked = oracles.tft_ordered(want["counts"])
         written = [(t, c) for t, c in ranked if holdable(t)]
         terms = read_lines(os.path.join(directory, "vocab_%s.txt" % name))
         counts = [line.split(b"\t", 1) for line in read_lines(os.path.join(directory, "counts_%s.tsv" % name))]
@@ -384,7 +400,7 @@ class Round:
             self.corpus["examples" if job in EXAMPLE_JOBS else "text"],
             "--output_dir" if job in EXAMPLE_JOBS else "--output",
             output,
-            *(["--features=" + ",".join(FEATURES)] if job == "vocab" else []),
+            *(["--features=" + ",".join(name for name, _ in FEATURES)] if job == "vocab" else []),
             "--checkpoint_dir",
             checkpoint_dir,
             *self.flags,
@@ -660,7 +676,7 @@ def main():
     work_dir = args.work_dir or tempfile.mkdtemp(prefix="tf2_mapreduce-soak-")
     print(
         "soak: seed %d, %d round(s), faults %s; replay a round with: "
-        "python scripts/soak.py --seed %d --faults %s --jobs %s --round N"
+        "python tests/soak.py --seed %d --faults %s --jobs %s --round N"
         % (seed, len(chosen), ",".join(faults), seed, ",".join(faults), ",".join(jobs)),
         flush=True,
     )
@@ -699,7 +715,7 @@ def main():
             print("  %-18s %3d rounds, %3d passed" % (key, *tally[key]))
     if failed:
         print(
-            "soak: failed rounds %s; logs in %s; replay: python scripts/soak.py --seed %d --round N"
+            "soak: failed rounds %s; logs in %s; replay: python tests/soak.py --seed %d --round N"
             % (failed, work_dir, seed)
         )
         return 1

@@ -1,26 +1,19 @@
 """The Python API, called as users call it: README's "From Python" example run as
-written, and a script driving a real multi-process cluster through `Cluster`: several
+written, with nothing on stderr, and a script driving a real multi-process cluster through `Cluster`: several
 jobs in a row, a cancelled job resumed, skipped inputs, typed errors. Every result is
 checked against plain Python (bytes.split(), Counter); each script runs in a process of
-its own, since TensorFlow lets a process connect to one cluster in its life. Then what
-`JobHandle.wait` promises of itself: its time-out, and signal handlers run while it waits."""
+its own, since TensorFlow lets a process connect to one cluster in its life."""
 
 import collections
 import json
-import linecache
 import os
 import re
-import signal
 import subprocess
 import sys
-import threading
-import time
-import types
 
-import numpy as np
-import pytest
-from conftest import REPO, ConfiguredCluster, oracle_counter, task_env, write_zipf_corpus
-from test_failures import wait_serving
+from helpers.corpora import write_zipf_corpus
+from helpers.oracles import oracle_counter
+from helpers.processes import REPO, ConfiguredCluster, user_env, wait_serving
 
 from tf2_mapreduce.outputs import files as output
 
@@ -34,16 +27,16 @@ def readme_example():
     return re.search(r"```python\n(.*?)```", section, re.S).group(1)
 
 
-@pytest.mark.cluster
 def test_the_readmes_python_example_runs_as_written(tmp_path):
     run = subprocess.run(
         [sys.executable, "-c", readme_example()],
         cwd=str(tmp_path),
-        env=task_env(),
+        env=user_env(),
         capture_output=True,
         timeout=SCRIPT_TIMEOUT,
     )
     assert run.returncode == 0, run.stderr.decode(errors="replace")[-3000:]
+    assert run.stderr == b"", run.stderr.decode(errors="replace")
     oracle = oracle_counter(sorted(str(p) for p in (tmp_path / "corpus").iterdir()))
     assert len(oracle) > 10 and max(oracle.values()) > 2
     lines = run.stdout.decode().splitlines()
@@ -91,7 +84,6 @@ print(json.dumps(report))
 """
 
 
-@pytest.mark.cluster
 def test_a_script_runs_several_jobs_cancels_and_resumes_on_a_real_cluster(tmp_path, processes):
     corpus = str(tmp_path / "corpus")
     paths = write_zipf_corpus(corpus, 300, distinct=20_000, samples=60_000, seed=31)
@@ -133,75 +125,3 @@ def test_a_script_runs_several_jobs_cancels_and_resumes_on_a_real_cluster(tmp_pa
     assert report["input_error"] == {"path": missing, "reason": "no such file or directory"}
     # Leaving the cluster told every server that the job was over.
     assert cluster.exit_codes() == {task: 0 for task in cluster.tasks}
-
-
-def test_per_file_values_are_made_as_they_are_read():
-    from tf2_mapreduce.inputs.files import InputFile
-    from tf2_mapreduce.reducers.base import FileValue, PerFile
-
-    files = [InputFile("f%d" % n, 10 + n, 0) for n in range(5)]
-    values = np.array([[1, 2], [3, 4], [5, 6], [7, 8], [9, 10]])
-    per_file = PerFile(files, values, np.array([True, False, True, True, False]), lambda v: tuple(v.tolist()))
-    assert len(per_file) == 3 and repr(per_file) == "PerFile(3 files)"
-    assert per_file[0] == FileValue("f0", 10, (1, 2)) and per_file[-1] == FileValue("f3", 13, (7, 8))
-    assert per_file[1:] == [FileValue("f2", 12, (5, 6)), FileValue("f3", 13, (7, 8))]
-    assert [f.path for f in per_file] == ["f0", "f2", "f3"]
-
-
-class _BlockedRun:
-    """A run whose `run()` blocks until `release` is set, in place of a job's."""
-
-    def __init__(self):
-        self.release = threading.Event()
-
-    def run(self):
-        self.release.wait(10)
-        return "result"
-
-
-class _Stop(Exception):
-    pass
-
-
-def test_waiting_on_a_job_times_out_and_lets_signal_handlers_run():
-    from tf2_mapreduce.client import JobHandle
-
-    run = _BlockedRun()
-    handle = JobHandle("blocked", None, types.SimpleNamespace(_running=run))
-    handle._start(run)
-    try:
-        started = time.monotonic()
-        with pytest.raises(TimeoutError, match="job blocked still running after 0.3s"):
-            handle.wait(0.3)
-        assert time.monotonic() - started >= 0.3 and not handle.done()
-
-        # A signal handled by another thread than the main one (as the kernel may pick one
-        # of TensorFlow's) runs its Python handler only when the main thread wakes.
-        def stop(signum, frame):
-            raise _Stop()
-
-        previous = signal.signal(signal.SIGUSR1, stop)
-        try:
-            main = threading.get_ident()
-
-            def blocked(frame):
-                return frame.f_code is threading.Condition.wait.__code__ and "acquire" in linecache.getline(
-                    frame.f_code.co_filename, frame.f_lineno
-                )
-
-            def send():
-                while not blocked(sys._current_frames()[main]):  # until the main thread blocks in a wait
-                    time.sleep(0.01)
-                signal.pthread_kill(threading.get_ident(), signal.SIGUSR1)
-
-            sender = threading.Thread(target=send)
-            with pytest.raises(_Stop):
-                sender.start()
-                handle.wait()
-            sender.join()
-        finally:
-            signal.signal(signal.SIGUSR1, previous)
-        assert not handle.done()
-    finally:
-        run.release.set()
-    assert handle.wait(30) == "result" and handle.done()

@@ -3,24 +3,12 @@ between listing and reading (the servers start only after the coordinator has li
 
 import json
 import os
-import shutil
 import sys
 
 import pytest
-from conftest import ConfiguredCluster, LiveCoordinator, oracle_words, read_result, run_cli, task_env, write_corpus
-
-pytestmark = pytest.mark.cluster
-
-NO_DAC = "-dac_override,-dac_read_search"
-
-
-def unprivileged(command):
-    """`command` without root's power to read any file, if run as root."""
-    if os.geteuid() != 0:
-        return command
-    if not shutil.which("setpriv"):
-        pytest.skip("running as root and util-linux's setpriv is missing: cannot make a file unreadable")
-    return ["setpriv", "--bounding-set=" + NO_DAC, "--inh-caps=" + NO_DAC] + command
+from helpers.corpora import write_corpus
+from helpers.oracles import oracle_words, read_result
+from helpers.processes import ConfiguredCluster, LiveCoordinator, run_cli, task_env, unprivileged
 
 
 def change_after_listing(root, paths):
@@ -118,16 +106,3 @@ def test_skip_at_listing_lists_every_bad_input_and_counts_the_rest(tmp_path):
     }
     assert "5 input(s) skipped (--on_error=skip):" in run.stdout
     os.chmod(root / "locked.txt", 0o644)
-
-
-def test_fail_at_listing_names_the_first_bad_input(tmp_path):
-    root = tmp_path / "in"
-    root.mkdir()
-    (root / "a.txt").write_bytes(b"fine")
-    (root / "b.txt").write_bytes(b"locked")
-    os.chmod(root / "b.txt", 0)
-    command = unprivileged([sys.executable, "-m", "tf2_mapreduce.coordinator"])
-    run = run_cli(["--input", str(root)], env=task_env(), command=command)
-    assert run.returncode == 2
-    assert "tf2_mapreduce: error: %s: permission denied" % (root / "b.txt") in run.stderr.splitlines()
-    os.chmod(root / "b.txt", 0o644)

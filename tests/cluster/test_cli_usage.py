@@ -1,19 +1,14 @@
-"""The front door: `--help` lists the tool's flags, every check that needs no cluster
-fails before anything starts, the first run says it builds the native ops, the fallback
-without them is said once and still exact, and the Python API is narrow and checked."""
+"""The front door's checks: `--help` lists the tool's flags in groups, and every check
+that needs no cluster fails before anything starts, in one line with exit status 2: bad
+flags, jobs, outputs and settings, a malformed TF_CONFIG, an input that cannot be listed;
+a server without a good TF_CONFIG refuses too. No server and no cluster is started here."""
 
 import os
-import re
 import subprocess
 import sys
 
 import pytest
-from conftest import REPO, oracle_words, run_cli, task_env
-
-import tf2_mapreduce as mr
-from tf2_mapreduce.run.options import Options
-
-SAMPLE = os.path.join(REPO, "tf2_mapreduce", "data", "sample")
+from helpers.processes import REPO, ConfiguredCluster, run_cli, servers_of, task_env, unprivileged
 
 CLI_FLAGS = [
     "input", "job", "pattern", "features", "format", "compression", "top_k", "min_count", "output",
@@ -73,6 +68,7 @@ def test_bad_usage_exits_2_with_one_line(args, error):
         (["--job=wordcnt"], "--job=wordcnt: unknown job (built in: grep, "),
         (["--features=query"], "--features is only for --job=stats or vocab"),
         (["--job=grep"], "--job=grep needs --pattern"),
+        (["--job=grep", "--pattern=("], "--pattern '(': not a valid RE2 regular expression: missing ): ("),
         (["--job=vocab", "--features=a:float"], "--features: a has type 'float'"),
         (["--output=/proc/x.json"], "--output /proc/x.json: cannot be written there: "),
         (
@@ -104,64 +100,76 @@ def test_a_bad_setting_of_the_native_ops_is_refused():
     assert run.stderr.strip() == "tf2_mapreduce: error: TF2_MAPREDUCE_NATIVE=sometimes: use one of auto, require, off"
 
 
-@pytest.mark.cluster
-def test_the_first_run_says_it_builds_the_native_ops_and_a_failed_build_is_said_once(tmp_path):
-    """A machine without a compiler (CXX=false) and nothing built yet: the build is said
-    first, then one warning naming what is weaker, and the result is still exact."""
-    env = task_env(CXX="false", TF2_MAPREDUCE_CACHE=str(tmp_path / "cache"))
-    run = run_cli([], env=env)
-    assert run.returncode == 0, run.stderr
-    lines = run.stderr.splitlines()
-    assert re.fullmatch(
-        r"tf2_mapreduce: building the native ops for TensorFlow 2\.\d+: once per machine, about \d+ s on \d+ cores\.\.\.",
-        lines[0],
-    ), lines[0]
-    assert lines[1].startswith(
-        "tf2_mapreduce: warning: going without tf2_mapreduce's native ops (false failed: exit 1)"
-    )
-    assert "gzip/zlib-compressed and TFRecord inputs are refused" in lines[1]
-    assert sum("native ops" in line for line in lines) == 2
-    paths = sorted(os.path.join(SAMPLE, name) for name in os.listdir(SAMPLE))
-    assert run.stdout.startswith("wordcount: %d words in %d files" % (oracle_words(paths), len(paths)))
-    required = run_cli([], env=dict(env, TF2_MAPREDUCE_NATIVE="require"))
-    assert required.returncode == 2
-    assert required.stderr.splitlines()[-1] == (
-        "tf2_mapreduce: error: TF2_MAPREDUCE_NATIVE=require, but tf2_mapreduce's native ops cannot be used here: "
-        "false failed: exit 1"
-    )
-    assert "started a local cluster" not in required.stderr
+@pytest.mark.parametrize(
+    "args, tf_config, code, message",
+    [
+        (["--input", "/nonexistent/x.txt"], True, 2, "error: /nonexistent/x.txt: no such file or directory"),
+        (["--input", "/nonexistent/*.txt"], True, 2, "error: /nonexistent/*.txt: no path matched"),
+        (
+            ["--num_workers", "3"],
+            True,
+            2,
+            "error: --num_workers is for the local cluster; TF_CONFIG already defines the cluster",
+        ),
+        (["--job", "nope"], True, 2, "error: --job=nope: unknown job"),
+        (["--keep_serving"], False, 2, "error: --keep_serving needs a configured cluster"),
+    ],
+)
+def test_bad_usage_fails_before_any_work(tmp_path, processes, args, tf_config, code, message):
+    # No server is started: these must be refused before the coordinator connects.
+    env = ConfiguredCluster(tmp_path, processes, 1, 1).chief_env() if tf_config else task_env()
+    run = run_cli(args + ["--connect_timeout", "300"], env=env, timeout=120)
+    assert run.returncode == code, run.stderr
+    assert message in run.stderr
+    assert len([line for line in run.stderr.splitlines() if line.startswith("tf2_mapreduce: error:")]) == 1
 
 
-def test_the_public_api_is_narrow_and_loaded_on_first_use():
-    assert set(mr.__all__) == {
-        "__version__", "Cluster", "JobHandle", "Result", "FileValue", "Progress", "Job", "per_text",
-        "WordCount", "WordFreq", "LineCount", "Wc", "LongestLine", "Grep", "RecordCount", "Vocab", "Stats",
-        "Reducer", "Fold", "Sum", "VectorSum", "Min", "Max", "KeySum", "Distinct", "Vocabularies", "Statistics",
-        "DatasetStats", "FeatureStats", "NumericStats", "StringStats", "unescape",
-        "Error", "UsageError", "InputError", "OutputError", "ClusterError", "JobFailed", "MapOutputError",
-        "Interrupted", "Cancelled",
-    }  # fmt: skip
-    for name in mr.__all__:
-        assert getattr(mr, name) is not None
-    probe = "import sys, tf2_mapreduce, tf2_mapreduce.coordinator; print('tensorflow' in sys.modules)"
-    run = subprocess.run([sys.executable, "-c", probe], env=task_env(), capture_output=True, text=True, timeout=60)
-    assert run.stdout.strip() == "False", run.stderr
+@pytest.mark.parametrize(
+    "tf_config, message",
+    [
+        ('{"cluster": {', "malformed TF_CONFIG: not valid JSON"),
+        (
+            '{"cluster": {"chief": ["localhost:1"], "ps": ["localhost:2"], "worker": ["localhost:3"]}, '
+            '"task": {"type": "ps", "index": 0}}',
+            "malformed TF_CONFIG: task type 'ps' cannot run here (expected chief)",
+        ),
+    ],
+)
+def test_malformed_tf_config_for_the_coordinator(tf_config, message):
+    run = run_cli([], env=task_env(TF_CONFIG=tf_config), timeout=120)
+    assert run.returncode == 2 and "error: " + message in run.stderr
 
 
-TF_CONFIG = '{"cluster": {"chief": ["a:1"], "ps": ["b:1"], "worker": ["c:1"]}, "task": {"type": "chief", "index": 0}}'
+def test_server_without_or_with_bad_tf_config(tmp_path):
+    for tf_config, message in [
+        (None, "TF_CONFIG is not set"),
+        (
+            '{"cluster": {"chief": ["h:1"], "ps": ["h:2"], "worker": ["h:3"]}, "task": {"type": "chief"}}',
+            "task type 'chief' cannot run here (expected ps or worker)",
+        ),
+    ]:
+        env = task_env() if tf_config is None else task_env(TF_CONFIG=tf_config)
+        out = subprocess.run([sys.executable, "-m", "tf2_mapreduce.server"], env=env, capture_output=True, timeout=120)
+        assert out.returncode == 2 and message in out.stderr.decode()
 
 
-def test_unknown_options_and_settings_are_type_errors():
-    with pytest.raises(TypeError, match=r"unknown option\(s\) chekpoint_dir, retries; the options are split_size,"):
-        Options.of(chekpoint_dir="x", retries=3, read_size=10)
-    assert Options.of(read_size=10) == Options(read_size=10)
-    with pytest.raises(TypeError, match="keep_servng"):
-        mr.Cluster.from_tf_config(TF_CONFIG, keep_servng=True)
+@pytest.mark.parametrize("local_cluster", ["inprocess", "processes"])
+def test_local_run_with_bad_input_fails_before_its_cluster_starts(tmp_path, local_cluster):
+    run = run_cli(["--input", str(tmp_path / "missing.txt"), "--local_cluster=" + local_cluster], env=task_env())
+    assert run.returncode == 2
+    assert "error: %s: no such file or directory" % (tmp_path / "missing.txt") in run.stderr
+    assert "started a local cluster" not in run.stderr
+    assert servers_of(run.pid) == []
 
 
-def test_a_run_with_an_unknown_option_or_no_job_is_refused_before_it_starts(inprocess):
-    with pytest.raises(TypeError, match=r"unknown option\(s\) on_eror"):
-        inprocess.run(mr.WordCount(), [SAMPLE], on_eror="skip")
-    with pytest.raises(TypeError, match="job must be a tf2_mapreduce Job"):
-        inprocess.run("wordcount", [SAMPLE])
-    assert inprocess.run(mr.WordCount(), SAMPLE).files_done == len(os.listdir(SAMPLE))
+def test_fail_at_listing_names_the_first_bad_input(tmp_path):
+    root = tmp_path / "in"
+    root.mkdir()
+    (root / "a.txt").write_bytes(b"fine")
+    (root / "b.txt").write_bytes(b"locked")
+    os.chmod(root / "b.txt", 0)
+    command = unprivileged([sys.executable, "-m", "tf2_mapreduce.coordinator"])
+    run = run_cli(["--input", str(root)], env=task_env(), command=command)
+    assert run.returncode == 2
+    assert "tf2_mapreduce: error: %s: permission denied" % (root / "b.txt") in run.stderr.splitlines()
+    os.chmod(root / "b.txt", 0o644)

@@ -8,21 +8,19 @@ import signal
 import time
 
 import pytest
-from conftest import (
+from helpers.corpora import write_corpus
+from helpers.oracles import assert_matches_oracle, read_result
+from helpers.processes import (
     GONE_WORKER_SHUTDOWN,
     SERVER_EXIT_TIMEOUT,
     ConfiguredCluster,
     LiveCoordinator,
-    assert_matches_oracle,
     gave_up_on,
     live_args,
-    read_result,
     servers_of,
     task_env,
-    write_corpus,
+    wait_serving,
 )
-
-pytestmark = pytest.mark.cluster
 
 # Many small files, one per map step: ~10 s of steps on 2 cores, so that a test can
 # kill a process at a chosen point and the job still has work left to do.
@@ -53,14 +51,6 @@ def resume_exactly(args, env, processes, tmp_path, corpus, saved):
     assert code == 0, stderr
     assert_exact(tmp_path, corpus)
     return resumed
-
-
-def wait_serving(cluster, role, index, timeout=120):
-    deadline = time.monotonic() + timeout
-    while "serving on" not in cluster.log(role, index):
-        assert cluster.servers[role, index].poll() is None, cluster.log(role, index)
-        assert time.monotonic() < deadline, "%s %d did not start: %s" % (role, index, cluster.log(role, index))
-        time.sleep(0.1)  # polls a log file that the server writes when it is up
 
 
 def test_killed_worker_is_survived_and_a_restarted_one_rejoins(tmp_path, processes, corpus):

@@ -1,80 +1,48 @@
 """gs:// inputs and outputs through TensorFlow's own Cloud Storage client, against a real
-GCS server over TLS (gcs_server.py): directories, globs, @lists held in the bucket, a
-large object cut into byte ranges, gzip and TFRecord objects, an object rewritten after
-listing, a missing bucket and object, and results written so that a reader sees the
-whole object or none. Counts against bytes.split() and protobuf on the same bytes."""
+GCS server over TLS (helpers/gcs_server.py): directories, globs, @lists held in the
+bucket, a large object cut into byte ranges, gzip and TFRecord objects, an object
+rewritten after listing, results written so that a reader sees the whole object or none,
+and a missing bucket, object, match or @list said in one line before any cluster starts.
+Counts against bytes.split() and protobuf on the same bytes."""
 
 import gzip
 import json
 import os
-import random
+import time
 
 import pytest
-import tensorflow as tf
-from conftest import ConfiguredCluster, LiveCoordinator, oracle_vocab, oracle_words, run_cli, task_env, write_corpus
-from gcs_server import GcsServer
+from helpers.bucket import BUCKET, cli, stocked_server
+from helpers.oracles import oracle_vocab, oracle_words
+from helpers.processes import ConfiguredCluster, LiveCoordinator
 
-pytestmark = pytest.mark.cluster
+from tf2_mapreduce.outputs.directory import LOCK, MANIFEST
 
-BUCKET = "data"
 READ_SIZE = 16 << 10
 FEATURES = [("query", "string"), ("user_id", "int64")]
-
-
-def example(rng):
-    features = {"query": tf.train.Feature(bytes_list=tf.train.BytesList(value=[b"q%d" % rng.randint(0, 400)]))}
-    if rng.random() < 0.7:
-        features["user_id"] = tf.train.Feature(int64_list=tf.train.Int64List(value=[rng.randint(-9, 9)]))
-    if rng.random() < 0.2:  # a long one now and then: records of many sizes
-        features["blob"] = tf.train.Feature(
-            bytes_list=tf.train.BytesList(value=[rng.randbytes(rng.randint(0, 90_000))])
-        )
-    return tf.train.Example(features=tf.train.Features(feature=features)).SerializeToString()
 
 
 @pytest.fixture(scope="module")
 def gcs(tmp_path_factory):
     """The server with a bucket of text, gzip and TFRecord objects; yields (server, the
     local copy of every object by its gs:// path)."""
-    local = tmp_path_factory.mktemp("bucket")
-    server = GcsServer(str(tmp_path_factory.mktemp("tls")))
-    server.create_bucket(BUCKET)
-    copies = {}
-
-    def put(name, path):
-        with open(path, "rb") as f:
-            server.put(BUCKET, name, f.read())
-        copies["gs://%s/%s" % (BUCKET, name)] = path
-
-    for path in write_corpus(str(local / "corpus"), 12, seed=31):
-        put("corpus/" + os.path.basename(path), path)
-    for path in write_corpus(str(local / "deeper"), 5, seed=32):
-        put("corpus/deeper/" + os.path.basename(path), path)
-    server.put(BUCKET, "corpus/_SUCCESS", b"")
-    zipped = local / "zipped.txt.gz"
-    zipped.write_bytes(gzip.compress(open(copies["gs://data/corpus/f0001.txt"], "rb").read() * 40))
-    put("corpus/zipped.txt.gz", str(zipped))
-    big = local / "big.txt"
-    big.write_bytes(b"".join(open(p, "rb").read() + b"\n" for p in sorted(copies.values()) * 8))
-    put("big/big.txt", str(big))
-    for path in write_corpus(str(local / "listed"), 3, seed=33):
-        put("listed/" + os.path.basename(path), path)
-    server.put(BUCKET, "lists/files.txt", b"gs://data/listed/f0000.txt\n\ngs://data/listed/f000[12].txt\n")
-    rng = random.Random(34)
-    for name, compression in (("records/one.tfrecord", ""), ("records/two.tfrecord.gz", "GZIP")):
-        path = str(local / os.path.basename(name))
-        with tf.io.TFRecordWriter(path, compression) as writer:
-            for _ in range(1500):
-                writer.write(example(rng))
-        put(name, path)
-    try:
-        yield server, copies
-    finally:
-        server.stop()
+    yield from stocked_server(tmp_path_factory)
 
 
-def cli(server, args, env=None):
-    return run_cli(args, env=server.env(env or task_env()), timeout=240)
+@pytest.mark.parametrize(
+    "spec, reason",
+    [
+        ("gs://nobucket/x.txt", "no such file or directory"),
+        ("gs://data/corpus/missing.txt", "no such file or directory"),
+        ("gs://data/nothing/*.txt", "no path matched"),
+        ("@gs://data/lists/missing.txt", "no such file or directory"),
+    ],
+)
+def test_a_missing_bucket_or_object_is_one_line(gcs, spec, reason):
+    server, _ = gcs
+    run = cli(server, ["--input", spec])
+    assert run.returncode != 0
+    errors = [line for line in run.stderr.splitlines() if line.startswith("tf2_mapreduce: error:")]
+    assert errors == ["tf2_mapreduce: error: %s: %s" % (spec, reason)], run.stderr
 
 
 def test_text_objects_every_kind_of_spec_and_the_result_written_whole(gcs):
@@ -128,23 +96,6 @@ def test_tfrecord_objects_split_and_gzip_vocab_written_to_a_bucket_directory(gcs
     assert len(starts) > size // 1_000_000, starts
 
 
-@pytest.mark.parametrize(
-    "spec, reason",
-    [
-        ("gs://nobucket/x.txt", "no such file or directory"),
-        ("gs://data/corpus/missing.txt", "no such file or directory"),
-        ("gs://data/nothing/*.txt", "no path matched"),
-        ("@gs://data/lists/missing.txt", "no such file or directory"),
-    ],
-)
-def test_a_missing_bucket_or_object_is_one_line(gcs, spec, reason):
-    server, _ = gcs
-    run = cli(server, ["--input", spec])
-    assert run.returncode != 0
-    errors = [line for line in run.stderr.splitlines() if line.startswith("tf2_mapreduce: error:")]
-    assert errors == ["tf2_mapreduce: error: %s: %s" % (spec, reason)], run.stderr
-
-
 def test_an_object_rewritten_after_listing_fails_the_job_naming_it(gcs, tmp_path, processes):
     server, copies = gcs
     for n in range(4):
@@ -168,3 +119,32 @@ def test_an_object_rewritten_after_listing_fails_the_job_naming_it(gcs, tmp_path
         "gs://data/changing/part2.txt: changed since it was listed (16 bytes then, 34 now)"
     ), stderr
     assert not os.path.exists(tmp_path / "result.json")
+
+
+def test_a_bucket_directory_holds_the_last_jobs_result_alone_and_one_writer(gcs):
+    server, _ = gcs
+    records = ["--input", "gs://data/records/one.tfrecord", "--output_dir", "gs://data/result"]
+
+    def result_names():  # without "result/", the directory's own marker object
+        return sorted(n[len("result/") :] for n in server.names(BUCKET) if n.startswith("result/") and n != "result/")
+
+    run = cli(server, ["--job=vocab", "--features=query,user_id"] + records)
+    assert run.returncode == 0, run.stderr
+    assert {"vocab_query.txt", "vocab_user_id.txt", MANIFEST} <= set(result_names())
+    run = cli(server, ["--job=vocab", "--features=query"] + records)
+    assert run.returncode == 0, run.stderr
+    names = result_names()
+    assert not any("user_id" in name for name in names) and "vocab_query.txt" in names
+    assert set(json.loads(server.get(BUCKET, "result/" + MANIFEST))["files"]) == set(names) - {MANIFEST}
+    # Another job's lease, renewed a moment ago: refused, the result left as it was.
+    lease = {"id": "other", "holder": "elsewhere pid 1", "renewed": time.time()}
+    server.put(BUCKET, "result/" + LOCK, json.dumps(lease).encode())
+    run = cli(server, ["--job=stats"] + records)
+    assert run.returncode == 2, run.stderr
+    assert "another job is writing it: elsewhere pid 1" in run.stderr.splitlines()[-1]
+    assert result_names() == sorted(names + [LOCK])
+    # A lease its holder stopped renewing (the job died) lapses: the next job takes over.
+    server.put(BUCKET, "result/" + LOCK, json.dumps(dict(lease, renewed=time.time() - 60)).encode())
+    run = cli(server, ["--job=stats"] + records)
+    assert run.returncode == 0, run.stderr
+    assert result_names() == sorted(["stats.pb", "stats.json", "stats.html", MANIFEST])

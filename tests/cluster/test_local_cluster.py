@@ -7,9 +7,7 @@ import pytest
 
 from tf2_mapreduce.cluster import local as local_cluster
 from tf2_mapreduce.cluster import spec as cluster_spec
-from tf2_mapreduce.errors import ClusterError, UsageError
-
-pytestmark = pytest.mark.cluster
+from tf2_mapreduce.errors import ClusterError
 
 
 def child_servers(num_ps, num_workers):
@@ -44,8 +42,3 @@ def test_a_child_that_dies_is_named_and_its_log_kept():
         assert os.path.exists(local.log_path("worker", 0))
     finally:
         shutil.rmtree(local.log_dir)
-
-
-def test_sizes_are_checked():
-    with pytest.raises(UsageError, match="at least 1 ps and 1 worker"):
-        local_cluster.local_spec(num_ps=0, num_workers=2)

@@ -7,25 +7,16 @@ import sys
 import time
 
 import pytest
-from conftest import (
-    SCRIPTS,
-    LiveCoordinator,
-    assert_matches_oracle,
-    live_args,
-    read_result,
-    run_cli,
-    task_env,
-    write_corpus,
-)
-
-sys.path.insert(0, SCRIPTS)
-import switched_hosts  # noqa: E402  (scripts/, shared with the soak)
+from helpers import switched_hosts
+from helpers.corpora import write_corpus
+from helpers.oracles import assert_matches_oracle, read_result
+from helpers.processes import LiveCoordinator, live_args, run_cli, task_env
 
 from tf2_mapreduce.cluster import spec as cluster_spec
 
 OUTAGE = 8  # seconds
 WHY_NOT = switched_hosts.why_not()
-pytestmark = [pytest.mark.netns, pytest.mark.cluster]
+pytestmark = pytest.mark.netns
 
 
 @pytest.fixture

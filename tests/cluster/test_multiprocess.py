@@ -11,23 +11,11 @@ import sys
 import time
 
 import pytest
-from conftest import (
-    REPO,
-    SCRIPTS,
-    SERVER_EXIT_TIMEOUT,
-    ConfiguredCluster,
-    assert_matches_oracle,
-    oracle_words,
-    read_result,
-    run_cli,
-    servers_of,
-    task_env,
-    write_corpus,
-)
+from helpers.corpora import write_corpus
+from helpers.oracles import assert_matches_oracle, oracle_words, read_result
+from helpers.processes import REPO, SCRIPTS, SERVER_EXIT_TIMEOUT, ConfiguredCluster, run_cli, servers_of, task_env
 
 from tf2_mapreduce.outputs import files as output
-
-pytestmark = pytest.mark.cluster
 
 
 def test_walkthrough_cluster_counts_exactly_and_every_server_exits_zero(tmp_path, processes):
@@ -134,59 +122,6 @@ def test_a_ps_that_never_answers_is_named_and_fails_fast(tmp_path, processes):
     assert time.monotonic() - started < 60
 
 
-@pytest.mark.parametrize(
-    "args, tf_config, code, message",
-    [
-        (["--input", "/nonexistent/x.txt"], True, 2, "error: /nonexistent/x.txt: no such file or directory"),
-        (["--input", "/nonexistent/*.txt"], True, 2, "error: /nonexistent/*.txt: no path matched"),
-        (
-            ["--num_workers", "3"],
-            True,
-            2,
-            "error: --num_workers is for the local cluster; TF_CONFIG already defines the cluster",
-        ),
-        (["--job", "nope"], True, 2, "error: --job=nope: unknown job"),
-        (["--keep_serving"], False, 2, "error: --keep_serving needs a configured cluster"),
-    ],
-)
-def test_bad_usage_fails_before_any_work(tmp_path, processes, args, tf_config, code, message):
-    # No server is started: these must be refused before the coordinator connects.
-    env = ConfiguredCluster(tmp_path, processes, 1, 1).chief_env() if tf_config else task_env()
-    run = run_cli(args + ["--connect_timeout", "300"], env=env, timeout=120)
-    assert run.returncode == code, run.stderr
-    assert message in run.stderr
-    assert len([line for line in run.stderr.splitlines() if line.startswith("tf2_mapreduce: error:")]) == 1
-
-
-@pytest.mark.parametrize(
-    "tf_config, message",
-    [
-        ('{"cluster": {', "malformed TF_CONFIG: not valid JSON"),
-        (
-            '{"cluster": {"chief": ["localhost:1"], "ps": ["localhost:2"], "worker": ["localhost:3"]}, '
-            '"task": {"type": "ps", "index": 0}}',
-            "malformed TF_CONFIG: task type 'ps' cannot run here (expected chief)",
-        ),
-    ],
-)
-def test_malformed_tf_config_for_the_coordinator(tf_config, message):
-    run = run_cli([], env=task_env(TF_CONFIG=tf_config), timeout=120)
-    assert run.returncode == 2 and "error: " + message in run.stderr
-
-
-def test_server_without_or_with_bad_tf_config(tmp_path):
-    for tf_config, message in [
-        (None, "TF_CONFIG is not set"),
-        (
-            '{"cluster": {"chief": ["h:1"], "ps": ["h:2"], "worker": ["h:3"]}, "task": {"type": "chief"}}',
-            "task type 'chief' cannot run here (expected ps or worker)",
-        ),
-    ]:
-        env = task_env() if tf_config is None else task_env(TF_CONFIG=tf_config)
-        out = subprocess.run([sys.executable, "-m", "tf2_mapreduce.server"], env=env, capture_output=True, timeout=120)
-        assert out.returncode == 2 and message in out.stderr.decode()
-
-
 def test_server_on_a_taken_port_says_so(tmp_path, processes):
     cluster = ConfiguredCluster(tmp_path, processes, 1, 1)
     host, port = cluster.addresses["worker", 0].split(":")
@@ -265,15 +200,6 @@ def test_local_cluster_sizes_and_output(tmp_path):
     assert_matches_oracle(read_result(output), paths)
     assert len(local_ports(run.stderr)) == 5
     assert_nothing_left(run)
-
-
-@pytest.mark.parametrize("local_cluster", ["inprocess", "processes"])
-def test_local_run_with_bad_input_fails_before_its_cluster_starts(tmp_path, local_cluster):
-    run = run_cli(["--input", str(tmp_path / "missing.txt"), "--local_cluster=" + local_cluster], env=task_env())
-    assert run.returncode == 2
-    assert "error: %s: no such file or directory" % (tmp_path / "missing.txt") in run.stderr
-    assert "started a local cluster" not in run.stderr
-    assert servers_of(run.pid) == []
 
 
 USER_JOB = """

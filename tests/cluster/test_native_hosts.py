@@ -5,13 +5,11 @@ read short; TF2_MAPREDUCE_NATIVE=require refuses such a host, and such a cluster
 
 import collections
 
-import pytest
-from conftest import ConfiguredCluster, oracle_counter, run_cli, write_corpus
-from test_failures import wait_serving
+from helpers.corpora import write_corpus
+from helpers.oracles import oracle_counter
+from helpers.processes import ConfiguredCluster, run_cli, wait_serving
 
 from tf2_mapreduce.outputs import files as output
-
-pytestmark = pytest.mark.cluster
 
 
 def no_compiler(tmp_path):

@@ -6,9 +6,10 @@ import re
 import subprocess
 
 import pytest
-from conftest import LiveCoordinator, assert_matches_oracle, live_args, read_result, servers_of, task_env, write_corpus
+from helpers.corpora import write_corpus
+from helpers.oracles import assert_matches_oracle, read_result
+from helpers.processes import LiveCoordinator, live_args, servers_of, task_env
 
-from tf2_mapreduce.cluster import netns
 from tf2_mapreduce.cluster import spec as cluster_spec
 
 NUM_FILES = 800
@@ -44,7 +45,6 @@ def network_namespace(pid):
 
 
 @pytest.mark.netns
-@pytest.mark.cluster
 def test_local_cluster_ports_do_not_answer_from_outside(tmp_path, processes):
     # A failure, not a skip: where CI runs the suite, namespaces can be made. Elsewhere,
     # deselect it by name: pytest -m "not netns".
@@ -67,7 +67,6 @@ def test_local_cluster_ports_do_not_answer_from_outside(tmp_path, processes):
     assert_matches_oracle(read_result(output), [str(p) for p in (tmp_path / "corpus").iterdir()])
 
 
-@pytest.mark.cluster
 def test_without_a_private_network_the_ports_answer_and_a_warning_says_so(tmp_path, processes):
     job, addresses, output = start_job(tmp_path, processes, "--noprivate_network")
     assert {address: cluster_spec.probe(address) for address in addresses} == {a: None for a in addresses}
@@ -80,12 +79,3 @@ def test_without_a_private_network_the_ports_answer_and_a_warning_says_so(tmp_pa
         re.MULTILINE,
     )
     assert warning and {a.rsplit(":", 1)[1] for a in addresses} < set(warning.group(1).split(",")), stderr
-
-
-def test_paths_that_need_the_network_are_found_even_inside_lists(tmp_path):
-    listing = tmp_path / "inputs.txt"
-    listing.write_text("/data/a.txt\ns3://bucket/b.txt\n")
-    assert netns.network_path(["/data", "file:///data/x", "ram://tmp/y", None]) is None
-    assert netns.network_path(["/data", None, "gs://bucket/out.json"]) == "gs://bucket/out.json"
-    assert netns.network_path(["@%s" % listing]) == "s3://bucket/b.txt"
-    assert netns.network_path(["@%s" % (tmp_path / "missing.txt")]) is None  # reported when inputs are listed

@@ -9,21 +9,11 @@ import threading
 import time
 
 import pytest
-from conftest import (
-    SERVER_EXIT_TIMEOUT,
-    ConfiguredCluster,
-    LiveCoordinator,
-    live_args,
-    oracle_counter,
-    read_result,
-    write_zipf_corpus,
-)
-from test_failures import wait_serving
-from test_wordfreq_cluster import ordered, read_tsv
+from helpers.corpora import write_zipf_corpus
+from helpers.oracles import oracle_counter, ordered, read_result, read_tsv
+from helpers.processes import SERVER_EXIT_TIMEOUT, ConfiguredCluster, LiveCoordinator, live_args, wait_serving
 
 from tf2_mapreduce.outputs import files as output
-
-pytestmark = pytest.mark.cluster
 
 
 @pytest.fixture(scope="module")

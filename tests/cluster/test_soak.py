@@ -1,4 +1,4 @@
-"""A short seeded run of the randomized fault soak (`scripts/soak.py`): one round of
+"""A short seeded run of the randomized fault soak (`tests/soak.py`): one round of
 every fault, on real clusters of 2 ps and 3 workers, each result checked whole."""
 
 import faulthandler
@@ -7,9 +7,9 @@ import subprocess
 import sys
 
 import pytest
-from conftest import SCRIPTS, die_with_the_tests
+from helpers.processes import REPO, die_with_the_tests
 
-pytestmark = [pytest.mark.soak, pytest.mark.cluster]
+pytestmark = pytest.mark.soak
 
 # Fixed, so that CI replays the same rounds; set TF2MR_SOAK_SEED to draw others.
 SEED = int(os.environ.get("TF2MR_SOAK_SEED", "20261122"))
@@ -29,7 +29,7 @@ def test_a_round_of_every_fault_gives_exact_results_and_leaves_nothing(tmp_path)
     soak = subprocess.run(
         [
             sys.executable,
-            os.path.join(SCRIPTS, "soak.py"),
+            os.path.join(REPO, "tests", "soak.py"),
             "--rounds",
             str(ROUNDS),
             "--seed",

@@ -6,21 +6,11 @@ import re
 import signal
 
 import pytest
-from conftest import (
-    GONE_WORKER_SHUTDOWN,
-    ConfiguredCluster,
-    LiveCoordinator,
-    gave_up_on,
-    live_args,
-    oracle_counter,
-    read_result,
-    task_env,
-    write_zipf_corpus,
-)
+from helpers.corpora import write_zipf_corpus
+from helpers.oracles import oracle_counter, ordered, read_result, read_tsv
+from helpers.processes import GONE_WORKER_SHUTDOWN, ConfiguredCluster, LiveCoordinator, gave_up_on, live_args, task_env
 
 from tf2_mapreduce.outputs import files as output
-
-pytestmark = pytest.mark.cluster
 
 
 @pytest.fixture(scope="module")
@@ -28,16 +18,6 @@ def corpus(tmp_path_factory):
     directory = str(tmp_path_factory.mktemp("zipf"))
     paths = write_zipf_corpus(directory, 300, distinct=110_000, samples=200_000, seed=17)
     return directory, paths, oracle_counter(paths)
-
-
-def ordered(counter, min_count=1):
-    return sorted(((w, c) for w, c in counter.items() if c >= min_count), key=lambda kv: (-kv[1], kv[0]))
-
-
-def read_tsv(path):
-    with open(path, encoding="utf-8") as f:
-        rows = [line.rstrip("\n").split("\t") for line in f]
-    return [(output.unescape(word), int(count)) for word, count in rows]
 
 
 def printed_top(stdout):

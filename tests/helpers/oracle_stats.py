@@ -2,9 +2,7 @@
 from tf.train.Example records parsed one by one by protobuf, with Fraction, sorted lists
 and Counter.
 
-    python scripts/oracle_stats.py /tmp/examples > oracle.json
-
-Shared by the tests and the soak. Its definitions are docs/jobs.md's, TFDV's: a feature
+Shared by the tests and the soak (tests/soak.py). Its definitions are docs/jobs.md's, TFDV's: a feature
 with no list set is missing; NaN is counted apart and left out of every other figure;
 infinities are counted apart and left out of mean, deviation, zeros, min and max, but are
 values of the quantiles, the median and the histograms; of the n values but NaN, sorted
@@ -19,17 +17,14 @@ it cleared (toward zero), kept between min and max.
 """
 
 import collections
-import json
 import math
-import os
 import struct
-import sys
 from fractions import Fraction
 
 import numpy
-from absl import app
 from tensorflow.core.example import example_pb2
 
+from helpers.oracles import read_tfrecords
 from tf2_mapreduce.outputs import files as output
 
 KINDS = {"bytes_list": "bytes", "int64_list": "int64", "float_list": "float"}
@@ -203,21 +198,12 @@ def figures(records, features=()):
 
 
 def records_of(paths):
-    """Every record of the TFRecord files at `paths`, read by oracle_vocab's own reader
-    (imported here: it defines absl flags, which a test process must not get)."""
-    import oracle_vocab
-
+    """Every record of the TFRecord files at `paths` (GZIP or ZLIB by their names), read
+    in plain Python (`oracles.read_tfrecords`)."""
     for path in paths:
-        yield from oracle_vocab.records(path)
+        yield from read_tfrecords(path)
 
 
-def main(argv):
-    paths = []
-    for spec in argv[1:]:
-        paths += sorted(os.path.join(spec, n) for n in os.listdir(spec)) if os.path.isdir(spec) else [spec]
-    json.dump(figures(records_of(paths)), sys.stdout, indent=1)
-    print()
-
-
-if __name__ == "__main__":
-    app.run(main)
+def figures_of(paths, features=()):
+    """stats.json's figures for the TFRecord files at `paths`: each record parsed by protobuf."""
+    return figures(records_of(paths), features)

@@ -8,7 +8,7 @@ import os
 import zlib
 
 import pytest
-from conftest import write_corpus
+from helpers.corpora import write_corpus
 
 import tf2_mapreduce as mr
 from tf2_mapreduce.errors import JobFailed

@@ -6,7 +6,9 @@ import os
 import numpy as np
 import pytest
 import tensorflow as tf
-from conftest import INPROCESS_PS, oracle_words, run_job, write_corpus
+from helpers.corpora import write_corpus
+from helpers.oracles import oracle_words
+from helpers.processes import INPROCESS_PS, run_job
 
 import tf2_mapreduce as mr
 from tf2_mapreduce.cluster import spec as cluster_spec

@@ -4,7 +4,6 @@ plain-Python oracles, on an in-process cluster of 2 ps and 2 workers."""
 import collections
 import json
 import os
-import random
 import re
 import threading
 import uuid
@@ -12,12 +11,14 @@ import uuid
 import numpy as np
 import pytest
 import tensorflow as tf
-from conftest import INPROCESS_PS, job_run, oracle_counter, oracle_words, run_job, write_corpus, write_zipf_corpus
+from helpers.corpora import write_corpus, write_zipf_corpus
+from helpers.oracles import oracle_counter, oracle_words
+from helpers.processes import INPROCESS_PS, job_run, run_job
 
 import tf2_mapreduce as mr
-from tf2_mapreduce import jobs, native
+from tf2_mapreduce import native
 from tf2_mapreduce.cluster import spec as cluster_spec
-from tf2_mapreduce.errors import Interrupted, UsageError
+from tf2_mapreduce.errors import Interrupted
 from tf2_mapreduce.inputs.listing import expand
 from tf2_mapreduce.inputs.plan import Plan
 from tf2_mapreduce.outputs import files as output
@@ -98,27 +99,6 @@ def test_wordfreq_output_round_trips_with_escaping(inprocess, zipf, tmp_path, mo
         document = json.load(f)
     assert [(output.unescape(word), count) for word, count in document["words"]] == [kv for kv in ordered if kv[1] >= 3]
     assert document["total_words"] == sum(oracle.values()) and document["distinct_words"] == len(oracle)
-
-
-def test_escape_is_reversible_and_printable():
-    rng = random.Random(5)
-    for _ in range(2000):
-        word = bytes(rng.randrange(256) for _ in range(rng.randint(1, 12)))
-        text = output.escape(word)
-        assert output.unescape(text) == word
-        assert text.isprintable() and "\t" not in text and "\n" not in text
-    assert output.escape("café".encode()) == "café"
-    assert output.escape(b"a\\b\xff\xc2\xa0") == "a\\\\b\\xff\\xc2\\xa0"
-
-
-def test_sorted_entries_spills_to_disk_and_merges():
-    rng = random.Random(2)
-    entries = [
-        (bytes(rng.randrange(97, 100) for _ in range(rng.randint(1, 4))), rng.randint(1, 5)) for _ in range(5000)
-    ]
-    expected = sorted(entries, key=lambda e: (-e[1], e[0]))
-    assert list(output.sorted_entries(iter(entries), run_size=333)) == expected
-    assert list(output.sorted_entries(iter(entries))) == expected
 
 
 PS_DEVICES = [cluster_spec.device("ps", i) for i in range(INPROCESS_PS)]
@@ -328,29 +308,6 @@ def test_max_min_and_signed_sums_per_file_and_overall_with_files_cut_into_pieces
     assert {f.path: f.value for f in signed.per_file} == per_file
 
 
-@pytest.mark.parametrize(
-    "name, pattern, message",
-    [
-        (
-            "nope",
-            None,
-            "--job=nope: unknown job (built in: grep, linecount, longestline, recordcount, stats, vocab, wc, wordcount, wordfreq;",
-        ),
-        ("grep", None, "--job=grep needs --pattern"),
-        ("grep", "a(", "--pattern 'a(': not a valid RE2 regular expression"),
-        ("wordcount", "x", "--pattern is only for --job=grep"),
-        ("no_such_module_x:JOB", None, "cannot import no_such_module_x"),
-        ("json:dumps", None, "json.dumps is not a tf2_mapreduce Job"),
-    ],
-)
-def test_job_names_are_checked(name, pattern, message):
-    with pytest.raises(UsageError) as error:
-        jobs.resolve(name, {"pattern": pattern})
-    # The CLI names its flags; Python callers see the names of the settings.
-    assert message in error.value.cli_message()
-    assert message.replace("--", "") in str(error.value)
-
-
 @pytest.mark.parametrize("read_size, native_ops", [(7, True), (100, True), (100, False)])
 def test_every_job_is_exact_when_files_are_cut_into_pieces(inprocess, texts, monkeypatch, read_size, native_ops):
     """Also without the native ops (no C++ compiler): every job in TensorFlow's own ops."""
@@ -441,26 +398,3 @@ def test_distinct_counts_each_key_once(inprocess, zipf, tmp_path):
     ordered = sorted(oracle.items(), key=lambda kv: (-kv[1], kv[0]))
     assert [(output.unescape(word), count) for word, count in document["words"]] == ordered
     assert "Distinct" in mr.__all__
-
-
-def test_a_streamed_files_keys_fold_to_their_counts_whatever_the_batches():
-    # The fold combines its batches only once they outgrow what it combined before: every
-    # key must come out once, with its count, after any run of batches.
-    rng = random.Random(17)
-    fold = tf.function(WORDS.add)
-    for sizes in ([], [5], [1, 1, 1, 1, 50], [300, 2, 2, 2, 2, 2, 400, 7], [40] * 30):
-        value, oracle = WORDS.start(), collections.Counter()
-        for size in sizes:
-            batch = [b"k%d" % rng.randint(0, 120) for _ in range(size)]
-            oracle.update(batch)
-            value = fold(value, tf.constant(batch, tf.string) if batch else tf.zeros([0], tf.string))
-        keys, counts = WORDS.finish(value)
-        assert sorted(zip(keys.numpy().tolist(), counts.numpy().tolist())) == sorted(oracle.items()), sizes
-
-
-def test_a_job_mapping_whole_pieces_is_checked_when_made():
-    reducer = mr.Stats().reducer
-    with pytest.raises(ValueError, match="map_input must be 'batch' or 'dataset', not 'file'"):
-        mr.Job(name="j", map_fn=len, reducer=reducer, records="tfrecord", map_input="file")
-    with pytest.raises(ValueError, match="is for jobs over TFRecord files"):
-        mr.Job(name="j", map_fn=len, reducer=reducer, map_input="dataset")

@@ -7,7 +7,7 @@ import re
 
 import pytest
 import tensorflow as tf
-from conftest import write_corpus
+from helpers.corpora import write_corpus
 
 import tf2_mapreduce as mr
 from tf2_mapreduce.errors import MapOutputError

@@ -41,6 +41,18 @@ def text(tmp_path_factory):
     return str(path)
 
 
+@pytest.fixture(scope="module")
+def results(inprocess, shard, text):
+    """Results of a run each, written by the tests as often as they like: a result's state
+    stays on the ps tasks until the cluster closes."""
+    return {
+        "vocab query,tags": inprocess.run(mr.Vocab("query,tags"), [shard]),
+        "vocab query": inprocess.run(mr.Vocab("query"), [shard]),
+        "wordfreq": inprocess.run(mr.WordFreq(), [text]),
+        "stats": inprocess.run(mr.Stats(), [shard]),
+    }
+
+
 def listing(directory):
     return sorted(name for name in os.listdir(directory) if name != LOCK)
 
@@ -50,13 +62,13 @@ def manifest(directory):
         return json.load(f)
 
 
-def test_a_second_job_replaces_the_first_result_whole(inprocess, shard, text, tmp_path):
+def test_a_second_job_replaces_the_first_result_whole(results, tmp_path):
     out = str(tmp_path / "out")
-    inprocess.run(mr.Vocab("query,tags"), [shard]).write_dir(out)
+    results["vocab query,tags"].write_dir(out)
     first = listing(out)
     assert {"vocab_query.txt", "vocab_tags.txt", "summary.json", MANIFEST} <= set(first)
     assert manifest(out)["files"] == [name for name in first if name != MANIFEST]
-    inprocess.run(mr.WordFreq(), [text]).write_dir(out)
+    results["wordfreq"].write_dir(out)
     assert listing(out) == sorted(
         ["vocab_words.txt", "counts_words.tsv", "unwritable_words.tsv", "summary.json", MANIFEST]
     )
@@ -65,21 +77,21 @@ def test_a_second_job_replaces_the_first_result_whole(inprocess, shard, text, tm
     assert manifest(out)["job"] == "wordfreq"
 
 
-def test_a_rerun_with_fewer_features_leaves_none_of_the_old_files(inprocess, shard, tmp_path):
+def test_a_rerun_with_fewer_features_leaves_none_of_the_old_files(results, tmp_path):
     out = str(tmp_path / "out")
-    inprocess.run(mr.Vocab("query,tags"), [shard]).write_dir(out)
-    inprocess.run(mr.Vocab("query"), [shard]).write_dir(out)
+    results["vocab query,tags"].write_dir(out)
+    results["vocab query"].write_dir(out)
     assert not any("tags" in name for name in listing(out))
     assert set(manifest(out)["files"]) == set(listing(out)) - {MANIFEST}
-    inprocess.run(mr.Stats(), [shard]).write_dir(out)
+    results["stats"].write_dir(out)
     assert listing(out) == sorted(["stats.pb", "stats.json", "stats.html", MANIFEST])
 
 
-def test_a_directory_of_other_files_is_refused_and_left_as_it_was(inprocess, shard, tmp_path):
+def test_a_directory_of_other_files_is_refused_and_left_as_it_was(results, tmp_path):
     out = tmp_path / "out"
     out.mkdir()
     (out / "notes.txt").write_text("mine")
-    result = inprocess.run(mr.Vocab("query"), [shard])
+    result = results["vocab query"]
     with pytest.raises(
         UsageError, match=r"output_dir .*out: holds files that are not a tf2_mapreduce result \(notes.txt\)"
     ):
@@ -87,9 +99,9 @@ def test_a_directory_of_other_files_is_refused_and_left_as_it_was(inprocess, sha
     assert listing(str(out)) == ["notes.txt"]
 
 
-def test_a_second_writer_is_refused_while_one_writes(inprocess, shard, tmp_path):
+def test_a_second_writer_is_refused_while_one_writes(results, tmp_path):
     out = str(tmp_path / "out")
-    result = inprocess.run(mr.Vocab("query"), [shard])
+    result = results["vocab query"]
     with ResultDirectory(out):
         with pytest.raises(UsageError, match=r"output_dir .*out: another job is writing it: \S+ pid %d" % os.getpid()):
             result.write_dir(out)
@@ -97,14 +109,14 @@ def test_a_second_writer_is_refused_while_one_writes(inprocess, shard, tmp_path)
     assert "vocab_query.txt" in listing(out)
 
 
-def test_what_a_writer_that_died_left_aside_is_removed_and_the_old_result_kept(inprocess, shard, tmp_path):
+def test_what_a_writer_that_died_left_aside_is_removed_and_the_old_result_kept(results, tmp_path):
     out = str(tmp_path / "out")
-    inprocess.run(mr.Vocab("query"), [shard]).write_dir(out)
+    result = results["vocab query"]
+    result.write_dir(out)
     before = {name: open(os.path.join(out, name), "rb").read() for name in listing(out)}
     os.makedirs(os.path.join(out, ".tf2_mapreduce-staging-0123456789ab"))
     with open(os.path.join(out, ".tf2_mapreduce-staging-0123456789ab", "vocab_query.txt"), "w") as f:
         f.write("half")
-    result = inprocess.run(mr.Vocab("query"), [shard])
 
     def fails(staging):
         raise OSError("the disk is full")

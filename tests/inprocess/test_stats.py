@@ -1,78 +1,30 @@
-"""The stats job: every figure of every feature against an oracle that parses each record
-with protobuf and computes with Fraction, sorting and Counter; stats.pb read back with
-tensorflow-metadata's classes; the same bytes whatever the number of workers."""
+"""The stats job on the in-process cluster: every figure of every feature against an oracle
+that parses each record with protobuf and computes with Fraction, sorting and Counter
+(helpers/oracle_stats.py); stats.pb read back with tensorflow-metadata's classes."""
 
 import json
 import math
 import random
 import struct
-import sys
 
 import pytest
 import tensorflow as tf
-from conftest import SCRIPTS, ConfiguredCluster, LiveCoordinator, read_tfrecords, run_cli, task_env
+from helpers.corpora import awkward_example, write_awkward, write_records
+from helpers.oracle_stats import figures_of as oracle
 from tensorflow.core.example import example_pb2
 from tensorflow_metadata.proto.v0 import statistics_pb2
 
 import tf2_mapreduce as mr
-from tf2_mapreduce.errors import JobFailed, UsageError
+from tf2_mapreduce.errors import JobFailed
 from tf2_mapreduce.outputs import files as output
 from tf2_mapreduce.outputs.stats import proto as stats_proto
 from tf2_mapreduce.outputs.stats import report
-
-sys.path.insert(0, SCRIPTS)
-import oracle_stats  # noqa: E402  (scripts/, shared with the soak)
-
-ODD_BYTES = [b"", b"\xff\xfe", "caf\u00e9".encode(), b"a\nb", b"x" * 300]
-ODD_INTS = [0, -1, 1, 2**63 - 1, -(2**63), 2**62, -(2**40)]
-ODD_FLOATS = [0.0, -0.0, math.nan, math.inf, -math.inf, 1e-45, -3.4028234663852886e38, 3.4028234663852886e38, 0.1]
-
-
-def awkward_example(rng):
-    """An example where every awkward case of the statistics turns up across a few hundred."""
-    features = {}
-    if rng.random() < 0.9:
-        features["query"] = tf.train.Feature(
-            bytes_list=tf.train.BytesList(
-                value=[rng.choice(ODD_BYTES + [b"q%d" % rng.randint(0, 60)]) for _ in range(rng.randint(0, 3))]
-            )
-        )
-    if rng.random() < 0.8:
-        values = [rng.choice(ODD_INTS + [rng.randint(-1000, 1000)]) for _ in range(rng.choice([1, 1, 2, 0]))]
-        features["user_id"] = tf.train.Feature(int64_list=tf.train.Int64List(value=values))
-    if rng.random() < 0.7:
-        values = [rng.choice(ODD_FLOATS + [rng.uniform(-1e6, 1e6)]) for _ in range(rng.randint(0, 5))]
-        features["score"] = tf.train.Feature(float_list=tf.train.FloatList(value=values))
-    if rng.random() < 0.05:
-        features["rare"] = tf.train.Feature(int64_list=tf.train.Int64List(value=[7]))
-    if rng.random() < 0.1:
-        features["unset"] = tf.train.Feature()  # present, with no list at all
-    features["constant"] = tf.train.Feature(bytes_list=tf.train.BytesList(value=[b"same"]))
-    return tf.train.Example(features=tf.train.Features(feature=features)).SerializeToString()
-
-
-def write_records(path, records, compression="GZIP"):
-    with tf.io.TFRecordWriter(path, compression) as writer:
-        for record in records:
-            writer.write(record)
-    return path
 
 
 @pytest.fixture(scope="module")
 def awkward(tmp_path_factory):
     directory = tmp_path_factory.mktemp("awkward")
-    rng = random.Random(11)
-    paths = []
-    for n in range(6):
-        suffix, compression = [(".tfrecord.gz", "GZIP"), (".tfrecord", "")][n % 2]
-        records = [awkward_example(rng) for _ in range(rng.choice([1, 150, 300]))]
-        paths.append(write_records(str(directory / ("part-%d%s" % (n, suffix))), records, compression))
-    return str(directory), paths
-
-
-def oracle(paths, features=()):
-    """stats.json's figures by scripts/oracle_stats.py: each record parsed by protobuf."""
-    return oracle_stats.figures((r for path in paths for r in read_tfrecords(path)), features)
+    return str(directory), write_awkward(directory)
 
 
 def assert_matches(stats, paths, features=()):
@@ -238,110 +190,6 @@ def test_a_record_that_is_no_example_is_its_files_error(inprocess, awkward, tmp_
     result = inprocess.run(mr.Stats(), [paths[1], bad], on_error="skip")
     assert [path for path, _ in result.skipped] == [bad]
     assert_matches(result.total, [paths[1]])
-
-
-def test_stats_options_are_checked_before_anything_runs():
-    with pytest.raises(UsageError, match=r"features: user_id:int64: statistics read each feature's type"):
-        mr.Stats("user_id:int64")
-    with pytest.raises(UsageError, match=r"features is only for job=stats or vocab"):
-        from tf2_mapreduce import jobs
-
-        jobs.check("wordcount", {"features": "a"})
-
-
-def test_the_cli_writes_the_same_bytes_whatever_the_workers(awkward, tmp_path):
-    directory, paths = awkward
-    outputs = []
-    for workers in ("1", "3"):
-        out = tmp_path / ("out" + workers)
-        run = run_cli(
-            [
-                "--job=stats",
-                "--input",
-                directory,
-                "--output_dir",
-                str(out),
-                "--num_workers",
-                workers,
-                "--read_size",
-                "4096",
-            ],
-            task_env(),
-        )
-        assert run.returncode == 0, run.stderr
-        lines = run.stdout.splitlines()
-        assert lines[0].startswith("stats: %d examples, 6 features in 6 files" % oracle(paths)["num_examples"])
-        assert [line.split()[0] for line in lines[2:8]] == ["constant", "query", "rare", "score", "unset", "user_id"]
-        outputs.append({name: (out / name).read_bytes() for name in ("stats.pb", "stats.html")})
-    assert outputs[0] == outputs[1]
-    bad = run_cli(["--job=stats", "--input", directory, "--output", str(tmp_path / "x.json")], task_env())
-    assert (
-        bad.returncode == 2
-        and "--output: this job writes stats.pb, stats.json, stats.html: use --output_dir" in bad.stderr
-    )
-
-
-@pytest.fixture(scope="module")
-def many(tmp_path_factory):
-    """24 files of awkward examples, half of them GZIP'd, for runs long enough to be cut."""
-    directory = tmp_path_factory.mktemp("many")
-    rng = random.Random(29)
-    paths = []
-    for n in range(24):
-        suffix, compression = [(".tfrecord", ""), (".tfrecord.gz", "GZIP")][n % 2]
-        records = [awkward_example(rng) for _ in range(250)]
-        paths.append(write_records(str(directory / ("part-%02d%s" % (n, suffix))), records, compression))
-    return str(directory), paths
-
-
-@pytest.mark.cluster
-def test_a_killed_worker_then_a_killed_ps_and_a_rerun_give_the_same_bytes(tmp_path, processes, many):
-    directory, paths = many
-    reference = tmp_path / "reference"
-    clean = run_cli(["--job=stats", "--input", directory, "--output_dir", str(reference)], task_env())
-    assert clean.returncode == 0, clean.stderr
-    cluster = ConfiguredCluster(tmp_path, processes, num_ps=2, num_workers=2)
-    cluster.start_all()
-    out = tmp_path / "out"
-    args = [
-        "--job=stats",
-        "--input",
-        directory,
-        "--output_dir",
-        str(out),
-        "--checkpoint_dir",
-        str(tmp_path / "ckpt"),
-        "--checkpoint_every",
-        "0.3",
-        "--files_per_step",
-        "1",
-        "--read_size",
-        "2048",
-        "--progress_every",
-        "0.2",
-    ]
-    job = LiveCoordinator(args, cluster.chief_env(), processes, tmp_path / "first.log")
-    assert job.wait_for_files(2) < len(paths)
-    cluster.servers["worker", 1].kill()
-    saved = int(job.wait_for(r"checkpoint saved: ([1-9]\d*) of").group(1))
-    cluster.servers["ps", 0].kill()
-    code, _, stderr = job.finish()
-    assert code == 3, stderr
-    assert "failed during the job" in stderr and not (out / "stats.pb").exists()
-    cluster.start("ps", 0)
-    cluster.start("worker", 1)
-    resumed = LiveCoordinator(args, cluster.chief_env(), processes, tmp_path / "second.log")
-    pattern = r"resuming from .*: (\d+) of %d files already done" % len(paths)
-    assert int(resumed.wait_for(pattern).group(1)) >= saved
-    code, _, stderr = resumed.finish()
-    assert code == 0, stderr
-    for name in ("stats.pb", "stats.html"):
-        assert (out / name).read_bytes() == (reference / name).read_bytes(), name
-    with open(out / "stats.json") as f:
-        document = json.load(f)
-    expected = oracle(paths)
-    assert document["num_examples"] == expected["num_examples"] and document["features"] == expected["features"]
-    assert cluster.exit_codes() == {task: 0 for task in cluster.tasks}
 
 
 def _field(number, payload):

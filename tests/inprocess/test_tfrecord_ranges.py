@@ -1,17 +1,15 @@
-"""Uncompressed TFRecord files cut into byte ranges: records of random sizes (0 bytes to
-several MB) whose payloads hold valid-looking headers, each range's cut checked against
-the records' true starts (framed here in plain Python), vocab and recordcount equal to
-records parsed one by one; a payload that holds whole records and a corrupt byte fail
-the job naming the file and the offset, never counting a record twice or never."""
+"""Uncompressed TFRecord files cut into byte ranges, on the in-process cluster: vocab and
+recordcount over records of random sizes (0 bytes to several MB) whose payloads hold
+valid-looking headers equal to records parsed one by one; a payload that holds whole
+records and a corrupt byte fail the job naming the file and the offset, never counting a
+record twice or never. (Where the cuts fall: unit/test_tfrecord_cuts.py.)"""
 
 import os
-import random
-import struct
 
-import google_crc32c
 import pytest
-import tensorflow as tf
-from conftest import oracle_vocab, read_tfrecords
+from helpers.corpora import PLANTED_READ_SIZE as READ_SIZE
+from helpers.corpora import framed, write_planted_tfrecord
+from helpers.oracles import oracle_vocab, read_tfrecords, record_starts
 
 import tf2_mapreduce as mr
 from tf2_mapreduce.errors import JobFailed
@@ -19,93 +17,13 @@ from tf2_mapreduce.inputs.listing import expand
 from tf2_mapreduce.inputs.plan import Plan
 
 FEATURES = [("query", "string"), ("user_id", "int64")]
-READ_SIZE = 256 << 10
-
-
-def masked_crc(data):
-    """TFRecord's masked CRC32C of `data`: Google's crc32c, masked as TFRecord masks it."""
-    crc = google_crc32c.value(data)
-    return struct.pack("<I", (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF)
-
-
-def header(length):
-    """A record's header whose checksum checks."""
-    size = struct.pack("<Q", length)
-    return size + masked_crc(size)
-
-
-def framed(payload):
-    """A whole record, both checksums right."""
-    return header(len(payload)) + payload + masked_crc(payload)
-
-
-def decoy(rng):
-    """Bytes that look like a record's start: a header that checks, for a length that
-    may fit the file, followed by data whose checksum does not."""
-    length = rng.choice([0, 1, 5, 100, 4000, 300_000])
-    return header(length) + bytes(rng.getrandbits(8) for _ in range(min(length, 64))) + b"\x00\x00\x00\x00"
-
-
-def example(rng, blob_bytes):
-    """A tf.train.Example whose `blob` feature (not in the vocabulary) is `blob_bytes`
-    random bytes with valid-looking headers planted in them."""
-    features = {}
-    if rng.random() < 0.9:
-        features["query"] = tf.train.Feature(
-            bytes_list=tf.train.BytesList(value=[b"q%d" % rng.randint(0, 300) for _ in range(rng.randint(1, 2))])
-        )
-    if rng.random() < 0.8:
-        features["user_id"] = tf.train.Feature(int64_list=tf.train.Int64List(value=[rng.randint(-50, 50)]))
-    if blob_bytes:
-        blob = bytearray(rng.randbytes(blob_bytes))
-        for _ in range(1 + blob_bytes // 50_000):
-            planted = decoy(rng)
-            at = rng.randint(0, max(0, blob_bytes - len(planted)))
-            blob[at : at + len(planted)] = planted[: blob_bytes - at]
-        features["blob"] = tf.train.Feature(bytes_list=tf.train.BytesList(value=[bytes(blob)]))
-    return tf.train.Example(features=tf.train.Features(feature=features)).SerializeToString()
-
-
-def record_starts(path):
-    """The offset of every record of the file, and its size: where a cut may fall."""
-    starts, offset = [], 0
-    for record in read_tfrecords(path):
-        starts.append(offset)
-        offset += 16 + len(record)
-    return starts + [offset]
 
 
 @pytest.fixture(scope="module")
 def big_file(tmp_path_factory):
     """One uncompressed TFRecord file of about 14 MB: mostly small examples, some empty
     ones (0 bytes), some of up to 3 MB, payloads planted with headers that check."""
-    rng = random.Random(23)
-    path = str(tmp_path_factory.mktemp("ranges") / "one.tfrecord")
-    with tf.io.TFRecordWriter(path) as writer:
-        for _ in range(3000):
-            kind = rng.random()
-            if kind < 0.03:
-                writer.write(b"")
-            elif kind < 0.036:
-                writer.write(example(rng, rng.randint(400_000, 3_000_000)))
-            else:
-                writer.write(example(rng, rng.choice([0, 0, 20, 700, 9000])))
-    return path
-
-
-def test_cuts_fall_on_records_starts_whatever_the_payloads_hold(big_file):
-    files = expand([big_file]).files
-    plan = Plan(files, READ_SIZE, "tfrecord")
-    starts = set(record_starts(big_file))
-    cuts = [p.start for p in plan.pieces] + [plan.pieces[-1].end]
-    assert len(plan.pieces) > 30
-    assert cuts[0] == 0 and cuts[-1] == files[0].size
-    assert all(a < b for a, b in zip(cuts, cuts[1:]))
-    assert set(cuts) <= starts, sorted(set(cuts) - starts)
-    # A record longer than a piece: the cut after it is the first start past it.
-    for cut, following in zip(cuts, cuts[1:]):
-        first_after_target = min(s for s in starts if s >= min(cut + READ_SIZE, files[0].size))
-        assert following == first_after_target
+    return write_planted_tfrecord(str(tmp_path_factory.mktemp("ranges") / "one.tfrecord"))
 
 
 def test_recordcount_and_vocab_over_a_split_file_equal_the_oracle(inprocess, big_file):

@@ -6,7 +6,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import SCRIPTS
+from helpers.processes import SCRIPTS
 
 from tf2_mapreduce.cluster import spec as cluster_spec
 from tf2_mapreduce.errors import UsageError

@@ -7,7 +7,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import SCRIPTS
+from helpers.processes import SCRIPTS
 
 from tf2_mapreduce.cluster import sources as cluster_sources
 from tf2_mapreduce.cluster import spec as cluster_spec

@@ -93,7 +93,7 @@ def test_a_relayed_error_names_its_input_and_the_ps_it_came_through():
     assert failures.tasks_named("Socket closed") == []
 
 
-FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures")
+FIXTURES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "fixtures")
 
 
 def fixture(name):

@@ -7,18 +7,12 @@ import subprocess
 import sys
 
 import pytest
+from helpers.corpora import touch
 
 from tf2_mapreduce.errors import InputError
 from tf2_mapreduce.inputs.files import Files, InputFile, Inputs
 from tf2_mapreduce.inputs.listing import expand
 from tf2_mapreduce.inputs.walk import split_hidden
-
-
-def touch(path, data=b"x"):
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    with open(path, "wb") as f:
-        f.write(data)
-    return path
 
 
 def paths(found):

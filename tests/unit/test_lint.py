@@ -3,7 +3,7 @@
 import subprocess
 import sys
 
-from conftest import REPO
+from helpers.processes import REPO
 
 
 def ruff(*args):

@@ -8,8 +8,8 @@ import subprocess
 import sys
 
 import pytest
-from conftest import REPO, write_corpus
-from test_inputs import touch
+from helpers.corpora import touch, write_corpus
+from helpers.processes import REPO
 
 from tf2_mapreduce.errors import InputError
 from tf2_mapreduce.inputs import background as listing

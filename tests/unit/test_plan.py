@@ -4,7 +4,7 @@ import os
 import random
 
 import pytest
-from test_inputs import touch
+from helpers.corpora import touch
 
 from tf2_mapreduce.errors import InputError
 from tf2_mapreduce.inputs import formats

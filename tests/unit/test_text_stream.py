@@ -22,7 +22,7 @@ import zlib
 
 import pytest
 import tensorflow as tf
-from conftest import REPO, die_with_the_tests
+from helpers.processes import REPO, die_with_the_tests
 
 from tf2_mapreduce import native
 from tf2_mapreduce.errors import UsageError, op_error_cause

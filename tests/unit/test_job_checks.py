@@ -1,0 +1,71 @@
+"""What a job is checked for when it is named or made, before anything runs: unknown
+jobs, bad patterns and settings, a map over whole pieces outside TFRecord jobs, stats'
+options; and a per-key fold of a file's batches, whatever their sizes, run here."""
+
+import collections
+import random
+
+import pytest
+import tensorflow as tf
+
+import tf2_mapreduce as mr
+from tf2_mapreduce import jobs
+from tf2_mapreduce.errors import UsageError
+
+
+@pytest.mark.parametrize(
+    "name, pattern, message",
+    [
+        (
+            "nope",
+            None,
+            "--job=nope: unknown job (built in: grep, linecount, longestline, recordcount, stats, vocab, wc, wordcount, wordfreq;",
+        ),
+        ("grep", None, "--job=grep needs --pattern"),
+        ("grep", "a(", "--pattern 'a(': not a valid RE2 regular expression"),
+        ("wordcount", "x", "--pattern is only for --job=grep"),
+        ("no_such_module_x:JOB", None, "cannot import no_such_module_x"),
+        ("json:dumps", None, "json.dumps is not a tf2_mapreduce Job"),
+    ],
+)
+def test_job_names_are_checked(name, pattern, message):
+    with pytest.raises(UsageError) as error:
+        jobs.resolve(name, {"pattern": pattern})
+    # The CLI names its flags; Python callers see the names of the settings.
+    assert message in error.value.cli_message()
+    assert message.replace("--", "") in str(error.value)
+
+
+def test_a_job_mapping_whole_pieces_is_checked_when_made():
+    reducer = mr.Stats().reducer
+    with pytest.raises(ValueError, match="map_input must be 'batch' or 'dataset', not 'file'"):
+        mr.Job(name="j", map_fn=len, reducer=reducer, records="tfrecord", map_input="file")
+    with pytest.raises(ValueError, match="is for jobs over TFRecord files"):
+        mr.Job(name="j", map_fn=len, reducer=reducer, map_input="dataset")
+
+
+def test_stats_options_are_checked_before_anything_runs():
+    with pytest.raises(UsageError, match=r"features: user_id:int64: statistics read each feature's type"):
+        mr.Stats("user_id:int64")
+    with pytest.raises(UsageError, match=r"features is only for job=stats or vocab"):
+        from tf2_mapreduce import jobs
+
+        jobs.check("wordcount", {"features": "a"})
+
+
+WORDS = mr.KeySum(unit="words")
+
+
+def test_a_streamed_files_keys_fold_to_their_counts_whatever_the_batches():
+    # The fold combines its batches only once they outgrow what it combined before: every
+    # key must come out once, with its count, after any run of batches.
+    rng = random.Random(17)
+    fold = tf.function(WORDS.add)
+    for sizes in ([], [5], [1, 1, 1, 1, 50], [300, 2, 2, 2, 2, 2, 400, 7], [40] * 30):
+        value, oracle = WORDS.start(), collections.Counter()
+        for size in sizes:
+            batch = [b"k%d" % rng.randint(0, 120) for _ in range(size)]
+            oracle.update(batch)
+            value = fold(value, tf.constant(batch, tf.string) if batch else tf.zeros([0], tf.string))
+        keys, counts = WORDS.finish(value)
+        assert sorted(zip(keys.numpy().tolist(), counts.numpy().tolist())) == sorted(oracle.items()), sizes

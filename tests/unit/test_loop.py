@@ -1,0 +1,128 @@
+"""The coordinator's loop while a round runs (`run.loop`), with a fake round and state:
+progress reported on its timer and once the pieces are done, a checkpoint on its timer,
+a stop request stops the round and its queued steps and raises after a checkpoint, a
+stall stops the run."""
+
+import threading
+import time
+from types import SimpleNamespace
+
+import pytest
+
+from tf2_mapreduce.cluster.spec import ClusterSpec
+from tf2_mapreduce.errors import Cancelled, ClusterError, Interrupted
+from tf2_mapreduce.reducers import Sum
+from tf2_mapreduce.run import loop
+from tf2_mapreduce.run.options import Options
+from tf2_mapreduce.state.base import Figures
+
+SPEC = ClusterSpec({"chief": ["h:1"], "ps": ["h:2"], "worker": ["h:3"]}, "chief", 0)
+PIECES = 4
+
+
+class State:
+    """A run's state: pieces done move on as `advance` says; saves are counted."""
+
+    def __init__(self, checkpoint=True):
+        self.done = 0
+        self.checkpoint = object() if checkpoint else None
+        self.saves = 0
+        self.saved = None
+        self.plan = SimpleNamespace(pieces=[None] * PIECES, files=[None] * 2, total_bytes=40)
+        self.stop_flag = SimpleNamespace(set=lambda: setattr(self, "stopping", True))
+        self.stopping = False
+
+    def figures(self):
+        return Figures(self.done, 10 * self.done, 100 + self.done)
+
+    def files_done(self):
+        return self.done // 2
+
+    def steps_per_worker(self):
+        return (self.done,)
+
+    def save(self):
+        self.saves += 1
+        self.saved = ("ckpt-%d" % self.saves, self.files_done())
+
+    def save_for_resume(self):
+        self.save()
+        return "; checkpoint saved"
+
+
+class Round:
+    def __init__(self):
+        self.finished = False
+        self.stopped = threading.Event()
+
+    def stop(self):
+        self.stopped.set()
+
+    def wait(self, timeout):
+        return True
+
+
+def run_loop(state, progress_every=0.05, checkpoint_every=30.0, worker_timeout=300.0, heartbeats=None):
+    options = Options(progress_every=progress_every, checkpoint_every=checkpoint_every, worker_timeout=worker_timeout)
+    wake = threading.Event()
+    stop = loop.StopRequest(wake)
+    reports = []
+    return loop.RunLoop(state, Sum("words"), SPEC, heartbeats, options, reports.append, stop, wake), reports
+
+
+def advancing(state, each=0.03):
+    def advance():
+        while state.done < PIECES:
+            time.sleep(each)  # the pieces a fake round commits, one at a time
+            state.done += 1
+
+    threading.Thread(target=advance, daemon=True).start()
+
+
+def test_progress_is_reported_and_the_round_ends_once_every_piece_is_done():
+    state = State()
+    run, reports = run_loop(state, progress_every=0.02, checkpoint_every=0.05)
+    advancing(state)
+    assert run.watch(Round(), skipped_pieces=0, skipped=1) is True
+    assert reports and reports[-1].files_total == 2 and reports[-1].bytes_total == 40 and reports[-1].files_skipped == 1
+    assert [p.value for p in reports] == sorted(p.value for p in reports) and reports[0].value >= 100
+    assert state.saves >= 1
+    last = run.report(skipped=0)
+    assert last == Figures(PIECES, 10 * PIECES, 100 + PIECES)
+
+
+def test_a_round_that_ends_by_itself_returns_false():
+    state = State()
+    run, _ = run_loop(state)
+    round_ = Round()
+    round_.finished = True
+    assert run.watch(round_, 0, 0) is False
+
+
+@pytest.mark.parametrize("signum, error", [(None, Cancelled), (15, Interrupted)])
+def test_a_stop_request_stops_the_round_saves_a_checkpoint_and_raises(signum, error):
+    state = State()
+    run, _ = run_loop(state)
+    round_ = Round()
+    run.stop.request(signum)
+    with pytest.raises(error) as raised:
+        run.watch(round_, 0, 0)
+    assert round_.stopped.is_set() and state.stopping and state.saves == 1 and raised.value.checkpoint == "ckpt-1"
+    assert "checkpoint saved" in str(raised.value)
+
+
+def test_no_progress_while_every_worker_is_down_stops_the_run_with_a_checkpoint():
+    class Down:
+        def silent_for(self, role, index):
+            return 60.0
+
+        def failing(self, role, index):
+            return "connection refused"
+
+    state = State()
+    run, _ = run_loop(state, progress_every=0.01, worker_timeout=0.01, heartbeats=Down())
+    with pytest.raises(
+        ClusterError, match=r"every worker is down: worker 0 at h:3 \(connection refused\)\. Start the workers again"
+    ):
+        run.watch(Round(), 0, 0)
+    assert state.saves == 1

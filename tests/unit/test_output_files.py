@@ -1,0 +1,27 @@
+"""Per-key tables written to files: words escaped so that every byte string comes back,
+and entries sorted through disk when they outgrow memory."""
+
+import random
+
+from tf2_mapreduce.outputs import files as output
+
+
+def test_escape_is_reversible_and_printable():
+    rng = random.Random(5)
+    for _ in range(2000):
+        word = bytes(rng.randrange(256) for _ in range(rng.randint(1, 12)))
+        text = output.escape(word)
+        assert output.unescape(text) == word
+        assert text.isprintable() and "\t" not in text and "\n" not in text
+    assert output.escape("café".encode()) == "café"
+    assert output.escape(b"a\\b\xff\xc2\xa0") == "a\\\\b\\xff\\xc2\\xa0"
+
+
+def test_sorted_entries_spills_to_disk_and_merges():
+    rng = random.Random(2)
+    entries = [
+        (bytes(rng.randrange(97, 100) for _ in range(rng.randint(1, 4))), rng.randint(1, 5)) for _ in range(5000)
+    ]
+    expected = sorted(entries, key=lambda e: (-e[1], e[0]))
+    assert list(output.sorted_entries(iter(entries), run_size=333)) == expected
+    assert list(output.sorted_entries(iter(entries))) == expected
