@@ -178,7 +178,7 @@ class ConfiguredCluster:
         return os.path.join(self.dir, "config_%s_%d.sh" % (role, index))
 
     def start(self, role, index, *flags, wrap=lambda command: command, env=None):
-        """Starts a server the README's way: source its config file, run the module.
+        """Starts a server as docs/deploying.md does: source its config file, run the module.
         `wrap` may prefix the server's command (to run it with fewer privileges, say);
         `env` adds to its environment."""
         server = wrap([sys.executable, "-m", "tf2_mapreduce.server", *flags])
