@@ -73,7 +73,7 @@ def test_text_objects_every_kind_of_spec_and_the_result_written_whole(gcs):
     assert not [name for name in server.names(BUCKET) if name.startswith("out/") and name != "out/result.json"]
 
 
-def test_tfrecord_objects_split_and_gzip_vocab_written_to_a_bucket_directory(gcs):
+def test_tfrecord_objects_split_and_vocab_written_to_a_bucket_directory_of_one_result_and_one_writer(gcs):
     server, copies = gcs
     paths = [copies["gs://data/records/one.tfrecord"], copies["gs://data/records/two.tfrecord.gz"]]
     oracle = oracle_vocab(paths, FEATURES)
@@ -94,6 +94,26 @@ def test_tfrecord_objects_split_and_gzip_vocab_written_to_a_bucket_directory(gcs
     size = os.path.getsize(copies["gs://data/records/one.tfrecord"])
     starts = {r.split("=")[1].split("-")[0] for p, r in server.reads if p.startswith("/data/records/one.") and r}
     assert len(starts) > size // 1_000_000, starts
+
+    def result_names():  # without "vocab/", the directory's own marker object
+        return sorted(n[len("vocab/") :] for n in server.names(BUCKET) if n.startswith("vocab/") and n != "vocab/")
+
+    names = result_names()
+    assert set(json.loads(server.get(BUCKET, "vocab/" + MANIFEST))["files"]) == set(names) - {MANIFEST}
+    stats = ["--job=stats", "--input", "gs://data/records/one.tfrecord", "--output_dir", "gs://data/vocab"]
+    # Another job's lease, renewed a moment ago: refused, the result left as it was.
+    lease = {"id": "other", "holder": "elsewhere pid 1", "renewed": time.time()}
+    server.put(BUCKET, "vocab/" + LOCK, json.dumps(lease).encode())
+    run = cli(server, stats)
+    assert run.returncode == 2, run.stderr
+    assert "another job is writing it: elsewhere pid 1" in run.stderr.splitlines()[-1]
+    assert result_names() == sorted(names + [LOCK])
+    # A lease its holder stopped renewing (the job died) lapses: the next job takes over,
+    # and no file of the result it replaces remains.
+    server.put(BUCKET, "vocab/" + LOCK, json.dumps(dict(lease, renewed=time.time() - 60)).encode())
+    run = cli(server, stats)
+    assert run.returncode == 0, run.stderr
+    assert result_names() == sorted(["stats.pb", "stats.json", "stats.html", MANIFEST])
 
 
 def test_an_object_rewritten_after_listing_fails_the_job_naming_it(gcs, tmp_path, processes):
@@ -119,32 +139,3 @@ def test_an_object_rewritten_after_listing_fails_the_job_naming_it(gcs, tmp_path
         "gs://data/changing/part2.txt: changed since it was listed (16 bytes then, 34 now)"
     ), stderr
     assert not os.path.exists(tmp_path / "result.json")
-
-
-def test_a_bucket_directory_holds_the_last_jobs_result_alone_and_one_writer(gcs):
-    server, _ = gcs
-    records = ["--input", "gs://data/records/one.tfrecord", "--output_dir", "gs://data/result"]
-
-    def result_names():  # without "result/", the directory's own marker object
-        return sorted(n[len("result/") :] for n in server.names(BUCKET) if n.startswith("result/") and n != "result/")
-
-    run = cli(server, ["--job=vocab", "--features=query,user_id"] + records)
-    assert run.returncode == 0, run.stderr
-    assert {"vocab_query.txt", "vocab_user_id.txt", MANIFEST} <= set(result_names())
-    run = cli(server, ["--job=vocab", "--features=query"] + records)
-    assert run.returncode == 0, run.stderr
-    names = result_names()
-    assert not any("user_id" in name for name in names) and "vocab_query.txt" in names
-    assert set(json.loads(server.get(BUCKET, "result/" + MANIFEST))["files"]) == set(names) - {MANIFEST}
-    # Another job's lease, renewed a moment ago: refused, the result left as it was.
-    lease = {"id": "other", "holder": "elsewhere pid 1", "renewed": time.time()}
-    server.put(BUCKET, "result/" + LOCK, json.dumps(lease).encode())
-    run = cli(server, ["--job=stats"] + records)
-    assert run.returncode == 2, run.stderr
-    assert "another job is writing it: elsewhere pid 1" in run.stderr.splitlines()[-1]
-    assert result_names() == sorted(names + [LOCK])
-    # A lease its holder stopped renewing (the job died) lapses: the next job takes over.
-    server.put(BUCKET, "result/" + LOCK, json.dumps(dict(lease, renewed=time.time() - 60)).encode())
-    run = cli(server, ["--job=stats"] + records)
-    assert run.returncode == 0, run.stderr
-    assert result_names() == sorted(["stats.pb", "stats.json", "stats.html", MANIFEST])

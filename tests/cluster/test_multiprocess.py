@@ -75,23 +75,6 @@ def test_two_ps_three_workers_with_list_and_glob_inputs(tmp_path, processes):
     assert cluster.exit_codes() == {task: 0 for task in cluster.tasks}
 
 
-def test_keep_serving_lets_a_second_job_use_the_same_servers(tmp_path, processes):
-    paths = write_corpus(str(tmp_path / "corpus"), 12, seed=2)
-    cluster = ConfiguredCluster(tmp_path, processes, num_ps=1, num_workers=2)
-    cluster.start_all()
-    first = run_cli(["--keep_serving", "--input", paths[0], "--connect_timeout", "60"], env=cluster.chief_env())
-    assert first.returncode == 0, first.stderr
-    assert "wordcount: %d words in 1 files" % oracle_words(paths[:1]) in first.stdout
-    # Had the servers exited, this job could not connect to them.
-    output = str(tmp_path / "result.json")
-    second = run_cli(
-        ["--input", str(tmp_path / "corpus"), "--output", output, "--connect_timeout", "20"], env=cluster.chief_env()
-    )
-    assert second.returncode == 0, second.stderr
-    assert_matches_oracle(read_result(output), paths)
-    assert cluster.exit_codes() == {task: 0 for task in cluster.tasks}
-
-
 def test_server_keep_serving_flag_survives_the_end_of_a_job(tmp_path, processes):
     paths = write_corpus(str(tmp_path / "corpus"), 3, seed=4)
     cluster = ConfiguredCluster(tmp_path, processes, num_ps=1, num_workers=1)

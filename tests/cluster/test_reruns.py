@@ -34,17 +34,20 @@ def run_to_the_end(args, cluster, processes, log):
 
 
 def test_a_second_job_on_kept_servers_counts_from_empty_tables(tmp_path, processes, corpus):
+    """Servers kept by the coordinator's --keep_serving (a server's own flag: in
+    test_multiprocess); had they exited, the next job could not connect."""
     cluster = ConfiguredCluster(tmp_path, processes, num_ps=2, num_workers=2)
-    cluster.start_all("--keep_serving")
+    cluster.start_all()
     oracle = ordered(corpus[2])
     for n in range(2):
         vocab = tmp_path / ("vocab-%d.tsv" % n)
         run_to_the_end(wordfreq_args(corpus, vocab, "--keep_serving"), cluster, processes, tmp_path / ("c%d.log" % n))
         assert read_tsv(vocab) == oracle, "job %d on the same servers" % n
-    # A third job, told nothing about keeping them: the servers keep serving (their own flag).
+        assert all(proc.poll() is None for proc in cluster.servers.values())
+    # A third job, told nothing about keeping them: every server is told to exit.
     run_to_the_end(wordfreq_args(corpus, tmp_path / "vocab-2.tsv"), cluster, processes, tmp_path / "c2.log")
     assert read_tsv(tmp_path / "vocab-2.tsv") == oracle
-    assert all(proc.poll() is None for proc in cluster.servers.values())
+    assert cluster.exit_codes() == {task: 0 for task in cluster.tasks}
 
 
 @pytest.mark.parametrize("victim", ["ps", "coordinator"])

@@ -95,7 +95,7 @@ def corrupt(paths, tmp_path):
 
 def test_a_corrupt_record_and_a_truncated_gzip_file_fail_or_are_skipped(inprocess, vocab_shards, tmp_path):
     _, paths, _ = vocab_shards
-    copies, bad = corrupt(paths, tmp_path)
+    copies, bad = corrupt(paths[:12], tmp_path)  # every compression, with fewer good files to count
     job = mr.Vocab(FEATURES)
     with pytest.raises(
         JobFailed,

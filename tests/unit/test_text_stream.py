@@ -264,7 +264,7 @@ MEMORY_PROBE = textwrap.dedent(
 def test_a_large_gzip_file_is_streamed_in_bounded_memory(tmp_path):
     line = b"".join(b"the quick brown fox %d jumps over the lazy dog\r\n" % i for i in range(100))
     block = (line * (1 + (1 << 20) // len(line)))[: 1 << 20]
-    size = 300 << 20
+    size = 200 << 20  # twice what it may grow by: a file held whole fails
     big, small = tmp_path / "big.gz", tmp_path / "small.gz"
     small.write_bytes(gzip.compress(block))
     compressor = zlib.compressobj(1, zlib.DEFLATED, 31)  # wbits 31: a gzip member
@@ -286,7 +286,7 @@ def test_a_large_gzip_file_is_streamed_in_bounded_memory(tmp_path):
     assert probe.returncode == 0, probe.stderr[-3000:]
     result = json.loads(probe.stdout.strip().splitlines()[-1])
     assert result["size"] == size
-    assert result["chunks"] >= 300
+    assert result["chunks"] >= 200
     assert result["grew"] < 100 << 20, "peak RSS grew by %d MB streaming %d MB" % (result["grew"] >> 20, size >> 20)
 
 
