@@ -33,9 +33,14 @@ import time
 import zlib
 
 import portpicker
-from helpers import oracle_stats, oracles, switched_hosts
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # before TensorFlow is imported, here and in the children
+# Before TensorFlow is imported (by the helpers): through the package, none of its
+# start-up lines on the soak's stderr; then its log level for the children.
+import tf2_mapreduce  # noqa: F401, I001
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+from helpers import oracle_stats, oracles, switched_hosts  # noqa: E402
+
 from tf2_mapreduce.cluster import orphans  # noqa: E402
 from tf2_mapreduce.outputs import files as output  # noqa: E402  (its unescape reads a per-key table back)
 
