@@ -2,6 +2,7 @@
 plain-Python oracles, on an in-process cluster of 2 ps and 2 workers."""
 
 import collections
+import importlib.util
 import json
 import os
 import re
@@ -13,7 +14,7 @@ import pytest
 import tensorflow as tf
 from helpers.corpora import write_corpus, write_zipf_corpus
 from helpers.oracles import oracle_counter, oracle_words
-from helpers.processes import INPROCESS_PS, job_run, run_job
+from helpers.processes import INPROCESS_PS, REPO, job_run, run_job
 
 import tf2_mapreduce as mr
 from tf2_mapreduce import native
@@ -265,6 +266,23 @@ def test_a_user_defined_job(inprocess, texts):
     for f in texts:
         expected += np.bincount(np.frombuffer(read(f.path), np.uint8), minlength=256)
     assert list(result.total) == expected.tolist()
+
+
+def test_the_docs_own_reducer_runs_as_written(inprocess, texts, tmp_path):
+    """docs/jobs.md's Fold subclass, in a user's own file: the least and the greatest
+    word length of each file and overall, words kept whole as files are cut."""
+    with open(os.path.join(REPO, "docs", "jobs.md"), encoding="utf-8") as f:
+        section = f.read().split("### Your own reducer", 1)[1]
+    (tmp_path / "myjobs.py").write_text(re.search(r"```python\n(.*?)```", section, re.S).group(1))
+    spec = importlib.util.spec_from_file_location("myjobs", tmp_path / "myjobs.py")
+    myjobs = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(myjobs)
+    result = run(inprocess, myjobs.WORD_RANGE, texts, read_size=64)
+    lengths = {f.path: [len(w) for w in read(f.path).split()] for f in texts}
+    oracle = {path: (min(n, default=2**63 - 1), max(n, default=-(2**63))) for path, n in lengths.items()}
+    assert {f.path: tuple(f.value) for f in result.per_file} == oracle
+    everything = [n for per_file in lengths.values() for n in per_file]
+    assert tuple(result.total) == (min(everything), max(everything))
 
 
 def test_max_min_and_signed_sums_per_file_and_overall_with_files_cut_into_pieces(inprocess, texts, tmp_path):
