@@ -185,21 +185,15 @@ def test_local_cluster_sizes_and_output(tmp_path):
     assert_nothing_left(run)
 
 
-USER_JOB = """
-import tensorflow as tf
-
-from tf2_mapreduce import Job, KeySum
-def caseless_words(texts):
-    words = tf.strings.lower(tf.strings.split(texts).flat_values)  # ASCII letters, as bytes.lower()
-    return words, tf.ones_like(words, dtype=tf.int64)
-
-
-CASELESS = Job(name="caseless", map_fn=caseless_words, reducer=KeySum(unit="words"))
-"""
+def docs_user_job():
+    """docs/jobs.md's own job, in `myjobs.py`, as written there."""
+    with open(os.path.join(REPO, "docs", "jobs.md"), encoding="utf-8") as f:
+        section = f.read().split("ignoring ASCII case, in `myjobs.py`:", 1)[1]
+    return re.search(r"```python\n(.*?)```", section, re.S).group(1)
 
 
 def test_a_user_job_named_by_module_path(tmp_path):
-    (tmp_path / "myjobs.py").write_text(USER_JOB)
+    (tmp_path / "myjobs.py").write_text(docs_user_job())
     paths = write_corpus(str(tmp_path / "corpus"), 20, seed=6)
     vocab = str(tmp_path / "vocab.tsv")
     env = task_env(PYTHONPATH=str(tmp_path))
