@@ -37,14 +37,14 @@ def test_the_readmes_python_example_runs_as_written(tmp_path):
     )
     assert run.returncode == 0, run.stderr.decode(errors="replace")[-3000:]
     assert run.stderr == b"", run.stderr.decode(errors="replace")
-    oracle = oracle_counter(sorted(str(p) for p in (tmp_path / "corpus").iterdir()))
+    oracle = oracle_counter(sorted(str(p) for p in (tmp_path / "tiny").iterdir()))
     assert len(oracle) > 10 and max(oracle.values()) > 2
     lines = run.stdout.decode().splitlines()
     assert lines[0] == "%d words, %d distinct" % (sum(oracle.values()), len(oracle))
     vocabulary = [w for w, c in sorted(oracle.items(), key=lambda kv: (-kv[1], kv[0])) if c >= 2][:100]
     expected = [vocabulary.index(w.encode()) + 1 if w.encode() in vocabulary else 0 for w in ("the", "count", "zebra")]
     assert lines[1] == str([expected])
-    with open(tmp_path / "vocab.tsv", encoding="utf-8") as f:
+    with open(tmp_path / "tiny_vocab.tsv", encoding="utf-8") as f:
         table = [line.rstrip("\n").split("\t") for line in f]
     assert [(output.unescape(w), int(c)) for w, c in table] == sorted(oracle.items(), key=lambda kv: (-kv[1], kv[0]))
 

@@ -30,7 +30,10 @@ def shard(tmp_path):
 
 
 def result_files(directory):
-    return sorted(name for name in os.listdir(directory) if name not in (LOCK, MANIFEST))
+    """The result's files: its manifest aside, and no lock left by the job that wrote them."""
+    names = os.listdir(directory)
+    assert LOCK not in names
+    return sorted(name for name in names if name != MANIFEST)
 
 
 def test_a_result_directory_holds_the_last_jobs_result_alone(tmp_path):
@@ -66,7 +69,7 @@ def test_a_directory_another_job_writes_is_refused_before_anything_runs(tmp_path
         "tf2_mapreduce: error: --output_dir %s: another job is writing it: %s"
         % (out, run.stderr.split("it: ", 1)[1].strip())
     ]
-    assert "pid %d since" % holder.pid in run.stderr and result_files(out) == []
+    assert "pid %d since" % holder.pid in run.stderr and os.listdir(out) == [LOCK]  # the holder's alone
 
 
 def test_wordfreq_prints_its_top_words_with_an_output_dir_too(tmp_path):
@@ -81,13 +84,22 @@ def test_wordfreq_prints_its_top_words_with_an_output_dir_too(tmp_path):
 
 
 def test_a_misspelled_feature_and_a_corrupt_input_are_one_line_of_ours(tmp_path):
-    data = shard(tmp_path)
-    run = run_cli(["--job=stats", "--features=query,quary", data], env=task_env())
+    """Also: the --output_dir each job made for its result is gone with the job that failed."""
+    data, out = shard(tmp_path), tmp_path / "out"
+    run = run_cli(["--job=stats", "--features=query,quary", "--output_dir", str(out), data], env=task_env())
     assert run.returncode == 2, run.stderr
     assert run.stderr.splitlines()[-1] == (
         "tf2_mapreduce: error: --features: quary is in none of the 40 examples (features there: query, tags); "
         "mark a feature that may be absent with ? (quary?)"
     )
+    assert not out.exists()
+    run = run_cli(["--job=vocab", "--features=qeury", "--output_dir", str(out), data], env=task_env())
+    assert run.returncode == 2, run.stderr
+    assert run.stderr.splitlines()[-1] == (
+        "tf2_mapreduce: error: --features: qeury is in none of the first 40 examples (features there: query, tags); "
+        "if it is further on, give its type (qeury:string or qeury:int64)"
+    )
+    assert not out.exists()
     corpus = tmp_path / "corpus"
     corpus.mkdir()
     for n in range(6):

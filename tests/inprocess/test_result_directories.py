@@ -54,7 +54,8 @@ def results(inprocess, shard, text):
 
 
 def listing(directory):
-    return sorted(name for name in os.listdir(directory) if name != LOCK)
+    """What is in `directory`: a result's files, and no lock once its writer let go."""
+    return sorted(os.listdir(directory))
 
 
 def manifest(directory):
@@ -107,6 +108,43 @@ def test_a_second_writer_is_refused_while_one_writes(results, tmp_path):
             result.write_dir(out)
     result.write_dir(out)  # released: written
     assert "vocab_query.txt" in listing(out)
+
+
+def test_a_directory_made_for_a_result_never_written_is_removed_and_one_given_is_kept(tmp_path):
+    made, given = tmp_path / "made", tmp_path / "given"
+    given.mkdir()
+    for path in (made, given):
+        with ResultDirectory(str(path)):  # then the job fails before its result is written
+            assert os.listdir(path) == [LOCK]
+    assert not made.exists() and listing(str(given)) == []
+
+
+def test_a_lock_file_removed_under_a_job_about_to_lock_it_locks_nothing(tmp_path, monkeypatch):
+    """The first holder lets go (removing the file) between the second's open and flock:
+    the second then holds the file now in the directory, so a third is refused."""
+    from tf2_mapreduce.outputs import directory as result_directory
+
+    out = str(tmp_path / "out")
+    first = ResultDirectory(out)
+    first.claim()
+    real_flock = result_directory.fcntl.flock
+    calls = []
+
+    def flock(fd, operation):
+        calls.append(fd)
+        if len(calls) == 1:
+            first.release()
+        return real_flock(fd, operation)
+
+    monkeypatch.setattr(result_directory.fcntl, "flock", flock)
+    second = ResultDirectory(out)
+    second.claim()
+    assert len(calls) == 2  # the file it first locked was gone: it locked the new one
+    monkeypatch.setattr(result_directory.fcntl, "flock", real_flock)
+    with pytest.raises(UsageError, match="another job is writing it"):
+        ResultDirectory(out).claim()
+    second.release()
+    assert not os.path.exists(out)
 
 
 def test_what_a_writer_that_died_left_aside_is_removed_and_the_old_result_kept(results, tmp_path):

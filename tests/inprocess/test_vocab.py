@@ -144,8 +144,14 @@ def test_vocab_needs_features_of_a_type_it_can_count(inprocess, vocab_shards, tm
         features.parse_features("a,a:string")
     with pytest.raises(UsageError, match=r"score holds floats"):
         features.detect_types(features.parse_features("query,score"), paths)
-    with pytest.raises(UsageError, match=r"nope is in none of the first \d+ examples; give its type"):
-        features.detect_types(features.parse_features("nope"), paths)
+    with pytest.raises(
+        UsageError,
+        match=r"qeury is in none of the first \d+ examples \(features there: query, \w+.*\); "
+        r"if it is further on, give its type \(qeury:string or qeury:int64\)$",
+    ):
+        features.detect_types(features.parse_features("qeury"), paths)
+    with pytest.raises(UsageError, match=r"give its type \(qeury\?:string or qeury\?:int64\)$"):
+        features.detect_types(features.parse_features("query,qeury?"), paths)
     assert features.detect_types(features.parse_features("user_id,query"), paths) == [
         ("user_id", "int64", False),
         ("query", "string", False),

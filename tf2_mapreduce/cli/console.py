@@ -137,7 +137,8 @@ def summary_lines(result, top_k, min_count, file_format, written) -> list:
 def wrote(summary, output_dir) -> str:
     """What the CLI says once `Result.write_dir(output_dir)` returned `summary`."""
     if "vocabularies" in summary:
-        return "wrote %d vocabularies to %s" % (len(summary["vocabularies"]), output_dir)
+        count = len(summary["vocabularies"])
+        return "wrote %d %s to %s" % (count, "vocabulary" if count == 1 else "vocabularies", output_dir)
     return "wrote %s to %s" % (", ".join(summary["files"]), output_dir)
 
 

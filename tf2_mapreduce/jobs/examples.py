@@ -126,9 +126,11 @@ def detect_types(features, paths, compression="auto", most=SAMPLE_RECORDS) -> li
     untyped = {f.name for f in features if f.type is None}
     found = {}
     seen = 0
+    names = set()  # of every feature met, for an error naming those there are
     if untyped:
         for example in _examples(paths, compression, most):
             seen += 1
+            names.update(example.features.feature.keys())
             for name in untyped - found.keys():
                 if name in example.features.feature:
                     kind = _kind_of(example.features.feature[name])
@@ -140,9 +142,12 @@ def detect_types(features, paths, compression="auto", most=SAMPLE_RECORDS) -> li
     for f in features:
         kind = f.type or found.get(f.name)
         if kind is None:
+            close = difflib.get_close_matches(f.name, sorted(names), n=len(names), cutoff=0.0)
+            written = f.name + (OPTIONAL if f.optional else "")
             raise UsageError(
-                "{setting:features}: %s is in none of the first %d examples; give its type (%s:string or %s:int64)"
-                % (f.name, seen, f.name, f.name)
+                "{setting:features}: %s is in none of the first %d examples (features there: %s); "
+                "if it is further on, give its type (%s:string or %s:int64)"
+                % (f.name, seen, ", ".join(close) if close else "none", written, written)
             )
         if kind == "float":
             raise UsageError(

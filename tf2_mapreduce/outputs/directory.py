@@ -37,7 +37,10 @@ def _join(directory, name):
 
 
 class _LocalLock:
-    """flock on a file in the directory: the kernel releases it when its holder dies."""
+    """flock on a file in the directory: the kernel releases it when its holder dies. Its
+    holder removes the file before it lets go, so none is left beside a result; a job
+    that opened the file before that and locks it after finds it gone, and opens the
+    file now there (as a lock on a file no longer in the directory locks nothing)."""
 
     def __init__(self, path):
         self.path = path
@@ -45,21 +48,35 @@ class _LocalLock:
 
     def acquire(self):
         """None once held, else what the holder wrote."""
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            holder = os.pread(fd, 4096, 0).decode("utf-8", "replace")
+        while True:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                holder = os.pread(fd, 4096, 0).decode("utf-8", "replace")
+                os.close(fd)
+                return holder or "another process"
+            if self._is_the_file(fd):
+                break
             os.close(fd)
-            return holder or "another process"
         os.ftruncate(fd, 0)
         os.pwrite(fd, _holder().encode(), 0)
         self._fd = fd
         return None
 
+    def _is_the_file(self, fd):
+        try:
+            return os.path.samestat(os.fstat(fd), os.stat(self.path))
+        except FileNotFoundError:
+            return False
+
     def release(self):
         if self._fd is not None:
-            os.close(self._fd)  # releases the lock; the empty file stays for the next holder
+            try:
+                os.unlink(self.path)  # while still held: see the class
+            except FileNotFoundError:
+                pass
+            os.close(self._fd)
             self._fd = None
 
 
@@ -137,6 +154,7 @@ class ResultDirectory:
         self.setting = setting
         self.local = local_path(path)
         self._lock = None
+        self._made = False  # whether claim() made the directory: release() removes it if still empty
 
     def __enter__(self):
         self.claim()
@@ -164,18 +182,26 @@ class ResultDirectory:
             return None
 
     def claim(self):
-        try:
-            if self.local is not None:
-                os.makedirs(self.local, exist_ok=True)
-            else:
-                _gfile().makedirs(self.path)
-        except Exception as e:  # noqa: BLE001 - OSError locally, TensorFlow's errors elsewhere
-            raise self._fail("cannot be made: %s" % cause_of(e)) from None
         lock = _LocalLock(os.path.join(self.local, LOCK)) if self.local is not None else _Lease(_join(self.path, LOCK))
-        try:
-            holder = lock.acquire()
-        except Exception as e:  # noqa: BLE001 - as above
-            raise self._fail("cannot be written there: %s" % cause_of(e)) from None
+        for attempt in range(3):
+            try:
+                if self.local is not None:
+                    self._made = not os.path.isdir(self.local)
+                    os.makedirs(self.local, exist_ok=True)
+                else:
+                    _gfile().makedirs(self.path)
+            except Exception as e:  # noqa: BLE001 - OSError locally, TensorFlow's errors elsewhere
+                raise self._fail("cannot be made: %s" % cause_of(e)) from None
+            try:
+                holder = lock.acquire()
+                break
+            except FileNotFoundError:
+                # Made by a job that failed before writing, which removed it as this one
+                # opened its lock (`release`): made again.
+                if attempt == 2:
+                    raise self._fail("cannot be written there: it is removed as it is made") from None
+            except Exception as e:  # noqa: BLE001 - as above
+                raise self._fail("cannot be written there: %s" % cause_of(e)) from None
         if holder is not None:
             raise self._fail("another job is writing it: %s" % holder)
         self._lock = lock
@@ -238,6 +264,14 @@ class ResultDirectory:
         return files
 
     def release(self):
+        """Gives the directory up; one this claim made, left empty (the job failed before
+        writing its result), is removed. Idempotent."""
         if self._lock is not None:
             self._lock.release()
             self._lock = None
+        if self._made:
+            self._made = False
+            try:
+                os.rmdir(self.local)  # only if empty: another job may have claimed it since
+            except OSError:
+                pass
