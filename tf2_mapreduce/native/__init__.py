@@ -61,7 +61,7 @@ def mode() -> str:
 
 
 def cache_dir() -> str:
-    """Where built libraries are kept: $TF2_MAPREDUCE_CACHE, else ~/.cache/tf2_mapreduce."""
+    """Where built libraries are kept: $TF2_MAPREDUCE_CACHE, else $XDG_CACHE_HOME/tf2_mapreduce, else ~/.cache/tf2_mapreduce."""
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return os.environ.get("TF2_MAPREDUCE_CACHE") or os.path.join(base, "tf2_mapreduce")
 
