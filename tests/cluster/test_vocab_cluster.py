@@ -101,7 +101,7 @@ def test_the_vocab_walkthrough_of_the_docs_runs_as_written(tmp_path):
     for name, _ in FEATURES:
         counts = oracle["counts"][name]
         assert (
-            "%s: %d values, %d distinct, %d examples missing it"
+            "%s: %d values, %d distinct, %d examples without a value"
             % (
                 name,
                 sum(counts.values()),

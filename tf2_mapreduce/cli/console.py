@@ -91,7 +91,7 @@ def vocabulary_lines(summary) -> list:
     """A vocabulary summary (`outputs.writers.vocabularies`) as lines, one per vocabulary."""
     lines = []
     for name, v in summary["vocabularies"].items():
-        missing = ", %d examples missing it" % v["missing"] if "missing" in v else ""
+        missing = ", %d examples without a value" % v["missing"] if "missing" in v else ""
         aside = ", %d unwritable terms aside" % v["unwritable"] if v.get("unwritable") else ""
         lines.append(
             "  %s: %d values, %d distinct%s; %d terms kept%s"

@@ -17,7 +17,7 @@ __all__ = ["Vocabularies"]
 class FeatureKeys(KeySpace):
     """The keys of several vocabularies (one per feature of `names`) in one table: 2 bytes
     of the feature's index (big-endian), then the term. The index 0xffff is the
-    reducer's own: the count of examples, and each feature's examples missing it."""
+    reducer's own: the count of examples, and each feature's examples without a value."""
 
     _INDEX = struct.Struct(">H")
     _OWN = b"\xff\xff"
