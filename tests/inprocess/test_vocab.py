@@ -163,6 +163,13 @@ def test_vocab_needs_features_of_a_type_it_can_count(inprocess, vocab_shards, tm
         writer.write(b"\xff\xff not a protobuf")
     found = features.detect_types([("query", None)], [str(garbage), str(tmp_path / "other.tfrecord"), paths[0]])
     assert found == [("query", "string", False)]
+    # Examples without a feature at all: none to name.
+    with tf.io.TFRecordWriter(str(tmp_path / "empty.tfrecord")) as writer:
+        writer.write(tf.train.Example().SerializeToString())
+    with pytest.raises(UsageError, match=r"query is in none of the first 1 examples \(features there: none\)"):
+        features.detect_types(features.parse_features("query"), [str(tmp_path / "empty.tfrecord")])
+    with pytest.raises(UsageError, match=r"query is in none of the 1 examples \(features there: none\)"):
+        raise features.absent_error(["query"], 1, [str(tmp_path / "empty.tfrecord")])
     # A value of another type than declared is the file's error, named with it.
     with pytest.raises(JobFailed, match=r"part-00000.tfrecord.gz: .*user_id"):
         run(inprocess, mr.Vocab([("user_id", "string")]), [paths[0]])

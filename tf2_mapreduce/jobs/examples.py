@@ -142,12 +142,11 @@ def detect_types(features, paths, compression="auto", most=SAMPLE_RECORDS) -> li
     for f in features:
         kind = f.type or found.get(f.name)
         if kind is None:
-            close = difflib.get_close_matches(f.name, sorted(names), n=len(names), cutoff=0.0)
             written = f.name + (OPTIONAL if f.optional else "")
             raise UsageError(
                 "{setting:features}: %s is in none of the first %d examples (features there: %s); "
                 "if it is further on, give its type (%s:string or %s:int64)"
-                % (f.name, seen, ", ".join(close) if close else "none", written, written)
+                % (f.name, seen, _closest_first(f.name, names), written, written)
             )
         if kind == "float":
             raise UsageError(
@@ -165,17 +164,21 @@ def feature_names(paths, compression="auto", most=SAMPLE_RECORDS) -> set:
     return names
 
 
+def _closest_first(name, names) -> str:
+    """`names` (features there are) as a list to read, the closest to `name` first."""
+    if not names:  # get_close_matches refuses to return none (n=0)
+        return "none"
+    return ", ".join(difflib.get_close_matches(name, sorted(names), n=len(names), cutoff=0.0))
+
+
 def absent_error(absent, examples, paths, compression="auto") -> UsageError:
     """The error of a job whose features `absent` (names) no example holds, of `examples`
     read: each with the features that the inputs' first examples do hold, closest first."""
-    known = sorted(feature_names(paths, compression))
-    parts = []
-    for name in absent:
-        close = difflib.get_close_matches(name, known, n=len(known), cutoff=0.0)
-        parts.append(
-            "%s is in none of the %d examples (features there: %s)"
-            % (name, examples, ", ".join(close) if close else "none")
-        )
+    known = feature_names(paths, compression)
+    parts = [
+        "%s is in none of the %d examples (features there: %s)" % (name, examples, _closest_first(name, known))
+        for name in absent
+    ]
     return UsageError(
         "{setting:features}: %s; mark a feature that may be absent with ? (%s?)" % ("; ".join(parts), absent[0])
     )
