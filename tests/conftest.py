@@ -44,6 +44,17 @@ def inprocess():
         yield cluster
 
 
+@pytest.fixture(scope="session", autouse=True)
+def connected_first(request):
+    """Connects the in-process cluster before any test runs, where the tests selected
+    hold one that uses it (each xdist worker collects them all): TensorFlow tells its
+    remote tasks to remove every function freed after it connected, and one traced
+    before was never sent to them, so each would print "Failed to remove function
+    remotely" at exit."""
+    if any("inprocess" in item.fixturenames for item in request.session.items):
+        request.getfixturevalue("inprocess")
+
+
 @pytest.fixture(scope="module")
 def vocab_shards(tmp_path_factory):
     """24 TFRecord shards of tf.Example records (GZIP, uncompressed and ZLIB) with the
