@@ -8,16 +8,12 @@ from helpers.corpora import touch
 
 from tf2_mapreduce.errors import InputError
 from tf2_mapreduce.inputs import formats
-from tf2_mapreduce.inputs import plan as plan_module
 from tf2_mapreduce.inputs.files import Files, InputFile
 from tf2_mapreduce.inputs.listing import expand
 from tf2_mapreduce.inputs.plan import Piece, Plan
 
 
-@pytest.mark.parametrize("made_at_once", [plan_module.MADE_AT_ONCE, 0])
-def test_splits_pack_chosen_pieces_by_bytes_and_count(tmp_path, monkeypatch, made_at_once):
-    """Made at once (a small round) or each as it is read (a large one): the same splits."""
-    monkeypatch.setattr(plan_module, "MADE_AT_ONCE", made_at_once)
+def test_splits_pack_chosen_pieces_by_bytes_and_count(tmp_path):
     files = [InputFile(touch(str(tmp_path / ("f%d" % i)), b"x" * 10), 10, 0) for i in range(6)]
     plan = Plan(files, 10)
     assert plan.pieces == [Piece(i, 0, 10) for i in range(6)]
@@ -29,7 +25,6 @@ def test_splits_pack_chosen_pieces_by_bytes_and_count(tmp_path, monkeypatch, mad
         [(5,), (paths[5],), (0,), (10,), (10,)],
     ]
     assert [len(s[0]) for s in [list(x) for x in plan.splits(list(range(6)), 1000, 4)]] == [4, 2]
-    assert list(plan.splits([], 1000, 4)) == []
 
 
 @pytest.mark.parametrize("records", ["words", "lines"])

@@ -13,13 +13,7 @@ from tf2_mapreduce.errors import InputError, cause_of
 from tf2_mapreduce.inputs import formats
 from tf2_mapreduce.inputs.files import Files, tf_error
 
-__all__ = ["Piece", "Plan", "MADE_AT_ONCE"]
-
-# Pieces of a round whose splits are made at once: from_generator costs about 35 ms of
-# tracing and placing its functions a round (measured), more than a small job's steps;
-# at this size, encoding every path at once takes a few ms and a few MB.
-MADE_AT_ONCE = 1 << 16
-_DTYPES = ("int64", "string", "int64", "int64", "int64")  # of a split's columns (`Plan._columns`)
+__all__ = ["Piece", "Plan"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -168,9 +162,10 @@ class Plan:
         step (piece ids, paths, starts, ends, file sizes), holds consecutive pieces of
         `ids` adding up to at most `split_size` bytes (a larger piece alone) and at most
         `max_pieces` pieces. Tensors, not Python values, so the step is traced once.
-        Up to `MADE_AT_ONCE` pieces, the splits are made at once, as slices of ragged
-        tensors; beyond, each is made as it is read, so that a round over a million
-        pieces starts at once and makes the rest while the first steps run."""
+        Each split is made as it is read: a round over a million pieces starts at once,
+        and makes the rest while the first steps run."""
+        import tensorflow as tf
+
         ids = np.asarray(ids, dtype=np.int64)
         bounds = [0]
         count, size = 0, 0
@@ -182,35 +177,16 @@ class Plan:
             size += piece_size
         if count:
             bounds.append(bounds[-1] + count)
-        if len(ids) <= MADE_AT_ONCE:
-            return self._splits_at_once(ids, bounds)
-        return self._splits_as_read(ids, bounds)
-
-    def _columns(self, ids):
-        """The map step's arguments for pieces `ids`: ids, paths (encoded as os.fsencode
-        does), starts, ends and file sizes."""
-        files = self._piece_file[ids]
         paths = self.files.paths
-        encoding, errors = sys.getfilesystemencoding(), sys.getfilesystemencodeerrors()
-        encoded = np.array([paths[f].encode(encoding, errors) for f in files.tolist()], dtype=object)
-        return ids, encoded, self.starts[ids], self.ends[ids], self.files.sizes[files]
-
-    def _splits_at_once(self, ids, bounds):
-        import tensorflow as tf
-
-        row_splits = np.asarray(bounds, dtype=np.int64)
-        columns = [
-            tf.RaggedTensor.from_row_splits(tf.constant(column, dtype), row_splits, validate=False)
-            for column, dtype in zip(self._columns(ids), _DTYPES, strict=True)
-        ]
-        return tf.data.Dataset.from_tensor_slices(tuple(columns))
-
-    def _splits_as_read(self, ids, bounds):
-        import tensorflow as tf
+        encoding, errors = sys.getfilesystemencoding(), sys.getfilesystemencodeerrors()  # as os.fsencode
 
         def elements():
             for a, b in zip(bounds, bounds[1:]):
-                yield self._columns(ids[a:b])
+                chosen = ids[a:b]
+                files = self._piece_file[chosen]
+                encoded = np.array([paths[f].encode(encoding, errors) for f in files.tolist()], dtype=object)
+                yield chosen, encoded, self.starts[chosen], self.ends[chosen], self.files.sizes[files]
 
-        signature = tuple(tf.TensorSpec([None], dtype) for dtype in _DTYPES)
+        vector = tf.TensorSpec([None], tf.int64)
+        signature = (vector, tf.TensorSpec([None], tf.string), vector, vector, vector)
         return tf.data.Dataset.from_generator(elements, output_signature=signature)
