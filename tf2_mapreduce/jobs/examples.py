@@ -126,11 +126,9 @@ def detect_types(features, paths, compression="auto", most=SAMPLE_RECORDS) -> li
     untyped = {f.name for f in features if f.type is None}
     found = {}
     seen = 0
-    names = set()  # of every feature met, for an error naming those there are
     if untyped:
         for example in _examples(paths, compression, most):
             seen += 1
-            names.update(example.features.feature.keys())
             for name in untyped - found.keys():
                 if name in example.features.feature:
                     kind = _kind_of(example.features.feature[name])
@@ -146,7 +144,7 @@ def detect_types(features, paths, compression="auto", most=SAMPLE_RECORDS) -> li
             raise UsageError(
                 "{setting:features}: %s is in none of the first %d examples (features there: %s); "
                 "if it is further on, give its type (%s:string or %s:int64)"
-                % (f.name, seen, _closest_first(f.name, names), written, written)
+                % (f.name, seen, _closest_first(f.name, feature_names(paths, compression, most)), written, written)
             )
         if kind == "float":
             raise UsageError(
