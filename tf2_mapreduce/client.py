@@ -12,7 +12,7 @@ import os
 import threading
 from collections.abc import Callable, Sequence
 
-from tf2_mapreduce import log, quiet
+from tf2_mapreduce import log, quiet, storage
 from tf2_mapreduce.cluster import chief
 from tf2_mapreduce.cluster import local as local_cluster
 from tf2_mapreduce.cluster import spec as cluster_spec
@@ -257,7 +257,8 @@ class Cluster:
         run_options = Options.of(**options)
         if not isinstance(job, Job):
             raise TypeError("job must be a tf2_mapreduce Job (such as tf2_mapreduce.WordCount()), not %r" % (job,))
-        return runner.prepare(job, _listed(inputs, run_options.on_error), run_options)
+        with storage.waiting(storage.Patience(run_options.storage_timeout)):
+            return runner.prepare(job, _listed(inputs, run_options.on_error), run_options)
 
     def submit(self, job, inputs=None, *, on_progress: Callable | None = None, **options) -> JobHandle:
         """Starts `job` (a `Job`) over `inputs` (files, directories, globs, @lists; any

@@ -138,6 +138,13 @@ flags.DEFINE_float(
     "Stop (with a checkpoint) when no map step finished for this many seconds while a worker is down.",
     lower_bound=1.0,
 )
+flags.DEFINE_float(
+    "storage_timeout",
+    Options.storage_timeout,
+    "Seconds to wait for storage that cannot be reached (Cloud Storage answering 503 or 429, connections "
+    "refused or reset), retrying, before the job stops with exit status 75; the same command then resumes.",
+    lower_bound=0.0,
+)
 # The cluster.
 cluster_flags.define(FLAGS)
 flags.DEFINE_float(
@@ -178,7 +185,7 @@ PROGRAM = help.Program(
         (
             "running",
             (*LOCAL_ONLY, "private_network", "checkpoint_dir", "checkpoint_every", "progress_every", "logdir")
-            + ("read_size", "split_size", "files_per_step", "worker_timeout", "verbosity"),
+            + ("read_size", "split_size", "files_per_step", "worker_timeout", "storage_timeout", "verbosity"),
         ),
         ("cluster", (*cluster_flags.NAMES, "connect_timeout", "keep_serving", "shutdown_timeout")),
     ),

@@ -11,6 +11,9 @@ for tests. The TLS, the HTTP and the requests are what a real bucket gets.
 
 Where the emulator does not answer as Cloud Storage does, a small fix here makes it (each
 says what TensorFlow sent and what the emulator did); nothing else is changed.
+
+`faults` (storage_faults.py) makes it fail as a real bucket can: statuses such as 503 and
+429, connections reset mid-response, stalls, and every connection refused for a while.
 """
 
 import json
@@ -18,8 +21,10 @@ import os
 import selectors
 import socket
 import ssl
+import struct
 import subprocess
 import threading
+import time
 import urllib.parse
 from functools import partial
 from http import server as http_server
@@ -27,6 +32,8 @@ from http import server as http_server
 from gcp_storage_emulator import server as emulator
 from gcp_storage_emulator.handlers import buckets, objects
 from gcp_storage_emulator.storage import Storage
+
+from helpers.storage_faults import RESET, STALL, STATUS, Faults
 
 __all__ = ["GcsServer"]
 
@@ -85,11 +92,40 @@ class _Request(emulator.Request):
         self._parsed_url = urllib.parse.urlparse(self._full_url)
 
 
+def _reset(connection):
+    """Closes `connection` with a reset (RST), not an orderly end."""
+    try:
+        connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        connection.close()
+    except OSError:
+        pass
+
+
+class _ResetAfter:
+    """A response stream that resets its connection once `limit` bytes have been written."""
+
+    def __init__(self, stream, connection, limit):
+        self._stream, self._connection, self._left = stream, connection, limit
+
+    def write(self, data):
+        if len(data) > self._left:
+            self._stream.write(data[: self._left])
+            self._stream.flush()
+            _reset(self._connection)
+            raise ConnectionResetError("reset by the test's fault")
+        self._left -= len(data)
+        return self._stream.write(data)
+
+    def __getattr__(self, name):
+        return getattr(self._stream, name)
+
+
 class GcsServer:
     """The server and its proxy on loopback ports, started at once; `env()` is what a
     process needs to reach it; `stop()` ends both. `writes` records every object written
     (bucket, name, size), in order, for tests of what readers could have seen; `reads`
-    every GET (path, Range header)."""
+    every GET (path, Range header); `faults` the rules of what it does wrong
+    (storage_faults.py), none at first."""
 
     def __init__(self, directory):
         self.cert, key = _make_certificate(directory)
@@ -97,6 +133,7 @@ class GcsServer:
         self.lock = threading.Lock()  # the emulator's storage is not safe across threads
         self.writes = []
         self.reads = []  # (path asked, Range header) of every GET, in order
+        self.faults = Faults()
         emulator._read_raw_data, emulator._read_data, emulator.Request = _read_body, _read_data_or_empty, _Request
         create = self.storage.create_file
 
@@ -124,6 +161,7 @@ class GcsServer:
         lock = self.lock
         storage = self.storage
         reads = self.reads
+        faults = self.faults
 
         class Handler(emulator.RequestHandler):
             # HTTP/1.1: libcurl waits a second for "100 Continue" from an HTTP/1.0 server
@@ -131,12 +169,32 @@ class GcsServer:
             protocol_version = "HTTP/1.1"
 
             def _serve(self, method):
+                fault = faults.verdict(method, self.path)
+                if fault is not None and fault.action == STATUS:
+                    self._fail_with(fault.status)
+                    return
+                if fault is not None and fault.action == STALL:
+                    time.sleep(fault.stall)
+                if fault is not None and fault.action == RESET:
+                    self.wfile = _ResetAfter(self.wfile, self.connection, fault.after_bytes)
                 if method == "GET":
                     reads.append((urllib.parse.unquote(self.path), self.headers.get("Range")))
                 with lock:
                     if self._storage_layout(method):
                         return
                     getattr(super(), "do_" + method)()
+
+            def _fail_with(self, status):
+                """Answers `status` as Cloud Storage does, the request's body unread: the
+                connection is then closed."""
+                body = json.dumps({"error": {"code": status, "message": "injected by the test"}}).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.send_header("Connection", "close")
+                self.end_headers()
+                self.wfile.write(body)
+                self.close_connection = True
 
             def _storage_layout(self, method):
                 """A bucket's storage layout, which TensorFlow asks before renaming a
@@ -183,6 +241,10 @@ class GcsServer:
     def _tunnel(self, client):
         """One CONNECT to a storage host, tunnelled to the server; any other refused."""
         upstream = None
+        if self.faults.refusing():  # as a host that is down: the connection reset at once
+            _reset(client)
+            client.close()
+            return
         try:
             head = b""
             while b"\r\n\r\n" not in head and len(head) < 65536:
@@ -201,6 +263,9 @@ class GcsServer:
                 ready.register(client, selectors.EVENT_READ, upstream)
                 ready.register(upstream, selectors.EVENT_READ, client)
                 while not self.stopped:
+                    if self.faults.refusing():
+                        _reset(client)
+                        return
                     for key, _ in ready.select(timeout=1):
                         data = key.fileobj.recv(65536)
                         if not data:

@@ -72,7 +72,7 @@ def progress_line(reducer, p) -> str:
     eta = "%.0fs" % ((p.bytes_total - p.bytes_done) / rate) if rate > 0 else "--"
     percent = 100.0 * p.files_done / p.files_total if p.files_total else 100.0
     skipped = ", %d skipped" % p.files_skipped if p.files_skipped else ""
-    return "[%6.1fs] %d/%d files (%.0f%%)%s, %s of %s, %s so far, %s/s, ETA %s, steps by worker: %s" % (
+    line = "[%6.1fs] %d/%d files (%.0f%%)%s, %s of %s, %s so far, %s/s, ETA %s, steps by worker: %s" % (
         p.seconds,
         p.files_done,
         p.files_total,
@@ -85,6 +85,7 @@ def progress_line(reducer, p) -> str:
         eta,
         _steps_summary(p.steps_per_worker),
     )
+    return line + ("; " + p.storage if p.storage else "")
 
 
 def vocabulary_lines(summary) -> list:

@@ -8,7 +8,7 @@ import sys
 import time
 import traceback
 
-from tf2_mapreduce import jobs, native, quiet
+from tf2_mapreduce import jobs, native, quiet, storage
 from tf2_mapreduce.cli import cluster_flags, console
 from tf2_mapreduce.cli.console import say
 from tf2_mapreduce.cluster import netns
@@ -24,7 +24,7 @@ __all__ = ["Command", "LOCAL_ONLY", "OPTIONS"]
 LOCAL_ONLY = ("num_ps", "num_workers", "local_cluster")
 # The flags that are `run.options.Options` of the same name, but --files_per_step.
 OPTIONS = ("on_error", "format", "compression", "checkpoint_dir", "split_size", "read_size")
-OPTIONS += ("checkpoint_every", "worker_timeout", "progress_every")
+OPTIONS += ("checkpoint_every", "worker_timeout", "storage_timeout", "progress_every")
 
 
 class Command:
@@ -43,7 +43,8 @@ class Command:
     def run(self) -> int:
         error, code = None, 0
         try:
-            self._steps()
+            with storage.waiting(storage.Patience(self.values.storage_timeout)):
+                self._steps()
         except Interrupted as e:
             error, code = e, e.exit_code
             say(e.cli_message())

@@ -9,6 +9,7 @@ from tf2_mapreduce.errors import InputError
 from tf2_mapreduce.inputs import forked
 from tf2_mapreduce.inputs.files import Files, Inputs
 from tf2_mapreduce.inputs.listing import expand
+from tf2_mapreduce.storage import StorageOutage
 
 __all__ = ["BackgroundListing"]
 
@@ -30,14 +31,14 @@ class BackgroundListing:
             self._child = forked.Forked.start(self._pickled_answer)
 
     def _pickled_answer(self) -> bytes:
-        """In the child: the listing's answer, or its `InputError`, pickled."""
+        """In the child: the listing's answer, or its `InputError` or `StorageOutage`, pickled."""
         try:
             found = expand(self.specs, self.on_error)
             files = found.files
             # One string, not a list of a million: pickled and read back in a tenth of the time.
             paths = "\0".join(files.paths).encode("utf-8", "surrogateescape")
             answer = (paths, files.sizes, files.mtimes, found.hidden, found.duplicates, found.skipped)
-        except InputError as e:
+        except (InputError, StorageOutage) as e:
             answer = e
         return pickle.dumps(answer, protocol=pickle.HIGHEST_PROTOCOL)
 
@@ -48,7 +49,7 @@ class BackgroundListing:
         if not data:
             return expand(self.specs, self.on_error)
         answer = pickle.loads(data)
-        if isinstance(answer, InputError):
+        if isinstance(answer, (InputError, StorageOutage)):
             raise answer
         paths, sizes, mtimes, hidden, duplicates, skipped = answer
         paths = paths.decode("utf-8", "surrogateescape").split("\0") if len(sizes) else []

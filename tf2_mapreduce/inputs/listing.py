@@ -2,8 +2,10 @@
 
 Specs are files, directories, glob patterns and @lists (a file of paths, one a line).
 Local paths go through `os` (any bytes in names, no length surprises); every other
-path through tf.io.gfile, so gs:// and TF's other filesystems work. TensorFlow is
-imported only for those: listing local paths needs none of it (`listing`).
+path through TensorFlow's file systems, so gs:// and the others work, each call waiting
+through an outage of the storage (`storage.retrying`): storage that cannot be reached is
+never taken for a missing or empty input. TensorFlow is imported only for those: listing
+local paths needs none of it (`listing`).
 """
 
 import functools
@@ -17,6 +19,7 @@ from tf2_mapreduce.errors import InputError, cause_of
 from tf2_mapreduce.inputs import local_stats
 from tf2_mapreduce.inputs.files import Files, Inputs, local_path, tf_error
 from tf2_mapreduce.inputs.walk import RealPaths, is_hidden, names_and_subdirectories, split_hidden
+from tf2_mapreduce.storage import retrying
 
 __all__ = ["ON_ERROR", "GLOB_CHARS", "expand"]
 
@@ -41,7 +44,7 @@ def _stat_file(path):
     local = local_path(path)
     if local is None:
         try:
-            st = _tf().io.gfile.stat(path)
+            st = retrying(lambda: _tf().io.gfile.stat(path), path)
         except tf_error("NotFoundError"):
             raise InputError(path, "no such file or directory") from None
         except tf_error() as e:
@@ -70,7 +73,21 @@ def _stat_file(path):
 
 def _isdir(path):
     local = local_path(path)
-    return os.path.isdir(local) if local is not None else _tf().io.gfile.isdir(path)
+    if local is not None:
+        return os.path.isdir(local)
+    try:  # not gfile.isdir, which answers False for storage it cannot reach
+        return retrying(lambda: _tf().io.gfile.stat(path), path).is_directory
+    except tf_error():
+        return False
+
+
+def _children(directory):
+    """The names in a directory of another file system, a subdirectory's ending in "/"
+    where the file system says so (Cloud Storage does). Not gfile.listdir or walk, which
+    answer "not found" or nothing for storage they cannot reach."""
+    from tensorflow.python.lib.io import _pywrap_file_io  # what gfile.listdir calls, its errors kept
+
+    return retrying(lambda: _pywrap_file_io.GetChildren(directory.encode("utf-8", "surrogateescape")), directory)
 
 
 class _Expander:
@@ -137,15 +154,32 @@ class _Expander:
             self.problem(InputError(top, "directory holds no input files"))
 
     def _add_remote_directory(self, top):
-        try:
-            for directory, subdirs, names in _tf().io.gfile.walk(top):
-                self.result.hidden.extend(os.path.join(directory, n) for n in subdirs + names if is_hidden(n))
-                subdirs[:] = sorted(d for d in subdirs if not is_hidden(d))
-                for name in sorted(names):
-                    if not is_hidden(name):
-                        self.add_file(os.path.join(directory, name))
-        except tf_error() as e:
-            self.problem(InputError(top, "cannot list directory: " + cause_of(e)))
+        """Walks `top` depth first, each directory's files in name order before its
+        subdirectories, as `_add_local_directory` does."""
+        stack = [top]
+        while stack:
+            directory = stack.pop()
+            try:
+                names = sorted(_children(directory))
+            except tf_error() as e:
+                self.problem(InputError(directory, "cannot list directory: " + cause_of(e)))
+                continue
+            base = directory if directory.endswith("/") else directory + "/"
+            self.result.hidden.extend(base + n for n in names if is_hidden(n.rstrip("/")))
+            subdirs = []
+            for name in names:
+                if is_hidden(name.rstrip("/")):
+                    continue
+                if name.endswith("/"):
+                    subdirs.append(base + name.rstrip("/"))
+                    continue
+                try:
+                    self._add(base + name, *_stat_file(base + name))
+                except _Directory:
+                    subdirs.append(base + name)
+                except InputError as e:
+                    self.problem(e)
+            stack.extend(reversed(subdirs))
 
     def _add_local_directory(self, top, local):
         """Walks `local` depth first, each directory's files in name order before its
@@ -223,7 +257,7 @@ class _Expander:
         local = local_path(pattern)
         try:
             if local is None:
-                matches = sorted(_tf().io.gfile.glob(pattern))
+                matches = sorted(retrying(lambda: _tf().io.gfile.glob(pattern), pattern))
             else:
                 # Names starting with "." match too, to be reported as hidden.
                 matches = sorted(glob.glob(local, include_hidden=True))
@@ -257,9 +291,13 @@ class _Expander:
             self.problem(InputError(where, "is a directory, not a list of paths"))
             return
         local = local_path(list_path)
-        try:
+
+        def read():
             with open(local, "rb") if local is not None else _tf().io.gfile.GFile(list_path, "rb") as f:
-                data = f.read()
+                return f.read()
+
+        try:
+            data = read() if local is not None else retrying(read, list_path)
         except (FileNotFoundError, tf_error("NotFoundError")):
             self.problem(InputError(where, "no such file or directory"))
             return

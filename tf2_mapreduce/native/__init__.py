@@ -34,7 +34,7 @@ SOURCES = (
     "merge_counts.cc",
     "key_count_table.cc",
 )
-HEADERS = ("key_counts.h",)  # included by sources: part of the build's digest, not compiled apart
+HEADERS = ("key_counts.h", "storage_status.h")  # included by sources: part of the build's digest, not compiled apart
 # -O3: the word counter's loop is counted many bytes at a time only when vectorized.
 OPTIONS = ("-std=c++17", "-fPIC", "-O3", "-w")  # -w: TensorFlow's headers warn by the hundred
 PROGRESS_EVERY = 10.0  # seconds between the lines that say a build is still going

@@ -23,6 +23,7 @@
 #include "tensorflow/core/framework/shape_inference.h"
 #include "tensorflow/core/platform/env.h"
 #include "tensorflow/core/platform/file_system.h"
+#include "storage_status.h"
 
 namespace tf2_mapreduce {
 
@@ -41,11 +42,11 @@ namespace {
 absl::Status ReadAt(tensorflow::Env* env, const std::string& path, int64_t offset, size_t length,
                     tstring* contents) {
   std::unique_ptr<tensorflow::RandomAccessFile> file;
-  TF_RETURN_IF_ERROR(env->NewRandomAccessFile(path, &file));
+  TF_RETURN_IF_ERROR(tf2_mapreduce::FromStorage(env->NewRandomAccessFile(path, &file), path));
   contents->resize_uninitialized(length);
   absl::string_view read;
   absl::Status status = file->Read(static_cast<tensorflow::uint64>(offset), length, &read, &(*contents)[0]);
-  if (!status.ok() && !absl::IsOutOfRange(status)) return status;
+  if (!status.ok() && !absl::IsOutOfRange(status)) return tf2_mapreduce::FromStorage(status, path);
   if (read.data() != contents->data()) {  // some file systems return their own buffer
     std::memmove(&(*contents)[0], read.data(), read.size());
   }
@@ -82,7 +83,7 @@ class ReadRangeOp : public OpKernel {
                                            ") is not within the " + std::to_string(size) + " bytes of \"" + path +
                                            "\""));
     tensorflow::uint64 actual = 0;
-    OP_REQUIRES_OK(context, context->env()->GetFileSize(path, &actual));
+    OP_REQUIRES_OK(context, tf2_mapreduce::FromStorage(context->env()->GetFileSize(path, &actual), path));
     OP_REQUIRES(context, static_cast<int64_t>(actual) == size, Changed(path, size, actual));
     Tensor* output = nullptr;
     OP_REQUIRES_OK(context, context->allocate_output(0, TensorShape({}), &output));
@@ -132,7 +133,7 @@ class ReadFilesOp : public OpKernel {
   // length with the size listed.
   static absl::Status ReadWhole(tensorflow::Env* env, const std::string& path, tstring* contents) {
     tensorflow::uint64 size = 0;
-    TF_RETURN_IF_ERROR(env->GetFileSize(path, &size));
+    TF_RETURN_IF_ERROR(tf2_mapreduce::FromStorage(env->GetFileSize(path, &size), path));
     return ReadAt(env, path, 0, size, contents);
   }
 };
@@ -160,7 +161,8 @@ class FileSizesOp : public OpKernel {
     auto sizes = output->flat<int64_t>();
     for (int64_t i = 0; i < path.size(); ++i) {
       tensorflow::uint64 size = 0;
-      OP_REQUIRES_OK(context, context->env()->GetFileSize(std::string(path(i)), &size));
+      const std::string name(path(i));
+      OP_REQUIRES_OK(context, tf2_mapreduce::FromStorage(context->env()->GetFileSize(name, &size), name));
       sizes(i) = static_cast<int64_t>(size);
     }
   }

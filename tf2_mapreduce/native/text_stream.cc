@@ -54,6 +54,7 @@
 #include "tensorflow/core/lib/io/zlib_compression_options.h"
 #include "tensorflow/core/platform/env.h"
 #include "tensorflow/core/platform/file_system.h"
+#include "storage_status.h"
 #include "tensorflow/core/platform/mutex.h"
 
 namespace tf2_mapreduce {
@@ -114,7 +115,10 @@ absl::Status CheckCompression(const std::string& compression) {
 absl::Status ReadOnce(RandomAccessFile* file, uint64_t offset, size_t n, char* dst, size_t* got, bool* end) {
   absl::string_view read;
   absl::Status status = file->Read(offset, n, &read, dst);
-  if (!status.ok() && !absl::IsOutOfRange(status)) return status;
+  if (!status.ok() && !absl::IsOutOfRange(status)) {
+    absl::string_view name;
+    return tf2_mapreduce::FromStorage(status, file->Name(&name).ok() ? std::string(name) : "its input");
+  }
   if (read.data() != dst && !read.empty()) std::memmove(dst, read.data(), read.size());
   *got = read.size();
   *end = read.empty() || absl::IsOutOfRange(status);
@@ -245,7 +249,7 @@ absl::Status Source::Open(Env* env, const std::string& path, const std::string& 
     return absl::InvalidArgumentError("a compressed file is read from its start, not from " + std::to_string(start));
   }
   std::unique_ptr<RandomAccessFile> file;
-  TF_RETURN_IF_ERROR(env->NewRandomAccessFile(path, &file));
+  TF_RETURN_IF_ERROR(tf2_mapreduce::FromStorage(env->NewRandomAccessFile(path, &file), path));
   if (compression.empty()) {
     *source = std::make_unique<PlainSource>(std::move(file), start);
   } else {

@@ -20,6 +20,7 @@ from tf2_mapreduce.errors import (
     op_error_cause,
 )
 from tf2_mapreduce.state.key_table import COMMITTED_IN_PART
+from tf2_mapreduce.storage import OUTAGE_MARK
 
 __all__ = [
     "FILE_ERRORS",
@@ -35,6 +36,7 @@ __all__ = [
     "CLUSTER",
     "MISSING_OP",
     "MAP_OUTPUT_FAULT",
+    "OUTAGE",
     "STEPS",
 ]
 
@@ -125,19 +127,22 @@ RETRY = "retry"  # workers could not reach a ps that is fine: wait a little, run
 CLUSTER = "cluster"  # a ps failed, or the cluster failed otherwise: stop (a checkpoint, how to resume)
 MISSING_OP = "missing op"  # a worker cannot run the map step's ops: stop, naming it
 MAP_OUTPUT_FAULT = "map output"  # the job's map_fn returned what its reducer cannot take: fail the job
+OUTAGE = "outage"  # a step could not reach its input's storage: wait, run the round again; never a skip
 STEPS = "steps"  # inputs' faults: see each failed step (`FailurePolicy.steps`)
 
 
 @dataclass
 class Steps:
     """What to do about the steps of a round that failed on inputs: run the pieces of each
-    of `regroup` in parts, leave out the pieces of `skip` (id -> why), fail with `fail`, or
-    stop for `cluster`, a step's error that is not an input's (the run says what it means)."""
+    of `regroup` in parts, leave out the pieces of `skip` (id -> why), fail with `fail`,
+    stop for `cluster`, a step's error that is not an input's (the run says what it means),
+    or wait out `outage`, a step's storage that could not be reached (its pieces run again)."""
 
     regroup: list = field(default_factory=list)
     skip: dict = field(default_factory=dict)
     fail: Exception | None = None
     cluster: Exception | None = None
+    outage: Exception | None = None
 
 
 class FailurePolicy:
@@ -149,12 +154,14 @@ class FailurePolicy:
 
     def round(self, error, ps_down: dict) -> str:
         """What the round's `error` (the one join() raised) is: `RETRY`, `CLUSTER`,
-        `MISSING_OP` or `STEPS`. `ps_down`: {ps index: why} of the ps tasks that do not
+        `MISSING_OP`, `MAP_OUTPUT_FAULT`, `OUTAGE` or `STEPS`. `ps_down`: {ps index: why} of the ps tasks that do not
         accept connections (`ps_health.PsHealth.down`). A ps that an error names but that
         answers is no lost ps: workers name one whose restart their channel has not yet
         noticed, and the round is retried (`RETRY`, for connectivity errors)."""
         if ps_down:
             return CLUSTER
+        if OUTAGE_MARK in _message(error):
+            return OUTAGE
         if isinstance(error, MapOutputError) or map_output(_message(error)) is not None:
             return MAP_OUTPUT_FAULT
         if missing_op(_message(error)):
@@ -198,6 +205,9 @@ class FailurePolicy:
         # looks like a corrupt record, and the misalignment is the one that says why.
         step_failures = sorted(step_failures, key=lambda failure: _RECORDS_MISALIGNED not in _message(failure[1]))
         for ids, error in step_failures:
+            if OUTAGE_MARK in _message(error):
+                decision.outage = error
+                continue
             if map_output(_message(error)) is not None:
                 decision.fail = self.map_output_error(error)
                 return decision

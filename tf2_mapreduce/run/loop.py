@@ -6,6 +6,7 @@ import threading
 import time
 from dataclasses import dataclass
 
+from tf2_mapreduce import storage
 from tf2_mapreduce.errors import Cancelled, ClusterError, Interrupted
 from tf2_mapreduce.run import stall
 
@@ -30,6 +31,7 @@ class Progress:
     files_skipped: int
     steps_per_worker: tuple  # map steps each worker ran, retries included
     rounds_rerun: int  # times the pieces left were scheduled again after a failed round
+    storage: str | None = None  # while storage cannot be reached: what, for how long (else None)
 
 
 class StopRequest:
@@ -57,20 +59,32 @@ class StopRequest:
 
 class RunLoop:
     """Watches the rounds of a run whose state is `state` (`run_state.RunState`): calls
-    `on_progress` with a `Progress` every `options.progress_every` s, saves a checkpoint
+    `on_progress` with a `Progress` every `options.progress_every` s (and when storage is
+    waited for, `on_outage`), saves a checkpoint
     every `options.checkpoint_every` s, raises `ClusterError` for a stall (`stall`) and
     `Cancelled` / `Interrupted` once `stop` is requested, a checkpoint saved first."""
 
-    def __init__(self, state, reducer, spec, heartbeats, options, on_progress, stop, wake):
+    def __init__(self, state, reducer, spec, heartbeats, options, on_progress, stop, wake, skipped):
+        self.skipped = skipped  # () -> inputs left out so far
         self.state = state
         self.reducer = reducer
         self.options = options
+        self.reported = on_progress is not None
         self.on_progress = on_progress or (lambda progress: None)
         self.stop = stop
         self.wake = wake
         self.stall = stall.StallWatch(spec, heartbeats, options.worker_timeout)
         self.started = time.monotonic()
         self.rounds_rerun = 0
+        self.outage = None  # what the next report says of storage that cannot be reached
+
+    def on_outage(self, path: str, cause: str, waited: float, left: float) -> None:
+        """A `storage.Patience` waits for `path`'s storage: said in a progress report (logged
+        where nobody takes the reports)."""
+        if not self.reported:
+            storage.log_wait(path, cause, waited, left)
+        self.outage = "waiting for storage: %s (%s) for %.0fs, up to %.0fs more" % (path, cause, waited, left)
+        self.report(self.skipped())
 
     def report(self, skipped: int):
         """Calls `on_progress` with the state on the ps now (`skipped`: inputs left out so
@@ -89,8 +103,10 @@ class RunLoop:
                 skipped,
                 self.state.steps_per_worker(),
                 self.rounds_rerun,
+                self.outage,
             )
         )
+        self.outage = None
         return figures
 
     def stopped(self, where: str = ""):

@@ -20,6 +20,7 @@ class Options:
     checkpoint_dir: str | None = None
     checkpoint_every: float = 30.0
     worker_timeout: float = 300.0  # give up after this long without progress while a worker is down
+    storage_timeout: float = 600.0  # wait this long for storage that cannot be reached, then stop (resumable)
     progress_every: float = 2.0
 
     @classmethod

@@ -1,13 +1,14 @@
 """What a run does after a round of map steps failed, as `failures.FailurePolicy` says:
-wait out workers that cannot reach a ps that is fine, stop for the cluster, or run the
-failed steps' pieces in parts until one fails alone, then fail the job or skip it."""
+wait out workers that cannot reach a ps that is fine, wait out storage that cannot be
+reached, stop for the cluster, or run the failed steps' pieces in parts until one fails
+alone, then fail the job or skip it."""
 
 import time
 
 import numpy as np
 import tensorflow as tf
 
-from tf2_mapreduce import log
+from tf2_mapreduce import log, storage
 from tf2_mapreduce.errors import op_error_cause
 from tf2_mapreduce.run import failures, ps_health
 
@@ -17,18 +18,22 @@ __all__ = ["Recovery"]
 class Recovery:
     """A run's answers to its failed rounds, and what they leave for the next rounds:
     `groups` ([piece ids] that run in steps of their own) and `skipped` ({piece id: why},
-    with on_error="skip"). `retry_wait`: seconds to wait before a retried round."""
+    with on_error="skip"). `retry_wait`: seconds to wait before a retried round;
+    `patience`: how long to wait out an outage of the inputs' storage (`storage.Patience`),
+    each wait told to `patience.on_wait`."""
 
-    def __init__(self, policy, ps, state, spec, wake, retry_wait):
+    def __init__(self, policy, ps, state, spec, wake, retry_wait, patience):
         self.policy = policy
         self.ps = ps
         self.state = state
         self.spec = spec
         self.wake = wake
         self.retry_wait = retry_wait
+        self.patience = patience
         self.groups = []
         self.skipped = {}
         self._transient_since = None
+        self._outage = None  # (since, pieces done then, the next wait) while steps meet an outage
 
     def groups_for(self, pending) -> list:
         """The groups of the next round over `pending` pieces. Pieces committed on some ps
@@ -56,6 +61,9 @@ class Recovery:
         kind = self.policy.round(error, self.ps.down())
         if kind == failures.RETRY and self._transient(error):
             return
+        if kind == failures.OUTAGE:
+            self._wait_out(error)
+            return
         if kind == failures.MAP_OUTPUT_FAULT:
             raise self.policy.map_output_error(error)
         if kind == failures.MISSING_OP:
@@ -78,6 +86,28 @@ class Recovery:
         for group in decision.regroup:
             self.groups = [[i for i in g if i not in group] for g in self.groups] + [group]
         self.skipped.update(decision.skip)
+        if decision.outage is not None:
+            self._wait_out(decision.outage)
+
+    def _wait_out(self, error) -> None:
+        """Waits before the next round, after steps could not reach their inputs' storage
+        (`error`): from `patience.first` s, doubling, while no piece is committed; raises
+        `StorageOutage` (a checkpoint saved) once that has gone on for `patience.timeout` s.
+        The wait ends early for a stop request. Blocking."""
+        done = self.state.figures().pieces_done
+        now = time.monotonic()
+        if self._outage is None or done > self._outage[1]:
+            self._outage = (now, done, self.patience.first)
+        since, _, pause = self._outage
+        waited = now - since
+        path = storage.outage_path(error) or "an input"
+        cause = storage.outage_cause(error) or op_error_cause(error)
+        if waited >= self.patience.timeout:
+            raise storage.StorageOutage(path, cause, waited, self.state.save_for_resume())
+        left = self.patience.timeout - waited
+        self.patience.on_wait(path, cause, waited, left)
+        self.wake.wait(min(pause, self.patience.longest, left))
+        self._outage = (since, done, 2 * pause)
 
     def _transient(self, error) -> bool:
         """Whether `error` is workers failing to reach ps tasks that are, in fact, fine;

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 import tensorflow as tf
 
-from tf2_mapreduce import native
+from tf2_mapreduce import native, storage
 from tf2_mapreduce.errors import JobFailed
 from tf2_mapreduce.inputs import formats
 from tf2_mapreduce.inputs.files import Inputs
@@ -107,10 +107,20 @@ class JobRun:
         self.ps = ps_health.PsHealth(spec, interrupted=self._stopped_while_waiting)
         self.state = RunState(self.job, self.plan, spec, self.ps, options.checkpoint_dir)
         self.loop = RunLoop(
-            self.state, self.job.reducer, spec, heartbeats, options, on_progress, self._stop, self._wake
+            self.state,
+            self.job.reducer,
+            spec,
+            heartbeats,
+            options,
+            on_progress,
+            self._stop,
+            self._wake,
+            self._skipped_count,
         )
+        # Waits for storage are said in the progress line as well as logged.
+        self.patience = storage.Patience(options.storage_timeout, self.loop.on_outage)
         self.recovery = Recovery(
-            failures.FailurePolicy(options.on_error), self.ps, self.state, spec, self._wake, 2 * TICK
+            failures.FailurePolicy(options.on_error), self.ps, self.state, spec, self._wake, 2 * TICK, self.patience
         )
         self.steps = _MapSteps(lambda kind: mapstep.build(self.job, self.state, *kind, options.read_size))
         self._round = None  # the round running, or the last one
@@ -126,6 +136,10 @@ class JobRun:
         workers were down) or `Interrupted` / `Cancelled` (after `request_stop`, if
         made before the result is read); each message says how to resume.
         """
+        with storage.waiting(self.patience):
+            return self._run()
+
+    def _run(self) -> Result:
         self.loop.started = time.monotonic()
         try:
             resumed = self.state.prepare()

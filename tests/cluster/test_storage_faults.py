@@ -1,0 +1,85 @@
+"""Cloud Storage that fails (helpers/storage_faults.py): statuses, resets, stalls and refused
+connections, on listing, reads, checkpoints and outputs, in both on_error modes. An outage
+is waited out and the result is exact against bytes.split(); past --storage_timeout the job
+stops with exit 75 and one line, leaving nothing out; a rerun resumes."""
+
+import json
+import os
+import time
+
+import pytest
+from helpers.bucket import cli, stocked_server
+from helpers.storage_faults import REFUSE, STATUS, Fault
+
+OUTAGE_EXIT = 75
+
+
+@pytest.fixture(scope="module")
+def gcs(tmp_path_factory):
+    yield from stocked_server(tmp_path_factory)
+
+
+@pytest.fixture
+def server(gcs):
+    server, _ = gcs
+    server.faults.clear()
+    yield server
+    server.faults.clear()
+
+
+def corpus_words(copies):
+    words = {}
+    for path, local in copies.items():
+        if path.startswith("gs://data/corpus/") and path.endswith(".txt"):
+            with open(local, "rb") as f:
+                words[path] = len(f.read().split())
+    return words
+
+
+def errors_of(run):
+    return [line for line in run.stderr.splitlines() if line.startswith("tf2_mapreduce: error:")]
+
+
+def counted(server, args, tmp_path, env=None):
+    output = str(tmp_path / "result.json")
+    run = cli(server, args + ["--output", output], env=env)
+    result = json.load(open(output)) if run.returncode == 0 else None
+    return run, result
+
+
+@pytest.mark.parametrize("on_error", ["fail", "skip"])
+@pytest.mark.parametrize(
+    "fault",
+    [
+        Fault(STATUS, kinds=("list",), status=503, seconds=4.0),
+        Fault(STATUS, kinds=("stat",), status=429, seconds=4.0),
+        Fault(REFUSE, seconds=4.0),
+    ],
+    ids=["list-503", "stat-429", "refused"],
+)
+def test_an_outage_while_listing_is_waited_out_and_nothing_is_skipped(gcs, server, tmp_path, fault, on_error):
+    _, copies = gcs
+    words = corpus_words(copies)
+    server.faults.add(fault)
+    run, result = counted(server, ["--input", "gs://data/corpus", "--on_error", on_error], tmp_path)
+    assert run.returncode == 0, run.stderr
+    assert fault.hits > 0
+    assert {f["path"]: f["words"] for f in result["per_file"] if f["path"] in words} == words
+    assert result["skipped"] == []
+    assert "storage cannot be reached" in run.stderr
+
+
+@pytest.mark.parametrize("on_error", ["fail", "skip"])
+def test_an_outage_past_the_storage_timeout_stops_with_its_own_exit_and_one_line(server, tmp_path, on_error):
+    server.faults.add(Fault(STATUS, kinds=("list", "stat", "read"), status=503))
+    started = time.monotonic()
+    run, _ = counted(
+        server, ["--input", "gs://data/corpus", "--on_error", on_error, "--storage_timeout", "3"], tmp_path
+    )
+    assert run.returncode == OUTAGE_EXIT, run.stderr
+    assert time.monotonic() - started < 60
+    [error] = errors_of(run)
+    assert error.startswith("tf2_mapreduce: error: gs://data/corpus")
+    assert "storage could not be reached" in error and "HTTP 503" in error and "--storage_timeout" in error
+    assert "run the same command" in error
+    assert not os.path.exists(tmp_path / "result.json")

@@ -1,0 +1,32 @@
+// An error of a file system that could not reach its storage, told apart from an error of
+// the file: TensorFlow's gs:// client gives up with ABORTED ("All N retry attempts
+// failed"), other file systems with UNAVAILABLE or DEADLINE_EXCEEDED. Those codes from a
+// worker make ClusterCoordinator take the worker for failed and run the step again at once,
+// again and again (docs/runtime.md, G7): so the ops return such an error as INTERNAL (which
+// it hands to the caller), its text after kStorageOutage, which the coordinator waits out
+// (tf2_mapreduce/storage.py). Short, the response's body left out ("... when reading
+// <path>"): gRPC logs an error of over 3 KB as it relays it.
+#ifndef TF2_MAPREDUCE_NATIVE_STORAGE_STATUS_H_
+#define TF2_MAPREDUCE_NATIVE_STORAGE_STATUS_H_
+
+#include <string>
+
+#include "absl/status/status.h"
+
+namespace tf2_mapreduce {
+
+inline constexpr char kStorageOutage[] = "tf2_mapreduce: storage outage: ";
+
+inline absl::Status FromStorage(absl::Status status, const std::string& path) {
+  if (!absl::IsAborted(status) && !absl::IsUnavailable(status) && !absl::IsDeadlineExceeded(status)) return status;
+  const std::string message(status.message());
+  std::string cause = message.substr(0, message.find('\n'));
+  const size_t body = cause.find(" with body ");
+  if (body != std::string::npos) cause.resize(body);
+  if (cause.size() > 400) cause.resize(400);
+  return absl::InternalError(std::string(kStorageOutage) + cause + " when reading " + path);
+}
+
+}  // namespace tf2_mapreduce
+
+#endif  // TF2_MAPREDUCE_NATIVE_STORAGE_STATUS_H_
