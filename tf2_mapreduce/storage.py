@@ -43,6 +43,9 @@ _GAVE_UP = re.compile(r"All \d+ retry attempts failed\. The last failure: (.*)",
 _HTTP_STATUS = re.compile(r"HTTP response code (\d+)")
 _LIBCURL = re.compile(r"libcurl code (\d+) meaning '(.*?)'(?:,|$)", re.M)  # "Couldn't connect to server"
 _TRANSIENT_STATUS = {408, 429, 500, 502, 503, 504}
+# A response cut short without a transport error: the client reads short, says this, and
+# does not retry (native/storage_status.h).
+_CUT_SHORT = "File contents are inconsistent"
 _WHEN_READING = re.compile(r"when reading (\S+)")
 
 
@@ -67,6 +70,8 @@ def outage_cause(error) -> str | None:
         return curl.group(2).lower()
     if gave_up:
         return last.splitlines()[0].strip()[:120]
+    if _CUT_SHORT in message:
+        return "a response cut short"
     return None
 
 

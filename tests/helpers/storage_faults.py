@@ -5,7 +5,9 @@ answering, or every connection refused; per request kind and object, for a time 
 A rule matches a request by its kind (what TensorFlow's client asked, read from the
 request line: `kind_of`) and its object (fnmatch on "bucket/name"); it fires on a share
 of them (seeded, so a run can be repeated), at most `times` times, while its window is
-open. Pure but for the clock; the server asks `Faults.verdict` of each request.
+open. The window is timed from the first request the rule matches, not from the clock:
+"reads fail for 5 s" starts with the first read, however long the job took to get there.
+Pure but for the clock; the server asks `Faults.verdict` of each request.
 """
 
 import fnmatch
@@ -60,8 +62,10 @@ def kind_of(method, path):
 class Fault:
     """One rule. `kinds`: those of `KINDS` it applies to (empty: all); `objects`: an fnmatch
     pattern of "bucket/name"; `share`: the fraction of matching requests it fires on;
-    `times`: at most this many (None: no limit); `start`/`seconds`: its window, from when it
-    is added (None: open until removed). `hits` counts the requests it fired on."""
+    `times`: at most this many (None: no limit); `start`/`seconds`: its window, from the
+    first request it matches (`seconds` None: open until removed). A REFUSE rule refuses
+    every connection in its window, opened by the first request of its kinds and objects.
+    `hits` counts the requests it fired on (for REFUSE, the connections it cut)."""
 
     action: str
     kinds: tuple = ()
@@ -75,11 +79,13 @@ class Fault:
     seconds: float | None = None
     seed: int = 0
     hits: int = 0
-    added: float = field(default=0.0, repr=False)
+    opened: float | None = field(default=None, repr=False)
     _random: random.Random = field(default=None, repr=False)
 
     def open_at(self, now):
-        after = now - self.added - self.start
+        if self.opened is None:
+            return False
+        after = now - self.opened - self.start
         return after >= 0 and (self.seconds is None or after < self.seconds)
 
 
@@ -91,7 +97,8 @@ class Faults:
         self._rules = []
 
     def add(self, fault: Fault) -> Fault:
-        fault.added = time.monotonic()
+        """Puts `fault` in force, afresh (a rule added again starts over: parametrized tests share one)."""
+        fault.hits, fault.opened = 0, None
         fault._random = random.Random(fault.seed)
         with self._lock:
             self._rules.append(fault)
@@ -102,7 +109,7 @@ class Faults:
             self._rules = []
 
     def refusing(self) -> bool:
-        """Whether a REFUSE rule's window is open now."""
+        """Whether a REFUSE rule's window is open now (a cut connection counted)."""
         return self._fire(lambda rule: rule.action == REFUSE) is not None
 
     def verdict(self, method, path):
@@ -110,13 +117,14 @@ class Faults:
         kind, name = kind_of(method, path)
 
         def matches(rule):
-            return (
-                rule.action != REFUSE
-                and (not rule.kinds or kind in rule.kinds)
-                and fnmatch.fnmatchcase(name, rule.objects)
-            )
+            return (not rule.kinds or kind in rule.kinds) and fnmatch.fnmatchcase(name, rule.objects)
 
-        return self._fire(matches)
+        now = time.monotonic()
+        with self._lock:
+            for rule in self._rules:
+                if rule.opened is None and matches(rule):
+                    rule.opened = now
+        return self._fire(lambda rule: rule.action != REFUSE and matches(rule))
 
     def _fire(self, matches):
         now = time.monotonic()

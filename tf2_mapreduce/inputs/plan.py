@@ -12,6 +12,7 @@ import numpy as np
 from tf2_mapreduce.errors import InputError, cause_of
 from tf2_mapreduce.inputs import formats
 from tf2_mapreduce.inputs.files import Files, tf_error
+from tf2_mapreduce.storage import retrying
 
 __all__ = ["Piece", "Plan"]
 
@@ -63,8 +64,9 @@ class Plan:
     of a second.
 
     Blocking: reads a few bytes (a record, for TFRecord files) at each cut of a large
-    file. A file that can no longer be read is an `InputError`, or with on_error="skip"
-    is left out and listed in `skipped` as (path, reason).
+    file, waiting through an outage of its storage (`storage.retrying`). A file that can no
+    longer be read is an `InputError`, or with on_error="skip" is left out and listed in
+    `skipped` as (path, reason).
     """
 
     def __init__(self, files, read_size, records="words", on_error="fail", compression="auto"):
@@ -80,7 +82,8 @@ class Plan:
         for number in np.flatnonzero((files.sizes > read_size) & ~self._compressed).tolist():
             f = files[number]
             try:
-                cuts = self.format.cuts(f.path, f.size, read_size)
+                # Through an outage of its storage: never a reason to leave the file out.
+                cuts = retrying(lambda f=f: self.format.cuts(f.path, f.size, read_size), f.path)
             except (OSError, tf_error()) as e:
                 error = InputError(f.path, "cannot be read to plan its pieces: " + cause_of(e))
                 if on_error == "fail":

@@ -8,6 +8,7 @@ from typing import NamedTuple
 
 from tf2_mapreduce.errors import UsageError
 from tf2_mapreduce.lazy_tf import tf
+from tf2_mapreduce.storage import retrying
 
 __all__ = [
     "Feature",
@@ -98,22 +99,28 @@ def _kind_of(feature):
 def _examples(paths, compression, most):
     """Up to `most` `tf.train.Example`s from the first readable files of `paths`. A file
     that cannot be read, or a record that is not an Example, is passed over: the job
-    itself reports it, under its on_error."""
+    itself reports it, under its on_error. An outage of their storage is waited out."""
     from google.protobuf.message import DecodeError
 
     from tf2_mapreduce.inputs import formats, readers
 
+    def first(path, n):
+        return [record.numpy() for record in readers.records(path, formats.compression_of(path, compression)).take(n)]
+
     seen = 0
     for path in paths:
         try:
-            for record in readers.records(path, formats.compression_of(path, compression)).take(most - seen):
-                seen += 1
-                try:
-                    yield tf.train.Example.FromString(record.numpy())
-                except DecodeError:
-                    continue
+            records = retrying(
+                lambda path=path, n=most - seen: first(path, n), path
+            )  # storage out is no unreadable file
         except tf.errors.OpError:
             continue
+        for record in records:
+            seen += 1
+            try:
+                yield tf.train.Example.FromString(record)
+            except DecodeError:
+                continue
         if seen >= most:
             return
 

@@ -12,13 +12,21 @@
 #include <string>
 
 #include "absl/status/status.h"
+#include "absl/strings/match.h"
 
 namespace tf2_mapreduce {
 
 inline constexpr char kStorageOutage[] = "tf2_mapreduce: storage outage: ";
 
 inline absl::Status FromStorage(absl::Status status, const std::string& path) {
-  if (!absl::IsAborted(status) && !absl::IsUnavailable(status) && !absl::IsDeadlineExceeded(status)) return status;
+  // A response cut short without a transport error (a TLS connection closed mid-body)
+  // reads short, which TensorFlow's gs:// client reports as INTERNAL "File contents are
+  // inconsistent" and does not retry. An object that changed size fails the map step's own
+  // size check when it is tried again.
+  const bool cut_short = absl::IsInternal(status) && absl::StrContains(status.message(), "File contents are inconsistent");
+  if (!cut_short && !absl::IsAborted(status) && !absl::IsUnavailable(status) && !absl::IsDeadlineExceeded(status)) {
+    return status;
+  }
   const std::string message(status.message());
   std::string cause = message.substr(0, message.find('\n'));
   const size_t body = cause.find(" with body ");

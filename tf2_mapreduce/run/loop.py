@@ -64,7 +64,7 @@ class RunLoop:
     every `options.checkpoint_every` s, raises `ClusterError` for a stall (`stall`) and
     `Cancelled` / `Interrupted` once `stop` is requested, a checkpoint saved first."""
 
-    def __init__(self, state, reducer, spec, heartbeats, options, on_progress, stop, wake, skipped):
+    def __init__(self, state, reducer, spec, heartbeats, options, on_progress, stop, wake, skipped=lambda: 0):
         self.skipped = skipped  # () -> inputs left out so far
         self.state = state
         self.reducer = reducer
