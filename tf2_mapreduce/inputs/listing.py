@@ -11,12 +11,11 @@ local paths needs none of it (`listing`).
 import functools
 import glob
 import os
-import stat
 
 import numpy as np
 
 from tf2_mapreduce.errors import InputError, cause_of
-from tf2_mapreduce.inputs import local_stats
+from tf2_mapreduce.inputs import local_stats, lookup
 from tf2_mapreduce.inputs.files import Files, Inputs, local_path, tf_error
 from tf2_mapreduce.inputs.walk import RealPaths, is_hidden, names_and_subdirectories, split_hidden
 from tf2_mapreduce.storage import retrying
@@ -25,69 +24,6 @@ __all__ = ["ON_ERROR", "GLOB_CHARS", "expand"]
 
 GLOB_CHARS = frozenset("*?[")
 ON_ERROR = ("fail", "skip")
-
-
-def _tf():
-    import tensorflow as tf
-
-    return tf
-
-
-class _Directory(InputError):
-    """A path that is a directory where a file was looked for."""
-
-
-def _stat_file(path):
-    """Returns (size, mtime_ns, inode) of a readable regular file, or raises `InputError`;
-    inode is device and inode number as 16 bytes (`local_stats.inode_key`) for a local file, None
-    on another filesystem."""
-    local = local_path(path)
-    if local is None:
-        try:
-            st = retrying(lambda: _tf().io.gfile.stat(path), path)
-        except tf_error("NotFoundError"):
-            raise InputError(path, "no such file or directory") from None
-        except tf_error() as e:
-            raise InputError(path, cause_of(e)) from None
-        if st.is_directory:
-            raise _Directory(path, "is a directory")
-        return st.length, st.mtime_nsec, None
-    try:
-        st = os.stat(local)
-    except FileNotFoundError:
-        raise InputError(
-            path, "broken symbolic link" if os.path.islink(local) else "no such file or directory"
-        ) from None
-    except OSError as e:
-        raise InputError(path, cause_of(e)) from None
-    if stat.S_ISDIR(st.st_mode):
-        raise _Directory(path, "is a directory")
-    if not stat.S_ISREG(st.st_mode):
-        raise InputError(path, "not a regular file (FIFOs, sockets and devices are not supported)")
-    try:
-        os.close(os.open(local, os.O_RDONLY))
-    except OSError as e:
-        raise InputError(path, cause_of(e)) from None
-    return st.st_size, st.st_mtime_ns, local_stats.inode_key(st.st_dev, st.st_ino)
-
-
-def _isdir(path):
-    local = local_path(path)
-    if local is not None:
-        return os.path.isdir(local)
-    try:  # not gfile.isdir, which answers False for storage it cannot reach
-        return retrying(lambda: _tf().io.gfile.stat(path), path).is_directory
-    except tf_error():
-        return False
-
-
-def _children(directory):
-    """The names in a directory of another file system, a subdirectory's ending in "/"
-    where the file system says so (Cloud Storage does). Not gfile.listdir or walk, which
-    answer "not found" or nothing for storage they cannot reach."""
-    from tensorflow.python.lib.io import _pywrap_file_io  # what gfile.listdir calls, its errors kept
-
-    return retrying(lambda: _pywrap_file_io.GetChildren(directory.encode("utf-8", "surrogateescape")), directory)
 
 
 class _Expander:
@@ -114,7 +50,7 @@ class _Expander:
 
     def add_file(self, path):
         try:
-            self._add(path, *_stat_file(path))
+            self._add(path, *lookup.stat_file(path))
         except InputError as e:
             self.problem(e)
 
@@ -160,7 +96,7 @@ class _Expander:
         while stack:
             directory = stack.pop()
             try:
-                names = sorted(_children(directory))
+                names = sorted(lookup.children(directory))
             except tf_error() as e:
                 self.problem(InputError(directory, "cannot list directory: " + cause_of(e)))
                 continue
@@ -174,8 +110,8 @@ class _Expander:
                     subdirs.append(base + name.rstrip("/"))
                     continue
                 try:
-                    self._add(base + name, *_stat_file(base + name))
-                except _Directory:
+                    self._add(base + name, *lookup.stat_file(base + name))
+                except lookup.Directory:
                     subdirs.append(base + name)
                 except InputError as e:
                     self.problem(e)
@@ -257,7 +193,7 @@ class _Expander:
         local = local_path(pattern)
         try:
             if local is None:
-                matches = sorted(retrying(lambda: _tf().io.gfile.glob(pattern), pattern))
+                matches = sorted(retrying(lambda: lookup.tf().io.gfile.glob(pattern), pattern))
             else:
                 # Names starting with "." match too, to be reported as hidden.
                 matches = sorted(glob.glob(local, include_hidden=True))
@@ -277,8 +213,8 @@ class _Expander:
 
     def add_path(self, path):
         try:
-            found = _stat_file(path)  # one stat for a file, rather than isdir's and then its own
-        except _Directory:
+            found = lookup.stat_file(path)  # one stat for a file, rather than isdir's and then its own
+        except lookup.Directory:
             self.add_directory(path)
         except InputError as e:
             self.problem(e)
@@ -287,13 +223,13 @@ class _Expander:
 
     def add_list(self, list_path):
         where = "@" + list_path
-        if _isdir(list_path):
+        if lookup.isdir(list_path):
             self.problem(InputError(where, "is a directory, not a list of paths"))
             return
         local = local_path(list_path)
 
         def read():
-            with open(local, "rb") if local is not None else _tf().io.gfile.GFile(list_path, "rb") as f:
+            with open(local, "rb") if local is not None else lookup.tf().io.gfile.GFile(list_path, "rb") as f:
                 return f.read()
 
         try:
