@@ -62,16 +62,17 @@ class InProcessServers:
         import tensorflow as tf
 
         cluster_spec = tf.train.ClusterSpec(self.spec.jobs)
+        tasks = list(self.spec.tasks())
         self._servers = [
             tf.distribute.Server(
                 cluster_spec,
                 job_name=role,
                 task_index=index,
                 protocol="grpc",
-                config=server_config(self.spec.num_workers),
+                config=server_config(self.spec.num_workers, tasks_in_process=len(tasks)),
                 start=True,
             )
-            for role, index, _ in self.spec.tasks()
+            for role, index, _ in tasks
         ]
 
     def check_alive(self) -> None:

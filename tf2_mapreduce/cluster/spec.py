@@ -158,13 +158,16 @@ def validated(jobs, task_type, task_index, expect_roles, source):
     return ClusterSpec({role: list(jobs[role]) for role in ROLES}, task_type, task_index)
 
 
-def server_config(num_workers):
-    """The ConfigProto every ps and worker server of a cluster with `num_workers` needs."""
+def server_config(num_workers, tasks_in_process=1):
+    """The ConfigProto every ps and worker server of a cluster with `num_workers` needs,
+    when `tasks_in_process` of its servers share one process."""
     import tensorflow as tf
 
-    # Fewer inter-op threads than workers + 1 deadlocks schedule()/join() on small
-    # machines (docs/runtime.md); TF's own in-process test clusters set the same.
-    return tf.compat.v1.ConfigProto(inter_op_parallelism_threads=max(num_workers + 1, os.cpu_count() or 1))
+    # A server with fewer inter-op threads than workers + 1 deadlocks schedule()/join()
+    # (docs/runtime.md). Servers in one process share one pool, sized by the first
+    # server started (docs/runtime.md): it needs that many for each of them.
+    threads = tasks_in_process * (num_workers + 1)
+    return tf.compat.v1.ConfigProto(inter_op_parallelism_threads=max(threads, os.cpu_count() or 1))
 
 
 def probe(address, timeout=1.0):
