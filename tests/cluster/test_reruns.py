@@ -4,7 +4,9 @@ comes back as the job ends. Every result is the whole per-key table, compared wi
 collections.Counter over bytes.split(); every server must exit 0 once told."""
 
 import os
+import random
 import re
+import signal
 import threading
 import time
 
@@ -156,3 +158,37 @@ def test_an_earlier_coordinators_late_end_of_job_message_is_ignored(tmp_path, pr
             time.sleep(0.1)  # polls the server's log for the line it writes
     assert server_channel.request_exit(tasks, current) == {}
     assert cluster.exit_codes() == {task: 0 for task in cluster.tasks}
+
+
+def test_a_worker_killed_while_being_told_and_back_1_to_6s_later_is_told_and_exits_0(tmp_path, processes):
+    """The shape a soak found: a worker dies while the coordinator tells it that the job
+    is over, and is restarted a few seconds later. Frozen first, it is killed while the
+    coordinator's message to it is in flight; only its answer counts as told."""
+    from tf2_mapreduce.cluster import channel as server_channel
+    from tf2_mapreduce.cluster import spec as cluster_spec
+
+    rng = random.Random()
+    killed_after, back_after = rng.uniform(0.2, 4.0), rng.uniform(1.0, 6.0)
+    print("killed %.1fs into the telling, back %.1fs later" % (killed_after, back_after))
+    cluster = ConfiguredCluster(tmp_path, processes, num_ps=1, num_workers=1)
+    cluster.start_all()
+    for role, index in cluster.tasks:
+        wait_serving(cluster, role, index)
+    jobs = {role: [cluster.addresses[role, 0]] for role in ("chief", "ps", "worker")}
+    tasks = cluster_spec.ClusterSpec(jobs, "chief", 0)
+    worker = cluster.servers["worker", 0]
+    worker.send_signal(signal.SIGSTOP)
+    failed = []
+    telling = threading.Thread(
+        target=lambda: failed.append(server_channel.request_exit(tasks, server_channel.new_coordinator_id(), within=30))
+    )
+    telling.start()
+    time.sleep(killed_after)  # the fault's moment, chosen at random
+    worker.kill()
+    worker.wait()
+    time.sleep(back_after)  # how long the worker stays down, chosen at random
+    cluster.start("worker", 0)
+    telling.join(60)
+    assert failed == [{}]
+    assert cluster.exit_codes() == {task: 0 for task in cluster.tasks}
+    assert "the job is over, exiting" in cluster.log("worker", 0)

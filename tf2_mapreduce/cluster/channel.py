@@ -1,12 +1,13 @@
 """Messages from the coordinator to the ps and worker servers: heartbeats while a job
 runs, and "the job is over". TF's gRPC servers cannot be stopped or queried from outside,
 so each server blocks on a queue on its own device and the coordinator enqueues into it.
+A server answers "the job is over" on a second queue: only that answer tells the
+coordinator the server heard it.
 
 Every message carries its coordinator's id, the time it started in nanoseconds, so a
 server can tell an earlier coordinator's late "job over" from the current one's.
 """
 
-import socket
 import threading
 import time
 from dataclasses import dataclass
@@ -19,6 +20,7 @@ from tf2_mapreduce.errors import op_error_cause
 __all__ = ["Heartbeats", "ControlQueue", "Message", "request_exit", "new_coordinator_id", "JOB_OVER", "HEARTBEAT"]
 
 CONTROL_QUEUE = "tf2_mapreduce_control"
+ANSWER_QUEUE = "tf2_mapreduce_control_answer"  # a server's answers to "the job is over"
 JOB_OVER = 1
 HEARTBEAT = 2
 HEARTBEAT_EVERY = 1.0  # seconds; servers' --idle_timeout must be well above it
@@ -26,6 +28,9 @@ HEARTBEAT_EVERY = 1.0  # seconds; servers' --idle_timeout must be well above it
 
 SEND_TIMEOUT = 5.0  # seconds; a message to a task that does not answer in time fails
 RETRY_EVERY = 0.5  # seconds between attempts to tell a task that the job is over
+# Seconds a server that was told waits for its answer to be taken before it exits
+# anyway: a coordinator whose message went through takes it at once.
+ANSWER_GRACE = SEND_TIMEOUT
 
 
 @dataclass(frozen=True)
@@ -40,12 +45,12 @@ def new_coordinator_id():
     return time.time_ns()
 
 
-def _queue(device):
+def _queue(device, name=CONTROL_QUEUE):
+    """The task's queue of messages (kind, coordinator), or of answers (coordinator)."""
+    types = [tf.int64, tf.int64] if name == CONTROL_QUEUE else [tf.int64]
     with tf.device(device + "/device:CPU:0"):
         # Unbounded, so that a coordinator never blocks on a server that is busy.
-        return tf.raw_ops.FIFOQueueV2(
-            component_types=[tf.int64, tf.int64], shapes=[[], []], capacity=-1, shared_name=CONTROL_QUEUE
-        )
+        return tf.raw_ops.FIFOQueueV2(component_types=types, shapes=[[]] * len(types), capacity=-1, shared_name=name)
 
 
 def _session(target, graph, device, timeout=None):
@@ -78,6 +83,9 @@ class _Channel:
             self.enqueue = tf.raw_ops.QueueEnqueueV2(
                 handle=_queue(self.device), components=[self.kind, self.coordinator]
             )
+            [self.answer] = tf.raw_ops.QueueDequeueV2(
+                handle=_queue(self.device, ANSWER_QUEUE), component_types=[tf.int64]
+            )
         self.session = None
 
     def send(self, message, timeout=SEND_TIMEOUT):
@@ -95,38 +103,32 @@ class _Channel:
             self.session = None  # a restarted task needs a new session
             raise
 
-
-def _gone_within(address, seconds):
-    """Whether `address` refuses connections within `seconds`: its server has exited.
-    (A task cut off from the network does not refuse: its connections time out.)"""
-    deadline = time.monotonic() + seconds
-    while True:
+    def tell(self, message, timeout=SEND_TIMEOUT):
+        """Sends `message` (JOB_OVER) and blocks until the task answers that it heard
+        it; raises ConnectionError or tf.errors.OpError otherwise (DeadlineExceededError:
+        no answer within `timeout` s)."""
+        self.send(message, timeout)
+        options = tf.compat.v1.RunOptions(timeout_in_ms=int(timeout * 1000))
         try:
-            socket.create_connection(cluster_spec.split_address(address), timeout=1.0).close()
-        except ConnectionRefusedError:
-            return True
-        except OSError:
-            pass
-        if time.monotonic() >= deadline:
-            return False
-        time.sleep(0.1)  # the server is exiting; its port closes when it is gone
+            while self.session.run(self.answer, options=options) != message.coordinator:
+                pass  # another coordinator's answer, left by one that gave up on it
+        except tf.errors.OpError:
+            self.session = None
+            raise
 
 
 def _tell_job_over(channel, message, deadline):
     """Tells one task that the job is over, trying until `deadline` (monotonic): a
     worker being restarted, or whose link is down, may answer a few seconds later.
+    Only the task's answer counts: a task that cannot be reached may be coming back.
     Returns None once the task was told, else the last reason it could not be."""
     while True:
         try:
-            channel.send(message)
+            channel.tell(message)
             return None
         except ConnectionError as e:
             reason = str(e)
         except tf.errors.OpError as e:
-            # A server exits as soon as it reads the message, often before its
-            # reply reaches us: if it is gone, it was told.
-            if _gone_within(channel.address, SEND_TIMEOUT):
-                return None
             reason = op_error_cause(e)
         if time.monotonic() + RETRY_EVERY >= deadline:
             return reason
@@ -230,14 +232,28 @@ class Heartbeats:
 
 
 class ControlQueue:
-    """The server side: this task's queue, read in a session of the server's own."""
+    """The server side: this task's queue, read in a session of the server's own, and
+    its answers to "the job is over"."""
 
     def __init__(self, server, role, index):
         device = cluster_spec.task_name(role, index)
         self._graph = tf.Graph()
         with self._graph.as_default():
             self._dequeue = tf.raw_ops.QueueDequeueV2(handle=_queue(device), component_types=[tf.int64, tf.int64])
+            answers = _queue(device, ANSWER_QUEUE)
+            self._coordinator = tf.compat.v1.placeholder(tf.int64, [])
+            self._answer = tf.raw_ops.QueueEnqueueV2(handle=answers, components=[self._coordinator])
+            self._answers_left = tf.raw_ops.QueueSizeV2(handle=answers)
         self._session = _session(server.target, self._graph, device)
+
+    def answer(self, message, grace=ANSWER_GRACE):
+        """Answers `message` (JOB_OVER: it was heard), then blocks until its coordinator
+        took the answer, or for `grace` s at most: a server that exits at once would
+        cut its answer off."""
+        self._session.run(self._answer, {self._coordinator: message.coordinator})
+        deadline = time.monotonic() + grace
+        while self._session.run(self._answers_left) and time.monotonic() < deadline:
+            time.sleep(0.02)  # polls the queue: TF has no op that waits for a queue to empty
 
     def next(self, timeout=None):
         """Blocks for the next `Message`; None after `timeout` s."""

@@ -2,8 +2,6 @@
 ParameterServerStrategy that, unlike a bare `tf.distribute.Server`, returns once a
 coordinator says the job is over (`python -m tf2_mapreduce.server` runs it)."""
 
-import time
-
 from tf2_mapreduce import native
 from tf2_mapreduce.cluster import spec as cluster_spec
 from tf2_mapreduce.errors import ClusterError, op_error_cause
@@ -11,7 +9,6 @@ from tf2_mapreduce.errors import ClusterError, op_error_cause
 __all__ = ["serve", "IDLE_EXIT"]
 
 IDLE_EXIT = 4
-EXIT_GRACE = 0.5  # seconds
 
 
 def serve(cluster, keep_serving=False, idle_timeout=0, log=print):
@@ -64,11 +61,11 @@ def serve(cluster, keep_serving=False, idle_timeout=0, log=print):
             # A coordinator that ended keeps telling tasks it could not reach for a
             # while; a newer one may be running its own job here meanwhile.
             log("tf2_mapreduce server: %s %d: ignoring the end of an earlier coordinator's job" % (role, index))
+            queue.answer(message, grace=0)
             continue
         if not keep_serving:
             log("tf2_mapreduce server: %s %d: the job is over, exiting" % (role, index))
-            # Exiting at once would often cut off the reply to the coordinator
-            # that sent the message, leaving it to wait for its deadline.
-            time.sleep(EXIT_GRACE)
+            queue.answer(message)
             return 0
+        queue.answer(message, grace=0)
         log("tf2_mapreduce server: %s %d: the job is over, serving the next (--keep_serving)" % (role, index))
