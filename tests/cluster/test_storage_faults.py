@@ -1,13 +1,16 @@
 """Cloud Storage that fails (helpers/storage_faults.py) while the inputs are listed and
-read: 503, 429, resets mid-response, stalls and refused connections, in both on_error
-modes. An outage is waited out, nothing is skipped, and the result is exact against
-bytes.split(); past --storage_timeout the job stops with exit 75 and one line."""
+read, and while results and checkpoints are written and read back: 503, 429, resets
+mid-response, stalls and refused connections, in both on_error modes. An outage is
+waited out, nothing is skipped, and the result is exact against bytes.split() or a
+Counter, written whole and once; past --storage_timeout the job stops with exit 75 and
+one line, the previous result left as it was."""
 
 import gzip
 import json
 import os
 import re
 import time
+from collections import Counter
 
 import pytest
 from helpers.bucket import cli, stocked_server
@@ -120,17 +123,22 @@ def assert_exact(run, result, words):
 
 
 @pytest.mark.parametrize("on_error", ["fail", "skip"])
-def test_reads_answered_503_429_reset_or_stalled_are_waited_out_and_the_result_is_exact(
-    gcs, server, tmp_path, on_error
+def test_reads_answered_503_429_reset_or_stalled_are_waited_out_and_the_result_written_through_an_outage(
+    gcs, server, on_error
 ):
     _, copies = gcs
+    output = "written-%s/result.json" % on_error
+    server.put("data", output, b"the previous result")
     faults = read_faults()
+    faults.append(Fault(STATUS, kinds=("write", "copy", "delete"), objects="data/%s*" % output, seconds=4.0))
     for fault in faults:
         server.faults.add(fault)
-    run, result = counted(server, TEXT + ["--on_error", on_error], tmp_path)
-    assert_exact(run, result, text_words(copies))
+    run = cli(server, TEXT + ["--on_error", on_error, "--output", "gs://data/" + output])
+    assert_exact(run, json.loads(server.get("data", output)), text_words(copies))
     assert [fault.hits > 0 for fault in faults] == [True] * len(faults)
     assert WAITED.search(run.stderr), run.stderr
+    # Written aside and renamed: nothing else is left beside it.
+    assert [name for name in server.names("data") if name.startswith(output.split("/")[0])] == [output]
 
 
 def test_connections_refused_mid_job_are_waited_out_and_the_result_is_exact(gcs, server, tmp_path):
@@ -140,3 +148,74 @@ def test_connections_refused_mid_job_are_waited_out_and_the_result_is_exact(gcs,
     run, result = counted(server, TEXT + ["--on_error", "skip"], tmp_path)
     assert_exact(run, result, text_words(copies))
     assert fault.hits > 0
+
+
+def corpus_words(copies):
+    return read_words(copies, ("gs://data/corpus/",))
+
+
+def test_a_result_that_cannot_be_written_stops_with_exit_75_and_leaves_the_previous_one(gcs, server):
+    server.put("data", "kept/result.json", b"the previous result")
+    server.faults.add(Fault(STATUS, kinds=("write", "copy"), objects="data/kept/result.json*"))
+    run = cli(
+        server, ["--input", "gs://data/corpus", "--output", "gs://data/kept/result.json", "--storage_timeout", "3"]
+    )
+    assert run.returncode == OUTAGE_EXIT, run.stderr
+    [error] = errors_of(run)
+    assert error.startswith("tf2_mapreduce: error: gs://data/kept/result.json"), error
+    assert "HTTP 503" in error and "run the same command" in error
+    server.faults.clear()
+    assert server.get("data", "kept/result.json") == b"the previous result"
+    assert [name for name in server.names("data") if name.startswith("kept/")] == ["kept/result.json"]
+
+
+def test_a_vocabulary_directory_is_written_through_an_outage_whole_and_once(gcs, server):
+    _, copies = gcs
+    # The files written aside, moved into place, then the manifest: each meets 503s.
+    staged = Fault(
+        STATUS, kinds=("write", "copy", "delete"), objects="data/vocabs/.tf2_mapreduce-staging-*", seconds=3.0
+    )
+    manifest = Fault(STATUS, kinds=("write", "copy", "delete"), objects="data/vocabs/_tf2_mapreduce.json*", seconds=2.0)
+    server.faults.add(staged)
+    server.faults.add(manifest)
+    run = cli(server, ["--job=wordfreq", "--input", "gs://data/corpus/deeper", "--output_dir", "gs://data/vocabs"])
+    assert run.returncode == 0, run.stderr
+    assert staged.hits > 0 and manifest.hits > 0
+    assert WAITED.search(run.stderr), run.stderr
+    names = [
+        name[len("vocabs/") :] for name in server.names("data") if name.startswith("vocabs/") and name != "vocabs/"
+    ]
+    assert sorted(json.loads(server.get("data", "vocabs/_tf2_mapreduce.json"))["files"]) == sorted(
+        name for name in names if name != "_tf2_mapreduce.json"
+    )
+    counts = Counter()
+    for path, local in copies.items():
+        if path.startswith("gs://data/corpus/deeper/"):
+            with open(local, "rb") as f:
+                counts.update(f.read().split())
+    rows = [line.split(b"\t", 1) for line in server.get("data", "vocabs/counts_words.tsv").splitlines()]
+    assert {term: int(count) for count, term in rows} == dict(counts)
+
+
+def test_checkpoints_on_storage_that_fails_are_retried_and_a_rerun_resumes_through_an_outage(gcs, server, tmp_path):
+    _, copies = gcs
+    words = corpus_words(copies)
+    checkpoints = ["--checkpoint_dir", "gs://data/ckpt-%s" % tmp_path.name, "--checkpoint_every", "0.2"]
+    # The first save fails past TensorFlow's retries, later ones do not: an upload is
+    # tried 3 times (2 retries: helpers/gcs_server.py), and the whole of it 3 times.
+    saves = Fault(STATUS, kinds=("write", "copy"), objects="data/ckpt-*/ckpt-*", times=9)
+    server.faults.add(saves)
+    run, result = counted(server, ["--input", "gs://data/corpus"] + checkpoints, tmp_path)
+    assert run.returncode == 0, run.stderr
+    assert saves.hits > 0
+    assert "warning: checkpoint not saved: gs://data/ckpt-" in run.stderr, run.stderr
+    assert {f["path"]: f["words"] for f in result["per_file"] if f["path"] in words} == words
+    # The same command again: the finished job's checkpoint is read through an outage,
+    # not taken for a damaged one (which would start over).
+    restores = Fault(STATUS, kinds=("read", "stat"), objects="data/ckpt-*/checkpoint", seconds=3.0)
+    server.faults.add(restores)
+    run, result = counted(server, ["--input", "gs://data/corpus"] + checkpoints, tmp_path)
+    assert run.returncode == 0, run.stderr
+    assert restores.hits > 0
+    assert "files already done" in run.stderr and "cannot be read" not in run.stderr, run.stderr
+    assert {f["path"]: f["words"] for f in result["per_file"] if f["path"] in words} == words

@@ -10,8 +10,10 @@ import threading
 import time
 import uuid
 
+from tf2_mapreduce import storage
 from tf2_mapreduce.errors import OutputError, UsageError, cause_of
 from tf2_mapreduce.inputs.files import local_path
+from tf2_mapreduce.outputs import files as output
 
 __all__ = ["ResultDirectory", "MANIFEST", "LOCK"]
 
@@ -34,6 +36,36 @@ def _gfile():
 
 def _join(directory, name):
     return directory.rstrip("/") + "/" + name
+
+
+def _read_once(path):
+    with _gfile().GFile(path, "rb") as f:
+        return f.read()
+
+
+def _read(path):
+    """The text of the object `path`, through an outage of its storage."""
+    return storage.retrying(lambda: _read_once(path), path)
+
+
+def _write(path, text):
+    with _gfile().GFile(path, "w") as f:
+        f.write(text)
+
+
+def _remove_if_there(path):
+    """Removes `path`; one already gone is fine (an earlier attempt may have removed it
+    as its storage failed to say so)."""
+    import tensorflow as tf
+
+    try:
+        tf.io.gfile.remove(path)
+    except tf.errors.NotFoundError:
+        pass
+
+
+def _rename(source, target):
+    _gfile().rename(source, target, overwrite=True)
 
 
 class _LocalLock:
@@ -89,16 +121,22 @@ class _Lease:
         self._stop = threading.Event()
         self._id = uuid.uuid4().hex
 
-    def _read(self):
+    def _read(self, patient=True):
+        """The lease as written; None if absent or half-written by a dying holder. Waits
+        out an outage if `patient`: taken for "absent", a held directory would be taken."""
         try:
-            with _gfile().GFile(self.path, "r") as f:
-                return json.loads(f.read())
+            return json.loads(_read(self.path) if patient else _read_once(self.path))
+        except storage.StorageOutage:
+            raise
         except Exception:  # noqa: BLE001 - absent, or half-written by a dying holder
             return None
 
-    def _write(self):
-        with _gfile().GFile(self.path, "w") as f:
-            f.write(json.dumps({"id": self._id, "holder": _holder(), "renewed": time.time()}))
+    def _write(self, patient=True):
+        text = json.dumps({"id": self._id, "holder": _holder(), "renewed": time.time()})
+        if patient:
+            storage.retrying(lambda: _write(self.path, text), self.path)
+        else:
+            _write(self.path, text)
 
     def acquire(self):
         held = self._read()
@@ -118,14 +156,14 @@ class _Lease:
     def _renew(self):
         while not self._stop.wait(LEASE_RENEW):
             try:
-                self._write()
+                self._write(patient=False)
             except Exception:  # noqa: BLE001 - storage out for a moment: the next renewal tries again
                 pass
 
     def release(self):
         self._stop.set()
         try:
-            if (self._read() or {}).get("id") == self._id:
+            if (self._read(patient=False) or {}).get("id") == self._id:
                 _gfile().remove(self.path)
         except Exception:  # noqa: BLE001 - best effort: it lapses by itself
             pass
@@ -169,15 +207,18 @@ class ResultDirectory:
     def _listing(self):
         if self.local is not None:
             return sorted(os.listdir(self.local))
-        return sorted(name.rstrip("/") for name in _gfile().listdir(self.path))
+        return sorted(name.rstrip("/") for name in storage.retrying(lambda: _gfile().listdir(self.path), self.path))
 
     def _manifest(self):
+        """The result's manifest; None if there is none, or it is not ours. An outage of
+        the storage is waited out: taken for "none", the old result's files would stay."""
         try:
             if self.local is not None:
                 with open(os.path.join(self.local, MANIFEST), "rb") as f:
                     return json.loads(f.read())
-            with _gfile().GFile(_join(self.path, MANIFEST), "rb") as f:
-                return json.loads(f.read())
+            return json.loads(_read(_join(self.path, MANIFEST)))
+        except storage.StorageOutage:
+            raise
         except Exception:  # noqa: BLE001 - none, or not ours
             return None
 
@@ -189,7 +230,9 @@ class ResultDirectory:
                     self._made = not os.path.isdir(self.local)
                     os.makedirs(self.local, exist_ok=True)
                 else:
-                    _gfile().makedirs(self.path)
+                    storage.retrying(lambda: _gfile().makedirs(self.path), self.path)
+            except storage.StorageOutage:
+                raise
             except Exception as e:  # noqa: BLE001 - OSError locally, TensorFlow's errors elsewhere
                 raise self._fail("cannot be made: %s" % cause_of(e)) from None
             try:
@@ -200,6 +243,8 @@ class ResultDirectory:
                 # opened its lock (`release`): made again.
                 if attempt == 2:
                     raise self._fail("cannot be written there: it is removed as it is made") from None
+            except storage.StorageOutage:
+                raise
             except Exception as e:  # noqa: BLE001 - as above
                 raise self._fail("cannot be written there: %s" % cause_of(e)) from None
         if holder is not None:
@@ -240,27 +285,38 @@ class ResultDirectory:
         staging = _STAGING + uuid.uuid4().hex[:12]
         staging_path = _join(self.path, staging)
         try:
-            _gfile().makedirs(staging_path)
+            storage.retrying(lambda: _gfile().makedirs(staging_path), staging_path)
+        except storage.StorageOutage:
+            raise
         except Exception as e:  # noqa: BLE001 - as above
             raise OutputError(self.path, cause_of(e)) from None
         make(staging_path)
         try:
-            files = sorted(name.rstrip("/") for name in _gfile().listdir(staging_path))
-            old = set((self._manifest() or {}).get("files", ()))
-            if _gfile().exists(_join(self.path, MANIFEST)):
-                _gfile().remove(_join(self.path, MANIFEST))
-            for name in files:
-                _gfile().rename(_join(staging_path, name), _join(self.path, name), overwrite=True)
-            for name in sorted(old - set(files)):
-                if _gfile().exists(_join(self.path, name)):
-                    _gfile().remove(_join(self.path, name))
-            _gfile().rmtree(staging_path)
-            temporary = _join(self.path, MANIFEST + ".tmp-" + staging[-12:])
-            with _gfile().GFile(temporary, "w") as f:
-                f.write(json.dumps({"job": job, "files": files, "written": time.time()}, indent=1) + "\n")
-            _gfile().rename(temporary, _join(self.path, MANIFEST), overwrite=True)
+            return self._put_in_place(staging_path, job)
+        except storage.StorageOutage:
+            raise
         except Exception as e:  # noqa: BLE001 - as above
             raise OutputError(self.path, "cannot put the result in place: %s" % cause_of(e)) from None
+
+    def _put_in_place(self, staging_path, job):
+        """`write`'s second half: each call to the storage through an outage of it
+        (`storage.retrying`), each safe to repeat."""
+
+        def retried(fn, *paths):
+            return storage.retrying(lambda: fn(*paths), paths[-1])
+
+        files = sorted(name.rstrip("/") for name in retried(_gfile().listdir, staging_path))
+        old = set((self._manifest() or {}).get("files", ()))
+        retried(_remove_if_there, _join(self.path, MANIFEST))
+        for name in files:
+            retried(_rename, _join(staging_path, name), _join(self.path, name))
+        for name in sorted(old - set(files)):
+            retried(_remove_if_there, _join(self.path, name))
+        retried(_gfile().rmtree, staging_path)
+        temporary = _join(self.path, MANIFEST + ".tmp-" + staging_path[-12:])
+        manifest = _gfile().GFile(temporary, "w")
+        manifest.write(json.dumps({"job": job, "files": files, "written": time.time()}, indent=1) + "\n")
+        output.put_in_place(manifest, temporary, _join(self.path, MANIFEST))
         return files
 
     def release(self):

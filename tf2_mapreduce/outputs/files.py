@@ -9,7 +9,9 @@ import os
 import struct
 import tempfile
 
+from tf2_mapreduce import storage
 from tf2_mapreduce.errors import OutputError, UsageError, cause_of
+from tf2_mapreduce.inputs import lookup
 from tf2_mapreduce.inputs.files import local_path
 
 __all__ = [
@@ -19,6 +21,8 @@ __all__ = [
     "check_path",
     "check_directory",
     "AtomicFile",
+    "put_in_place",
+    "discard",
     "write_json",
     "write_table",
 ]
@@ -128,26 +132,27 @@ def _probe(directory, setting, target):
                 f.write(b"probe")
             os.unlink(local)
         else:
-            with _gfile().GFile(probe, "wb") as f:
-                f.write(b"probe")
-            _gfile().remove(probe)
+            storage.retrying(lambda: _write_and_remove(probe), probe)
+    except storage.StorageOutage:
+        raise
     except Exception as e:  # noqa: BLE001 - OSError locally, TensorFlow's errors elsewhere
         raise UsageError("%s %s: cannot be written there: %s" % (setting, target, cause_of(e))) from None
 
 
-def _isdir(path):
-    local = local_path(path)
-    return os.path.isdir(local) if local is not None else _gfile().isdir(path)
+def _write_and_remove(path):
+    with _gfile().GFile(path, "wb") as f:
+        f.write(b"probe")
+    _gfile().remove(path)
 
 
 def check_path(path, setting="{setting:output}"):
     """Fails before the job, not after it, where a file cannot be written at `path`: a
     directory there, no parent directory (on a local disk: in a bucket, a name's
     "directories" are only its prefix), or one that refuses a file. Raises `UsageError`."""
-    if _isdir(path):
+    if lookup.isdir(path):
         raise UsageError("%s %s: is a directory" % (setting, path))
     parent = os.path.dirname(path)
-    if parent and local_path(parent) is not None and not _isdir(parent):
+    if parent and local_path(parent) is not None and not lookup.isdir(parent):
         raise UsageError("%s %s: directory %s does not exist" % (setting, path, parent))
     _probe(parent, setting, path)
 
@@ -160,7 +165,9 @@ def check_directory(path, setting="{setting:output_dir}"):
         if local is not None:
             os.makedirs(local, exist_ok=True)
         else:
-            _gfile().makedirs(path)
+            storage.retrying(lambda: _gfile().makedirs(path), path)
+    except storage.StorageOutage:
+        raise
     except Exception as e:  # noqa: BLE001 - as in _probe
         raise UsageError("%s %s: cannot be made: %s" % (setting, path, cause_of(e))) from None
     _probe(path, setting, path)
@@ -199,20 +206,36 @@ class AtomicFile:
 
     def __exit__(self, kind, error, traceback):
         try:
-            self.file.close()
             if kind is None:
-                _gfile().rename(self.temporary, self.path, overwrite=True)
+                put_in_place(self.file, self.temporary, self.path)
+            else:
+                self.file.close()
+        except storage.StorageOutage:
+            discard(self.temporary)
+            raise
         except Exception as e:  # noqa: BLE001 - as in _probe
-            self._discard()
+            discard(self.temporary)
             raise OutputError(self.path, cause_of(e)) from None
         if kind is not None:
-            self._discard()
+            discard(self.temporary)
 
-    def _discard(self):
-        try:
-            _gfile().remove(self.temporary)
-        except Exception:  # noqa: BLE001 - it may never have been made
-            pass
+
+def put_in_place(file, temporary, path):
+    """Closes `file`, written at `temporary`, and renames it to `path`, through an outage
+    of their storage (`storage.retrying`). A remote file is uploaded whole by its flush
+    (TensorFlow's clients hold it on local disk until then): the flush is what is
+    retried, as a failed close cannot be. Blocking."""
+    storage.retrying(file.flush, temporary)
+    file.close()
+    storage.retrying(lambda: _gfile().rename(temporary, path, overwrite=True), path)
+
+
+def discard(temporary):
+    """Removes `temporary`, if it was made; best effort."""
+    try:
+        _gfile().remove(temporary)
+    except Exception:  # noqa: BLE001 - it may never have been made, or storage is out
+        pass
 
 
 _LINES_PER_WRITE = 4096

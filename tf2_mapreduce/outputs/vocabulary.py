@@ -72,11 +72,11 @@ class _Records:
         self._writer.write(record)
 
     def close(self, error=None):
-        self._writer.close()
         if error is None:
-            tf.io.gfile.rename(self.temporary, self.path, overwrite=True)
+            output.put_in_place(self._writer, self.temporary, self.path)
         else:
-            tf.io.gfile.remove(self.temporary)
+            self._writer.close()
+            output.discard(self.temporary)
 
 
 class _Vocabulary:

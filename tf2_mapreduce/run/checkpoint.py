@@ -9,8 +9,9 @@ import os
 
 import tensorflow as tf
 
-from tf2_mapreduce import log
+from tf2_mapreduce import log, storage
 from tf2_mapreduce.errors import UsageError, connectivity_errors, first_line
+from tf2_mapreduce.outputs import files as output
 
 __all__ = ["JobCheckpoint", "manifest"]
 
@@ -71,6 +72,41 @@ def _difference(old, new):
     return "the inputs were cut into pieces differently"
 
 
+def _listed(directory):
+    """How many checkpoints the index of `directory` lists (0 if it has none, or one that
+    cannot be parsed); waits out an outage of its storage."""
+    from google.protobuf import text_format
+    from tensorflow.python.training.checkpoint_state_pb2 import CheckpointState  # the index's own format
+
+    def read():
+        try:
+            with tf.io.gfile.GFile(os.path.join(directory, "checkpoint"), "r") as f:
+                return f.read()
+        except tf.errors.NotFoundError:
+            return ""
+
+    state = CheckpointState()
+    try:
+        text_format.Parse(storage.retrying(read, directory), state)
+    except text_format.ParseError:
+        return 0
+    return len(state.all_model_checkpoint_paths) or int(bool(state.model_checkpoint_path))
+
+
+def _manager(checkpoint, directory, max_to_keep, attempts=3):
+    """A `tf.train.CheckpointManager` of `directory`. TensorFlow's reads its index once and
+    takes a read that fails for "no checkpoint" (it logs "Checkpoint ignored"): a job would
+    start over for an outage. So the index is read first, through the outage, and the
+    manager made again while it finds none of what the index lists."""
+    listed = _listed(directory)
+    for _ in range(attempts):
+        manager = tf.train.CheckpointManager(checkpoint, directory, max_to_keep=max_to_keep)
+        if manager.checkpoints or not listed:
+            return manager
+        storage.retrying(lambda: _listed(directory), directory)
+    return manager
+
+
 class JobCheckpoint:
     """Saves and restores a job's reduce state in `directory` (any tf.io.gfile path).
 
@@ -90,8 +126,8 @@ class JobCheckpoint:
         self._prepare = state.prepare
         self._checkpoint = tf.train.Checkpoint(manifest_fingerprint=self._fingerprint, **state.save)
         self._restore_into = tf.train.Checkpoint(manifest_fingerprint=self._fingerprint, **state.restore)
-        self._check_manifest()
-        self._manager = tf.train.CheckpointManager(self._checkpoint, directory, max_to_keep=max_to_keep)
+        storage.retrying(self._check_manifest, directory)
+        self._manager = _manager(self._checkpoint, directory, max_to_keep)
         # Numbered after the newest existing checkpoint: a resumed run must never
         # write over the checkpoint it resumed from (the saving object's own counter
         # starts again at 0).
@@ -118,23 +154,29 @@ class JobCheckpoint:
             raise self._refuse("it has checkpoints but no %s" % MANIFEST)
         tf.io.gfile.makedirs(self.directory)
         temporary = "%s.tmp-%d" % (path, os.getpid())
-        with tf.io.gfile.GFile(temporary, "w") as f:
-            json.dump(self.manifest, f)
-        tf.io.gfile.rename(temporary, path, overwrite=True)
+        file = tf.io.gfile.GFile(temporary, "w")
+        json.dump(self.manifest, file)
+        output.put_in_place(file, temporary, path)
 
     def restore(self):
         """Restores the newest readable checkpoint; returns its path, or None if none.
 
         Blocking. A checkpoint that cannot be read (damaged files) is logged as a
         warning and the one before it is tried; if none can be, the job starts over.
-        A task that cannot be reached raises (one of `connectivity_errors()`): that
-        says nothing about the files, and the caller may retry.
+        A task that cannot be reached raises (one of `connectivity_errors()`), as does
+        storage that cannot be (`storage.outage_cause`): that says nothing about the
+        files, and the caller may retry.
         """
         for path in reversed(self._manager.checkpoints):
             try:
                 self._restore_into.restore(path).assert_existing_objects_matched()
             except connectivity_errors():
                 raise
+            except tf.errors.OpError as e:
+                if storage.outage_cause(e):
+                    raise
+                log.warning("checkpoint %s cannot be read (%s); trying an older one" % (path, first_line(e)))
+                continue
             except Exception as e:  # damaged files fail in many ways: DataLoss, a short read's IndexError...
                 log.warning("checkpoint %s cannot be read (%s); trying an older one" % (path, first_line(e)))
                 continue
@@ -151,6 +193,7 @@ class JobCheckpoint:
         """
         if self._prepare:
             self._prepare()
-        path = self._manager.save(checkpoint_number=self._number)
+        # Numbered before it is written: a save that failed half-way (an outage) is
+        # never written over by the next, which may come after the index named it.
         self._number += 1
-        return path
+        return self._manager.save(checkpoint_number=self._number - 1)

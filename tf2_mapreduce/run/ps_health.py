@@ -6,6 +6,7 @@ import time
 
 import tensorflow as tf
 
+from tf2_mapreduce import storage
 from tf2_mapreduce.cluster import spec as cluster_spec
 from tf2_mapreduce.errors import ClusterError, JobFailed, connectivity_errors, op_error_cause
 from tf2_mapreduce.run import failures
@@ -57,9 +58,9 @@ class PsHealth:
         while True:
             try:
                 return read()
-            except CONNECTIVITY_ERRORS:
-                if self.down() or time.monotonic() > deadline:
-                    raise
+            except CONNECTIVITY_ERRORS as e:
+                if self.down() or time.monotonic() > deadline or storage.outage_cause(e):
+                    raise  # an outage of storage (a checkpoint's) is not the cluster's
             stop = self._interrupted()
             if stop is not None:
                 raise stop

@@ -8,7 +8,7 @@ import uuid
 import numpy as np
 import tensorflow as tf
 
-from tf2_mapreduce import log
+from tf2_mapreduce import log, storage
 from tf2_mapreduce.errors import JobFailed, op_error_cause
 from tf2_mapreduce.run import checkpoint as checkpoint_lib
 from tf2_mapreduce.state.counters import ChangedFiles, StopFlag, WorkerSteps
@@ -61,7 +61,7 @@ class RunState:
     def _restore(self):
         """Restores the newest readable checkpoint; returns its path, or None if there
         is none. Safe to retry, since a restore overwrites the whole state."""
-        path = self.checkpoint.restore()
+        path = storage.retrying(self.checkpoint.restore, self.checkpoint.directory)
         if path is None:
             # A restore that failed on one ps's files may have restored another's
             # (docs/runtime.md): a run that starts over must not keep any of it.
@@ -102,19 +102,34 @@ class RunState:
         """{piece: size now} of the whole files a map step found changed. Blocking."""
         return self._ps.read(self.changed_files.read)
 
-    def save(self):
-        """Saves a checkpoint now (with a checkpoint directory); blocking."""
+    def save(self) -> bool:
+        """Saves a checkpoint now (with a checkpoint directory); blocking. Returns whether
+        it did: one its storage cannot take (an outage, past TensorFlow's retries) is a
+        warning, the run goes on, and the next save tries again."""
         files_done = self.files_done()
-        path = self._ps.read(self.checkpoint.save)
+        try:
+            path = self._ps.read(self.checkpoint.save)
+        except tf.errors.OpError as e:
+            cause = storage.outage_cause(e)
+            if not cause:
+                raise
+            tf.experimental.async_clear_error()
+            log.warning(
+                "checkpoint not saved: %s cannot be reached (%s); the job goes on, and the next checkpoint tries again"
+                % (self.checkpoint.directory, cause)
+            )
+            return False
         self.saved = (path, files_done)
         log.info("checkpoint saved: %d of %d files done (%s)" % (files_done, len(self.plan.files), path))
+        return True
 
     def save_for_resume(self):
         """Saves a checkpoint if the run has a directory; returns a hint on resuming."""
         if not self.checkpoint:
             return " (without {setting:checkpoint_dir}, a rerun starts over)"
         try:
-            self.save()
+            if not self.save():
+                return "; saving a checkpoint failed (its storage cannot be reached)"
         except tf.errors.OpError as e:
             return "; saving a checkpoint failed (%s)" % op_error_cause(e)
         return "; checkpoint saved (%d of %d files done): the same command resumes from it" % (
