@@ -7,7 +7,7 @@ import sys
 
 from tf2_mapreduce.errors import InputError
 from tf2_mapreduce.inputs import forked
-from tf2_mapreduce.inputs.files import Files, Inputs
+from tf2_mapreduce.inputs.files import Files, Inputs, local_path
 from tf2_mapreduce.inputs.listing import expand
 from tf2_mapreduce.storage import StorageOutage
 
@@ -21,13 +21,17 @@ class BackgroundListing:
     its `InputError`, exactly as `expand` would have. Where a child cannot help (no
     fork, or TensorFlow already imported: its threads do not survive a fork) or dies
     before it answers, `result()` lists in this process instead: the same answer,
-    later. The child dies with this process; `close()` ends it early.
+    later. So are remote specs (gs://...): a child would import TensorFlow to list them,
+    as this process does meanwhile, and two imports at once on 2 cores made a job of 40
+    objects start about 1.5 s later than one listing after the import. The child dies
+    with this process; `close()` ends it early.
     """
 
     def __init__(self, specs: list, on_error: str = "fail"):
         self.specs, self.on_error = list(specs), on_error
         self._child = None
-        if "tensorflow" not in sys.modules and hasattr(os, "fork"):
+        local = all(local_path(spec[1:] if spec.startswith("@") else spec) is not None for spec in self.specs)
+        if local and "tensorflow" not in sys.modules and hasattr(os, "fork"):
             self._child = forked.Forked.start(self._pickled_answer)
 
     def _pickled_answer(self) -> bytes:

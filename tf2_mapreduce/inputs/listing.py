@@ -11,6 +11,7 @@ local paths needs none of it (`listing`).
 import functools
 import glob
 import os
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
@@ -26,6 +27,19 @@ GLOB_CHARS = frozenset("*?[")
 ON_ERROR = ("fail", "skip")
 
 
+# Remote stats in flight at once, and at most this many names' results held at a time.
+_STATS_IN_FLIGHT = 8
+_STATS_AT_ONCE = 1024
+
+
+def _stat_or_error(path):
+    """(`lookup.stat_file(path)`, None), or (None, the `InputError` it raised)."""
+    try:
+        return lookup.stat_file(path), None
+    except InputError as e:
+        return None, e
+
+
 class _Expander:
     def __init__(self, on_error):
         if on_error not in ON_ERROR:
@@ -38,6 +52,7 @@ class _Expander:
         self.seen = {}
         self.walked = set()  # (device, inode) of every local directory walked
         self.real_paths = RealPaths()
+        self._stats = None  # a ThreadPoolExecutor, once a remote directory is listed
 
     def problem(self, error):
         """Raises `error`, or with on_error="skip" records it and carries on."""
@@ -102,20 +117,36 @@ class _Expander:
                 continue
             base = directory if directory.endswith("/") else directory + "/"
             self.result.hidden.extend(base + n for n in names if is_hidden(n.rstrip("/")))
+            names = [name for name in names if not is_hidden(name.rstrip("/"))]
             subdirs = []
-            for name in names:
-                if is_hidden(name.rstrip("/")):
-                    continue
-                if name.endswith("/"):
-                    subdirs.append(base + name.rstrip("/"))
-                    continue
-                try:
-                    self._add(base + name, *lookup.stat_file(base + name))
-                except lookup.Directory:
-                    subdirs.append(base + name)
-                except InputError as e:
-                    self.problem(e)
+            for start in range(0, len(names), _STATS_AT_ONCE):
+                chunk = names[start : start + _STATS_AT_ONCE]
+                files = [base + name for name in chunk if not name.endswith("/")]
+                stats = dict(zip(files, self._pool().map(_stat_or_error, files)))
+                for name in chunk:
+                    if name.endswith("/"):
+                        subdirs.append(base + name.rstrip("/"))
+                        continue
+                    found, error = stats[base + name]
+                    if isinstance(error, lookup.Directory):
+                        subdirs.append(base + name)
+                    elif error is not None:
+                        self.problem(error)
+                    else:
+                        self._add(base + name, *found)
             stack.extend(reversed(subdirs))
+
+    def close(self):
+        if self._stats is not None:
+            self._stats.shutdown()
+
+    def _pool(self):
+        """Threads for a remote directory's stats: each waits on the network (TensorFlow's
+        file systems release the GIL), so several at once list a bucket's objects several
+        times faster."""
+        if self._stats is None:
+            self._stats = ThreadPoolExecutor(_STATS_IN_FLIGHT, thread_name_prefix="tf2_mapreduce-stat")
+        return self._stats
 
     def _add_local_directory(self, top, local):
         """Walks `local` depth first, each directory's files in name order before its
@@ -287,8 +318,11 @@ def expand(specs, on_error="fail"):
     if not specs:
         raise InputError("{setting:input}", "no input given")
     expander = _Expander(on_error)
-    for spec in specs:
-        expander.add_spec(spec)
+    try:
+        for spec in specs:
+            expander.add_spec(spec)
+    finally:
+        expander.close()
     expander.result.files = Files(
         expander.paths,
         np.fromiter(expander.sizes, np.int64, len(expander.sizes)),
