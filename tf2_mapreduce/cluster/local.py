@@ -106,7 +106,7 @@ class ChildServers:
         """Starts every ps and worker (once); returns at once (see `cluster_spec.wait_for_tasks`)."""
         if self.processes:
             return
-        env = dict(os.environ, **TASK_ENV)
+        env = {**TASK_ENV, **os.environ}  # what the user set wins
         env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
         for role, index, _ in self.spec.tasks():
             env["TF_CONFIG"] = self.spec.tf_config(role, index)
