@@ -20,13 +20,17 @@ uncompressed TFRecord file of 4 GB: vocab with one worker and with two (the file
 byte ranges), and one tf.data pass. "layouts" are directories hard to list (60,000 hard
 links of 300 files; 1,000,000 files in one directory; as many in a 3-level tree): the
 default command's start-up against Python's import of TensorFlow, and the coordinator's
-peak RSS. Each contender runs --repeats times,
+peak RSS. "storage" is 40 of the small files as objects of a Cloud Storage server on
+loopback (the tests' emulator behind a TLS proxy): the default command on them against
+the same files on local disk, and with 5% of the reads answered 503 (TensorFlow's own
+retry settings). Each contender runs --repeats times,
 in turns; the report gives medians with their range, ratios against wc -w and Pool(2),
 and the performance targets, each met or not. Every run's result must agree with the
 others, or the benchmark fails. Peak RSS is reported per role (coordinator, ps,
 worker), start-up (imports, cluster) apart from the map phase.
 """
 
+import atexit
 import collections
 import functools
 import glob
@@ -68,7 +72,7 @@ flags.DEFINE_integer(
 )
 flags.DEFINE_list(
     "parts",
-    ["small", "tiny", "huge", "giant", "examples", "record", "layouts"],
+    ["small", "tiny", "huge", "giant", "examples", "record", "layouts", "storage"],
     "Parts of the corpus to time (all are made).",
 )
 flags.DEFINE_list("clusters", ["1x2", "1x1", "2x2"], "Local clusters to time, as PSxWORKERS.")
@@ -97,6 +101,9 @@ TFDATA_ONE = "tf.data + parse_example, 1 process"
 TF_IMPORT = "python -c 'import tensorflow'"
 VOCAB_ONE_WORKER = "tf2_mapreduce vocab 1ps+1w processes"
 VOCAB_TWO_WORKERS = "tf2_mapreduce vocab 1ps+2w processes"
+STORAGE_LOCAL = "default command, local disk"
+STORAGE_GCS = "default command, gs:// (loopback server)"
+STORAGE_503 = "default command, gs://, 5% of reads 503"
 FEATURES = ("query", "tags", "user_id")
 EXAMPLE_BYTES = 293  # a make_examples.py example with --embedding_dim 64, GZIP'd (measured)
 TINY_PER_DIRECTORY = 1000
@@ -178,6 +185,7 @@ def make_corpus(directory):
     parts["examples"] = make_examples(os.path.join(directory, "examples"))
     parts["record"] = make_record_file(os.path.join(directory, "record"), parts["examples"])
     parts["layouts"] = make_layouts(os.path.join(directory, "layouts"))
+    parts["storage"] = parts["small"][:40]
     return {name: paths for name, paths in parts.items() if paths}
 
 
@@ -718,9 +726,10 @@ def run_layout(directory):
     return seconds, rss, found
 
 
-def run_ours(paths, job, num_ps, num_workers, local_cluster="processes"):
+def run_ours(paths, job, num_ps, num_workers, local_cluster="processes", env=None):
+    """Our job on `paths`, given as an @list, or as `--input` itself if one string."""
     listing = tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False)
-    listing.write("\n".join(paths))
+    listing.write("\n".join(paths) if not isinstance(paths, str) else "")
     listing.close()
     output = tempfile.mktemp(suffix=".json" if job == "wordcount" else ".tsv")
     command = [
@@ -729,7 +738,7 @@ def run_ours(paths, job, num_ps, num_workers, local_cluster="processes"):
         "tf2_mapreduce.coordinator",
         "--job=" + job,
         "--input",
-        "@" + listing.name,
+        paths if isinstance(paths, str) else "@" + listing.name,
         "--num_ps=%d" % num_ps,
         "--num_workers=%d" % num_workers,
         "--output",
@@ -737,7 +746,7 @@ def run_ours(paths, job, num_ps, num_workers, local_cluster="processes"):
         "--progress_every=60",
         "--local_cluster=" + local_cluster,
     ]
-    seconds, rss, out = measure(command)
+    seconds, rss, out = measure(command, env)
     os.unlink(listing.name)
     if job == "wordcount":
         result = json.load(open(output))
@@ -773,7 +782,7 @@ def main(argv):
     parts = make_corpus(FLAGS.dir)
     rows = []
     spark = _importable("pyspark") and shutil.which("java")
-    for part in [p for p in PARTS + ("examples", "record", "layouts") if p in parts and p in FLAGS.parts]:
+    for part in [p for p in PARTS + ("examples", "record", "layouts", "storage") if p in parts and p in FLAGS.parts]:
         paths = parts[part]
         print("%s: %d files, %.0f MB" % (part, len(paths), sum(os.path.getsize(p) for p in paths) / MB), flush=True)
         size = sum(os.path.getsize(p) for p in paths) / MB
@@ -806,6 +815,17 @@ def _contenders(part, paths, spark):
     Counter, our vocab job, and our stats job of the same features and of every feature.
     Every part gets the plain peers and the default command; the small files get every
     cluster size and peer; word frequencies run on the small files and the huge file."""
+    if part == "storage":
+        import bench_storage
+
+        bucket = bench_storage.Bucket(paths, tempfile.mkdtemp(prefix="tf2_mapreduce-bench-gcs-"))
+        atexit.register(bucket.stop)
+        remote = functools.partial(run_ours, bucket.directory, "wordcount", 1, 2, "inprocess", bucket.env)
+        return [
+            (STORAGE_LOCAL, functools.partial(run_ours, paths, "wordcount", 1, 2, "inprocess")),
+            (STORAGE_GCS, remote),
+            (STORAGE_503, lambda: bucket.failing(remote)),
+        ]
     if part == "layouts":
         return [(TF_IMPORT, run_tf_import)] + [
             ("wordcount: " + os.path.basename(d), functools.partial(run_layout, d)) for d in paths
@@ -915,7 +935,7 @@ def report_words(rows):
     failures = []
     for part in dict.fromkeys(r["part"] for r in rows):
         group = [r for r in rows if r["part"] == part]
-        wc = next(r for r in group if r["run"] == "wc -w")
+        wc = next((r for r in group if r["run"] == "wc -w"), None)  # none in "storage"
         pool = {
             kind: next((r for r in group if r["run"] == name), None)
             for kind, name in (("words", POOL), ("freq", POOL_FREQ))
@@ -940,7 +960,7 @@ def report_words(rows):
             )
             peer = pool["freq" if r["run"].startswith("freq:") else "words"]
             print(
-                "| %s | %s | %.2f (%.2f-%.2f) | %.0f | %.2fx | %s | %s | %s | %s | %s | %s |"
+                "| %s | %s | %.2f (%.2f-%.2f) | %.0f | %s | %s | %s | %s | %s | %s | %s |"
                 % (
                     part,
                     r["run"],
@@ -948,7 +968,7 @@ def report_words(rows):
                     r["low"],
                     r["high"],
                     mb_s,
-                    wc["seconds"] / r["seconds"],
+                    "%.2fx" % (wc["seconds"] / r["seconds"]) if wc else "",
                     "%.2fx" % (r["seconds"] / peer["seconds"]) if peer else "",
                     startup,
                     steady,
@@ -1104,6 +1124,8 @@ def targets(rows):
                 )
                 peak = r["rss"].get("main", 0)
                 checks.append(("%s: coordinator peak RSS < 1500 MB" % r["run"], "%.0f MB" % peak, peak < 1500))
+    ratio("storage", STORAGE_GCS, STORAGE_LOCAL, 1.5, "the same 40 files on gs://, end to end")
+    ratio("storage", STORAGE_503, STORAGE_GCS, 1.3, "with 5% of reads answered 503")
     if ("tiny", DEFAULT) in by:
         peak = by["tiny", DEFAULT]["rss"].get("main", 0)  # the coordinator: the command itself
         checks.append(("tiny: coordinator peak RSS (1M files: < 1500 MB)", "%.0f MB" % peak, None))
