@@ -223,8 +223,9 @@ class AtomicFile:
 def put_in_place(file, temporary, path):
     """Closes `file`, written at `temporary`, and renames it to `path`, through an outage
     of their storage (`storage.retrying`). A remote file is uploaded whole by its flush
-    (TensorFlow's clients hold it on local disk until then): the flush is what is
-    retried, as a failed close cannot be. Blocking."""
+    (TensorFlow's clients hold it on local disk until then), which can be tried again
+    until it succeeds; the close then has nothing left to upload (docs/runtime.md, G10).
+    Blocking."""
     storage.retrying(file.flush, temporary)
     file.close()
     storage.retrying(lambda: _gfile().rename(temporary, path, overwrite=True), path)

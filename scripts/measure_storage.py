@@ -1,0 +1,217 @@
+"""Re-measures what TensorFlow's gs:// client does when Cloud Storage fails (docs/runtime.md,
+G6-G10), against the tests' server on loopback failing by rule: prints what was seen, PASS or
+FAIL per fact; exit status 1 if any differs. About 30 s (three processes import TensorFlow)."""
+
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(REPO, "tests"))
+
+# The settings a process is measured with: TensorFlow's own, the package's (cluster.spec.TASK_ENV),
+# and the tests' (helpers/gcs_server.py: two retries at once).
+SETTINGS = {
+    "tensorflow": {},
+    "ours": {"GCS_RETRY_CONFIG_INIT_DELAY_TIME_US": "100000"},
+    "tests": {"GCS_RETRY_CONFIG_INIT_DELAY_TIME_US": "0", "GCS_RETRY_CONFIG_MAX_RETRIES": "2"},
+}
+
+
+def _server(settings):
+    """The test server with one object, and this process set to reach it (before TF's gs://
+    file system is made, which reads its settings once)."""
+    from helpers.gcs_server import GcsServer
+
+    server = GcsServer(tempfile.mkdtemp(prefix="tf2_mapreduce-measure-"))
+    server.create_bucket("m")
+    server.put("m", "d/a.txt", b"one two three\n" * 1000)
+    env = server.env(os.environ)
+    for name in ("GCS_RETRY_CONFIG_INIT_DELAY_TIME_US", "GCS_RETRY_CONFIG_MAX_RETRIES"):
+        env.pop(name, None)
+    os.environ.clear()
+    os.environ.update(env, **SETTINGS[settings])
+    return server
+
+
+def _caught(fn):
+    try:
+        return "ok: %r" % (fn(),)
+    except Exception as e:  # noqa: BLE001 - what the call raises is the measurement
+        message = re.sub(r"^\{\{function_node [^}]*\}\}\s*", "", str(e)).splitlines()[0][:120]
+        return "%s: %s" % (type(e).__name__, message)
+
+
+def probe_retry_wait():
+    """G6: seconds one read takes when its first request is answered 503."""
+    from helpers.storage_faults import STATUS, Fault
+
+    server = _server(sys.argv[2])
+    import tensorflow as tf
+
+    tf.io.gfile.stat("gs://m/d/a.txt")  # made and cached: the read alone is timed
+    server.faults.add(Fault(STATUS, kinds=("read",), status=503, times=1))
+    started = time.monotonic()
+    tf.io.read_file("gs://m/d/a.txt")
+    return {"seconds": time.monotonic() - started}
+
+
+def probe_faults():
+    """G7-G10, with the tests' settings: what reaches a caller when the retries run out."""
+    from helpers.storage_faults import STATUS, Fault
+
+    server = _server("tests")
+    import tensorflow as tf
+    from tensorflow.python.lib.io import _pywrap_file_io
+
+    seen = {}
+
+    def faulty(name, fault, fn):
+        server.faults.clear()
+        server.faults.add(fault)
+        seen[name] = _caught(fn)
+        server.faults.clear()
+
+    for status in (503, 429, 500, 403, 404):
+        faulty(
+            "read %d" % status, Fault(STATUS, kinds=("read",), status=status), lambda: tf.io.read_file("gs://m/d/a.txt")
+        )
+    listing = Fault(STATUS, kinds=("list",), status=503)
+    faulty("walk", listing, lambda: list(tf.io.gfile.walk("gs://m/d")))
+    faulty("isdir", listing, lambda: tf.io.gfile.isdir("gs://m/d"))
+    faulty("listdir", listing, lambda: tf.io.gfile.listdir("gs://m/d"))
+    faulty("GetChildren", listing, lambda: _pywrap_file_io.GetChildren("gs://m/d"))
+    index = Fault(STATUS, kinds=("read", "stat"), objects="m/ckpt/checkpoint", status=503)
+    server.put("m", "ckpt/checkpoint", b'model_checkpoint_path: "ckpt-1"\nall_model_checkpoint_paths: "ckpt-1"\n')
+    server.put("m", "ckpt/ckpt-1.index", b"")
+    checkpoint = tf.train.Checkpoint(v=tf.Variable(1))
+    faulty("CheckpointManager", index, lambda: tf.train.CheckpointManager(checkpoint, "gs://m/ckpt", 3).checkpoints)
+    server.faults.add(Fault(STATUS, kinds=("write",), objects="m/out/*", status=503))
+    written = tf.io.gfile.GFile("gs://m/out/x.txt", "w")
+    written.write("x")
+    seen["close"] = _caught(written.close)
+    seen["close again"] = _caught(written.close)
+    server.faults.clear()
+    seen["object after a failed close"] = repr(server.get("m", "out/x.txt"))
+    seen["close again, storage back"] = _caught(written.close)  # or its destructor would, as it likes
+    flushed = tf.io.gfile.GFile("gs://m/out/y.txt", "w")
+    flushed.write("y")
+    server.faults.add(Fault(STATUS, kinds=("write",), objects="m/out/*", status=503))
+    seen["flush"] = _caught(flushed.flush)
+    server.faults.clear()
+    seen["flush again"] = _caught(flushed.flush)
+    uploads = len(server.writes)
+    flushed.close()
+    seen["uploads by close after a flush"] = len(server.writes) - uploads
+    seen["object after the flush"] = (server.get("m", "out/y.txt") or b"").decode()
+    return seen
+
+
+PROBES = {"retry_wait": probe_retry_wait, "faults": probe_faults}
+
+
+def _child(probe, settings=""):
+    run = subprocess.run(
+        [sys.executable, os.path.abspath(__file__), probe, settings],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"),
+    )
+    if run.returncode != 0:
+        sys.exit("probe %s failed:\n%s" % (probe, run.stderr[-3000:]))
+    return json.loads(run.stdout.strip().splitlines()[-1])
+
+
+def main():
+    if len(sys.argv) > 1:
+        try:
+            print(json.dumps(PROBES[sys.argv[1]]()))
+        except BaseException:  # noqa: BLE001 - said, then the exit below, which the server's threads would stop
+            traceback.print_exc()
+            os._exit(1)
+        sys.stdout.flush()
+        os._exit(0)
+    waits = {settings: _child("retry_wait", settings)["seconds"] for settings in ("tensorflow", "ours")}
+    seen = _child("faults")
+    gave_up = "All 2 retry attempts failed"
+    facts = [
+        (
+            "G6",
+            "a read answered 503 once, TF's settings: waits 1 s + up to 1 s",
+            waits["tensorflow"],
+            1.0 <= waits["tensorflow"] < 2.5,
+        ),
+        ("G6", "the same, ours (first retry after 0.1 s + up to 1 s)", waits["ours"], 0.1 <= waits["ours"] < 1.5),
+    ]
+    for status in (503, 429, 500):
+        facts.append(
+            (
+                "G7",
+                "read %d, retried, then" % status,
+                seen["read %d" % status],
+                seen["read %d" % status].startswith("AbortedError: " + gave_up),
+            )
+        )
+    facts.append(
+        ("G7", "read 403, not retried", seen["read 403"], seen["read 403"].startswith("PermissionDeniedError"))
+    )
+    facts.append(("G7", "read 404, not retried", seen["read 404"], seen["read 404"].startswith("NotFoundError")))
+    facts.append(("G8", "gfile.walk under list 503", seen["walk"], seen["walk"] == "ok: []"))
+    facts.append(("G8", "gfile.isdir under list 503", seen["isdir"], seen["isdir"] == "ok: False"))
+    facts.append(("G8", "gfile.listdir under list 503", seen["listdir"], seen["listdir"].startswith("NotFoundError")))
+    facts.append(("G8", "GetChildren under list 503", seen["GetChildren"], gave_up in seen["GetChildren"]))
+    facts.append(
+        (
+            "G9",
+            "CheckpointManager, its index answered 503",
+            seen["CheckpointManager"],
+            seen["CheckpointManager"] == "ok: []",
+        )
+    )
+    facts.append(("G10", "GFile.close, upload answered 503", seen["close"], gave_up in seen["close"]))
+    facts.append(("G10", "close again: uploads again", seen["close again"], gave_up in seen["close again"]))
+    facts.append(
+        (
+            "G10",
+            "close again, storage back",
+            seen["close again, storage back"],
+            seen["close again, storage back"] == "ok: None",
+        )
+    )
+    facts.append(
+        (
+            "G10",
+            "the object after it",
+            seen["object after a failed close"],
+            seen["object after a failed close"] == "None",
+        )
+    )
+    facts.append(("G10", "GFile.flush, upload answered 503", seen["flush"], gave_up in seen["flush"]))
+    facts.append(("G10", "flush again, storage back", seen["flush again"], seen["flush again"] == "ok: None"))
+    facts.append(
+        (
+            "G10",
+            "uploads by close after that flush",
+            seen["uploads by close after a flush"],
+            seen["uploads by close after a flush"] == 0,
+        )
+    )
+    facts.append(
+        ("G10", "the object after them", seen["object after the flush"], seen["object after the flush"] == "y")
+    )
+    failed = 0
+    for fact_id, what, shown, ok in facts:
+        shown = "%.2f s" % shown if isinstance(shown, float) else shown
+        print("%s  %s %s: %s" % ("PASS" if ok else "FAIL", fact_id, what, shown))
+        failed += not ok
+    sys.exit(1 if failed else 0)
+
+
+if __name__ == "__main__":
+    main()
