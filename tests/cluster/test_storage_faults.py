@@ -9,11 +9,14 @@ import gzip
 import json
 import os
 import re
+import subprocess
+import sys
 import time
 from collections import Counter
 
 import pytest
 from helpers.bucket import cli, stocked_server
+from helpers.processes import REPO, die_with_the_tests, task_env
 from helpers.storage_faults import REFUSE, RESET, STALL, STATUS, Fault
 
 OUTAGE_EXIT = 75
@@ -219,3 +222,57 @@ def test_checkpoints_on_storage_that_fails_are_retried_and_a_rerun_resumes_throu
     assert restores.hits > 0
     assert "files already done" in run.stderr and "cannot be read" not in run.stderr, run.stderr
     assert {f["path"]: f["words"] for f in result["per_file"] if f["path"] in words} == words
+
+
+def _threads_and_sockets(pid):
+    with open("/proc/%d/status" % pid) as f:
+        threads = next(int(line.split()[1]) for line in f if line.startswith("Threads:"))
+    sockets = 0
+    for fd in os.listdir("/proc/%d/fd" % pid):
+        try:
+            sockets += os.readlink("/proc/%d/fd/%s" % (pid, fd)).startswith("socket:")
+        except OSError:  # closed meanwhile
+            pass
+    return threads, sockets
+
+
+def test_threads_and_connections_stay_bounded_through_a_long_outage(gcs, server, tmp_path):
+    """Every read answered 503 for 12 s: the in-process cluster (the coordinator and every
+    server in one process) keeps as many threads and sockets at the end as after its first
+    seconds. (ClusterCoordinator re-running a step it took for a dead worker's leaked
+    about 4 threads a cycle, and once took a machine's every process id.)"""
+    _, copies = gcs
+    fault = Fault(STATUS, kinds=("read",), status=503, seconds=12.0)
+    server.faults.add(fault)
+    output = tmp_path / "result.json"
+    with open(tmp_path / "stderr", "wb") as stderr:
+        job = subprocess.Popen(
+            [sys.executable, "-m", "tf2_mapreduce.coordinator", "--input", "gs://data/corpus", "--output", str(output)],
+            env=server.env(task_env()),
+            stdout=subprocess.DEVNULL,
+            stderr=stderr,
+            cwd=REPO,
+            preexec_fn=die_with_the_tests,
+        )
+        try:
+            deadline = time.monotonic() + 120
+            while not fault.hits:
+                assert job.poll() is None and time.monotonic() < deadline, "no read reached the server"
+                time.sleep(0.05)  # polls the server's count of failed reads
+            first = time.monotonic()
+            samples = []  # (seconds into the outage, threads, sockets)
+            while job.poll() is None and time.monotonic() - first < fault.seconds:
+                samples.append((time.monotonic() - first, *_threads_and_sockets(job.pid)))
+                time.sleep(0.25)  # the sampling interval
+            assert job.wait(120) == 0, (tmp_path / "stderr").read_text()
+        finally:
+            job.kill()
+    early = [s for s in samples if s[0] < 3]
+    late = [s for s in samples if s[0] >= 8]
+    assert early and late, samples
+    assert max(s[1] for s in late) <= max(s[1] for s in early) + 8, samples
+    assert max(s[2] for s in late) <= max(s[2] for s in early) + 8, samples
+    words = corpus_words(copies)
+    result = json.load(open(output))
+    assert {f["path"]: f["words"] for f in result["per_file"] if f["path"] in words} == words
+    assert fault.hits > 10
