@@ -16,6 +16,7 @@ from tf2_mapreduce import log
 from tf2_mapreduce.errors import Error
 
 __all__ = [
+    "Outage",
     "OUTAGE_EXIT",
     "OUTAGE_MARK",
     "outage_path",
@@ -120,26 +121,42 @@ class Patience:
         succeeds, fails otherwise (raised as it is), or has failed for `timeout` s
         (`StorageOutage` naming `path`). Blocking. `fn` must be safe to call again: a
         read, or a write whose result is not visible until it succeeds."""
-        started = None
-        delay = self.first
+        outage = None
         while True:
             try:
                 value = fn()
-                if started is not None:
-                    log.info("%s: storage reached again after %.0fs" % (path, time.monotonic() - started))
+                if outage is not None:
+                    log.info("%s: storage reached again after %.0fs" % (path, time.monotonic() - outage.since))
                 return value
             except Exception as e:  # noqa: BLE001 - only an outage is retried; the rest raised as it is
                 cause = outage_cause(e)
                 if cause is None:
                     raise
-            now = time.monotonic()
-            started = started or now
-            waited = now - started
-            if waited >= self.timeout:
-                raise StorageOutage(path, cause, waited) from None
-            self.on_wait(path, cause, waited, self.timeout - waited)
-            time.sleep(min(delay, self.longest, self.timeout - waited))  # a retry interval, not a wait for a result
-            delay *= 2
+            outage = outage or Outage(self)
+            time.sleep(outage.next_wait(path, cause))  # a retry interval, not a wait for a result
+
+
+class Outage:
+    """One outage, waited out with `patience`: since when it lasts, and how long to wait
+    before the next try (from `patience.first` s, doubling to `patience.longest`)."""
+
+    def __init__(self, patience: Patience):
+        self.patience = patience
+        self.since = time.monotonic()
+        self._pause = patience.first
+
+    def next_wait(self, path: str, cause: str, resume: Callable[[], str] = str) -> float:
+        """Seconds to wait before the next try, told to `patience.on_wait`; raises
+        `StorageOutage` (its text ending with `resume()`) once the outage has lasted
+        `patience.timeout` s. Non-blocking."""
+        waited = time.monotonic() - self.since
+        if waited >= self.patience.timeout:
+            raise StorageOutage(path, cause, waited, resume()) from None
+        left = self.patience.timeout - waited
+        self.patience.on_wait(path, cause, waited, left)
+        pause = min(self._pause, self.patience.longest, left)
+        self._pause *= 2
+        return pause
 
 
 def log_wait(path: str, cause: str, waited: float, left: float) -> None:

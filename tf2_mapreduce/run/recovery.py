@@ -33,7 +33,7 @@ class Recovery:
         self.groups = []
         self.skipped = {}
         self._transient_since = None
-        self._outage = None  # (since, pieces done then, the next wait) while steps meet an outage
+        self._outage = None  # (storage.Outage, pieces done when it began) while steps meet an outage
 
     def groups_for(self, pending) -> list:
         """The groups of the next round over `pending` pieces. Pieces committed on some ps
@@ -95,19 +95,11 @@ class Recovery:
         `StorageOutage` (a checkpoint saved) once that has gone on for `patience.timeout` s.
         The wait ends early for a stop request. Blocking."""
         done = self.state.figures().pieces_done
-        now = time.monotonic()
         if self._outage is None or done > self._outage[1]:
-            self._outage = (now, done, self.patience.first)
-        since, _, pause = self._outage
-        waited = now - since
+            self._outage = (storage.Outage(self.patience), done)
         path = storage.outage_path(error) or "an input"
         cause = storage.outage_cause(error) or op_error_cause(error)
-        if waited >= self.patience.timeout:
-            raise storage.StorageOutage(path, cause, waited, self.state.save_for_resume())
-        left = self.patience.timeout - waited
-        self.patience.on_wait(path, cause, waited, left)
-        self.wake.wait(min(pause, self.patience.longest, left))
-        self._outage = (since, done, 2 * pause)
+        self.wake.wait(self._outage[0].next_wait(path, cause, self.state.save_for_resume))
 
     def _transient(self, error) -> bool:
         """Whether `error` is workers failing to reach ps tasks that are, in fact, fine;
