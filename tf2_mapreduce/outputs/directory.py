@@ -12,6 +12,7 @@ import uuid
 
 from tf2_mapreduce import storage
 from tf2_mapreduce.errors import OutputError, UsageError, cause_of
+from tf2_mapreduce.inputs import lookup
 from tf2_mapreduce.inputs.files import local_path
 from tf2_mapreduce.outputs import files as output
 
@@ -207,7 +208,7 @@ class ResultDirectory:
     def _listing(self):
         if self.local is not None:
             return sorted(os.listdir(self.local))
-        return sorted(name.rstrip("/") for name in storage.retrying(lambda: _gfile().listdir(self.path), self.path))
+        return sorted(name.rstrip("/") for name in lookup.children(self.path))
 
     def _manifest(self):
         """The result's manifest; None if there is none, or it is not ours. An outage of
@@ -305,7 +306,7 @@ class ResultDirectory:
         def retried(fn, *paths):
             return storage.retrying(lambda: fn(*paths), paths[-1])
 
-        files = sorted(name.rstrip("/") for name in retried(_gfile().listdir, staging_path))
+        files = sorted(name.rstrip("/") for name in lookup.children(staging_path))
         old = set((self._manifest() or {}).get("files", ()))
         retried(_remove_if_there, _join(self.path, MANIFEST))
         for name in files:

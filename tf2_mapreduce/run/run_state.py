@@ -113,7 +113,6 @@ class RunState:
             cause = storage.outage_cause(e)
             if not cause:
                 raise
-            tf.experimental.async_clear_error()
             log.warning(
                 "checkpoint not saved: %s cannot be reached (%s); the job goes on, and the next checkpoint tries again"
                 % (self.checkpoint.directory, cause)
