@@ -40,6 +40,7 @@ import tf2_mapreduce  # noqa: F401, I001
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 from helpers import oracle_stats, oracles, switched_hosts  # noqa: E402
+from helpers.storage_faults import REFUSE, RESET, STALL, STATUS, Fault  # noqa: E402
 
 from tf2_mapreduce.cluster import orphans  # noqa: E402
 from tf2_mapreduce.outputs import files as output  # noqa: E402  (its unescape reads a per-key table back)
@@ -61,6 +62,7 @@ FAULTS = (
     "stop_worker",
     "second_job",
     "cut_link",
+    "storage_outage",
 )
 NUM_PS, NUM_WORKERS = 2, 3
 COORDINATOR_TIMEOUT = 240  # seconds a coordinator may run before the round fails
@@ -245,8 +247,9 @@ def check_stats(directory, stats):
             raise Failed("feature %s: %s differ from the oracle's" % (name, ", ".join(wrong) or "presence"))
 
 
-def check_result(job, path, expected):
-    """Raises `Failed` unless the result file at `path` is the oracle's, whole."""
+def check_result(job, path, expected, local=lambda path: path):
+    """Raises `Failed` unless the result file at `path` is the oracle's, whole; `local`
+    maps a path the result names to the corpus's (the bucket's copy to the file)."""
     per_file, counts, vocab, stats = expected
     if job == "vocab":
         check_vocabularies(path, vocab)
@@ -272,7 +275,7 @@ def check_result(job, path, expected):
     with open(path) as f:
         document = json.load(f)
     names = ("lines", "words", "bytes") if job == "wc" else ("words",)
-    got = {row["path"]: tuple(row[name] for name in names) for row in document["per_file"]}
+    got = {local(row["path"]): tuple(row[name] for name in names) for row in document["per_file"]}
     want = {p: (values if job == "wc" else values[1:2]) for p, values in per_file.items()}
     if got != want:
         wrong = sorted(p for p in set(got) | set(want) if got.get(p) != want.get(p))
@@ -303,6 +306,35 @@ class Loopback:
 
 
 # ---------------------------------------------------------------- one round
+
+
+class Bucket:
+    """The corpus as objects of a Cloud Storage server on loopback, made once, for the
+    rounds whose storage fails (`storage_outage`)."""
+
+    made = None
+
+    def __init__(self, corpus):
+        from helpers.gcs_server import GcsServer
+
+        self.corpus = corpus
+        self.server = GcsServer(tempfile.mkdtemp(prefix="tf2_mapreduce-soak-gcs-"))
+        self.server.create_bucket("soak")
+        for kind, directory in corpus.items():
+            for name in sorted(os.listdir(directory)):
+                with open(os.path.join(directory, name), "rb") as f:
+                    self.server.put("soak", "%s/%s" % (kind, name), f.read())
+
+    @classmethod
+    def of(cls, corpus):
+        if cls.made is None:
+            cls.made = cls(corpus)
+        return cls.made
+
+    def local(self, path):
+        """The corpus file of the object `path` names."""
+        kind, name = path[len("gs://soak/") :].split("/", 1)
+        return os.path.join(self.corpus[kind], name)
 
 
 class Round:
@@ -344,6 +376,7 @@ class Round:
         # reports (while the job runs: most rounds; a time after the first report
         # missed most of the stats job, which maps for a second), or late (often after
         # the job ended).
+        self.bucket = Bucket.of(corpus) if fault == "storage_outage" else None
         self.phase = self.rng.choices(("starting", "running", "late"), weights=(2, 7, 1))[0]
         self.moment = self.rng.uniform(0.0, {"starting": 4.0, "running": 0.8, "late": 10.0}[self.phase])
         self.notes = []
@@ -352,7 +385,7 @@ class Round:
         env = dict(os.environ, GRPC_FAIL_FAST="use_caller", TF_CPP_MIN_LOG_LEVEL="2", PYTHONUNBUFFERED="1")
         env["TF_CONFIG"] = json.dumps({"cluster": self.jobs, "task": {"type": role, "index": index}})
         env[MARK] = self.mark
-        return env
+        return self.bucket.server.env(env) if self.bucket else env
 
     def spawn(self, host, argv, env, log):
         with open(os.path.join(self.dir, log), "ab") as out:
@@ -402,7 +435,7 @@ class Round:
             "tf2_mapreduce.coordinator",
             "--job=%s" % job,
             "--input",
-            self.corpus["examples" if job in EXAMPLE_JOBS else "text"],
+            self.input(job),
             "--output_dir" if job in EXAMPLE_JOBS else "--output",
             output,
             *(["--features=" + ",".join(name for name, _ in FEATURES)] if job == "vocab" else []),
@@ -412,6 +445,10 @@ class Round:
             *extra,
         ]
         return self.spawn("chief", argv, self.env("chief", 0), "coordinator-%d.log" % self.runs)
+
+    def input(self, job):
+        kind = "examples" if job in EXAMPLE_JOBS else "text"
+        return "gs://soak/" + kind if self.bucket else self.corpus[kind]
 
     def output(self, job, n=0):
         if job in EXAMPLE_JOBS:
@@ -532,6 +569,28 @@ class Round:
             proc.send_signal(signal.SIGCONT)
         self.finish(first)
         check_result(self.job, self.output(self.job), self.expected)
+
+    def fault_storage_outage(self, first):
+        """The inputs' storage fails for a while, in one of the ways real storage does;
+        the job waits it out and its result is exact."""
+        if self.at_the_moment(first):
+            fault = Fault(
+                self.rng.choice((STATUS, STATUS, RESET, STALL, REFUSE)),
+                kinds=self.rng.choice((("read",), ("read", "stat"), ("list", "stat", "read"))),
+                status=self.rng.choice((503, 429, 500)),
+                after_bytes=self.rng.randint(0, 4000),
+                stall=1.0,
+                share=self.rng.choice((1.0, 0.5, 0.1)),
+                seconds=self.rng.uniform(1.0, 8.0),
+                seed=self.rng.randrange(1 << 30),
+            )
+            self.bucket.server.faults.add(fault)
+            self.notes.append("%s %s of %s, %.1fs" % (fault.action, fault.share, "/".join(fault.kinds), fault.seconds))
+        try:
+            self.finish(first)
+        finally:
+            self.bucket.server.faults.clear()
+        check_result(self.job, self.output(self.job), self.expected, self.bucket.local)
 
     def fault_cut_link(self, first):
         if self.at_the_moment(first):
