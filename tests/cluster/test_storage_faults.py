@@ -276,3 +276,21 @@ def test_threads_and_connections_stay_bounded_through_a_long_outage(gcs, server,
     result = json.load(open(output))
     assert {f["path"]: f["words"] for f in result["per_file"] if f["path"] in words} == words
     assert fault.hits > 10
+
+
+@pytest.mark.parametrize("on_error", ["fail", "skip"])
+def test_a_stream_cut_short_after_its_size_left_the_clients_cache_is_an_outage(gcs, server, tmp_path, on_error):
+    """TensorFlow's client tells a response cut short only while the object's size is in
+    its 5 s stat cache (docs/runtime.md, G7): after a longer stall, a cut read looked like
+    the end of the file, and the gzip stream a truncated one, a bad input."""
+    _, copies = gcs
+    fault = Fault(RESET, kinds=("read",), objects="data/corpus/zipped.txt.gz", stall=5.5, after_bytes=100, times=1)
+    server.faults.add(fault)
+    run, result = counted(server, ["--input", "gs://data/corpus", "--on_error", on_error], tmp_path)
+    assert run.returncode == 0, run.stderr
+    assert fault.hits == 1
+    words = text_words(copies)
+    assert {f["path"]: f["words"] for f in result["per_file"]} == {
+        path: count for path, count in words.items() if path.startswith("gs://data/corpus/")
+    }
+    assert result["skipped"] == []

@@ -176,8 +176,8 @@ class GcsServer:
                 if fault is not None and fault.action == STATUS:
                     self._fail_with(fault.status)
                     return
-                if fault is not None and fault.action == STALL:
-                    time.sleep(fault.stall)
+                if fault is not None and fault.action in (STALL, RESET):
+                    time.sleep(fault.stall)  # a reset may come after a stall
                 if fault is not None and fault.action == RESET:
                     self.wfile = _ResetAfter(self.wfile, self.connection, fault.after_bytes)
                 if method == "GET":

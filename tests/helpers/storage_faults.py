@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 __all__ = ["Fault", "Faults", "kind_of", "KINDS", "STATUS", "RESET", "STALL", "REFUSE"]
 
 STATUS = "status"  # answer `status` (503, 429, 500...) with a JSON error body
-RESET = "reset"  # answer, but reset the connection after `after_bytes` bytes of the response
+RESET = "reset"  # answer (after `stall` s), but reset the connection after `after_bytes` bytes of the response
 STALL = "stall"  # wait `seconds` before answering (the client's time-outs may fire first)
 REFUSE = "refuse"  # every connection to the server cut and refused (matches whatever the request)
 

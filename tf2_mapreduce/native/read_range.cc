@@ -42,9 +42,9 @@ using tensorflow::tstring;
 
 namespace {
 
-// Reads up to `length` bytes of the file at `path` from `offset` into `contents`, which
-// then holds what was read: fewer bytes if the file ended first (one that shrank after
-// its size was taken reads short, with OutOfRange, which is not an error here).
+// Reads `length` bytes of the file at `path` from `offset` into `contents`; the caller
+// took its size just before. Fewer bytes are a response cut short (an outage), or a file
+// that shrank in between, which the map step's size check finds when it is tried again.
 absl::Status ReadAt(tensorflow::Env* env, const std::string& path, int64_t offset, size_t length,
                     tstring* contents) {
   std::unique_ptr<tensorflow::RandomAccessFile> file;
@@ -57,6 +57,7 @@ absl::Status ReadAt(tensorflow::Env* env, const std::string& path, int64_t offse
     std::memmove(&(*contents)[0], read.data(), read.size());
   }
   contents->resize(read.size());
+  if (read.size() < length) return tf2_mapreduce::CutShort(path, offset + read.size(), offset + length);
   return absl::OkStatus();
 }
 

@@ -9,6 +9,7 @@
 #ifndef TF2_MAPREDUCE_NATIVE_STORAGE_STATUS_H_
 #define TF2_MAPREDUCE_NATIVE_STORAGE_STATUS_H_
 
+#include <cstdint>
 #include <string>
 
 #include "absl/status/status.h"
@@ -33,6 +34,17 @@ inline absl::Status FromStorage(absl::Status status, const std::string& path) {
   if (body != std::string::npos) cause.resize(body);
   if (cause.size() > 400) cause.resize(400);
   return absl::InternalError(std::string(kStorageOutage) + cause + " when reading " + path);
+}
+
+// A read that ended at `offset`, before `size`, the length the file had just before it
+// was read: a response cut short. TensorFlow's gs:// client says so itself ("File
+// contents are inconsistent") only while the object's size is in its stat cache, for 5 s
+// (docs/runtime.md, G7); past that, a cut read looks like the file's end. An outage, so:
+// a file that really shrank fails the map step's size check when it is tried again.
+inline absl::Status CutShort(const std::string& path, uint64_t offset, uint64_t size) {
+  return FromStorage(absl::InternalError("File contents are inconsistent for file: " + path + " @ " +
+                                         std::to_string(offset) + " of " + std::to_string(size) + " bytes"),
+                     path);
 }
 
 }  // namespace tf2_mapreduce

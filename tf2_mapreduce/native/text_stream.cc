@@ -129,7 +129,9 @@ absl::Status ReadOnce(RandomAccessFile* file, uint64_t offset, size_t n, char* d
 // a record, or the record reader's buffer).
 class PlainSource : public Source {
  public:
-  PlainSource(std::unique_ptr<RandomAccessFile> file, uint64_t start) : file_(std::move(file)), offset_(start) {}
+  // `size`: the file's, taken just before it is read: its end before that is a response cut short.
+  PlainSource(std::unique_ptr<RandomAccessFile> file, uint64_t start, const std::string& path, uint64_t size)
+      : file_(std::move(file)), offset_(start), path_(path), size_(size) {}
 
   absl::Status Read(char* dst, size_t n, size_t* got) override {
     *got = 0;
@@ -141,25 +143,28 @@ class PlainSource : public Source {
   absl::Status ReadSome(char* dst, size_t n, size_t* got) {
     TF_RETURN_IF_ERROR(ReadOnce(file_.get(), offset_, n, dst, got, &eof_));
     offset_ += *got;
+    if (eof_ && offset_ < size_) return tf2_mapreduce::CutShort(path_, offset_, size_);
     return absl::OkStatus();
   }
 
   std::unique_ptr<RandomAccessFile> file_;
   tensorflow::uint64 offset_;
+  const std::string path_;
+  const tensorflow::uint64 size_;
   bool eof_ = false;
 };
 
 // The file inflated, member after member (GZIP) or its one stream (ZLIB).
 class InflatingSource : public Source {
  public:
-  InflatingSource(const std::string& path, std::unique_ptr<RandomAccessFile> file, const std::string& kind,
-                  const ZlibOptions& options)
+  InflatingSource(const std::string& path, std::unique_ptr<RandomAccessFile> file, uint64_t size,
+                  const std::string& kind, const ZlibOptions& options)
       : path_(path),
         kind_(kind),
         gzip_(kind == "GZIP"),
         window_bits_(options.window_bits),
         input_(options.input_buffer_size),
-        plain_(std::move(file), 0) {
+        plain_(std::move(file), 0, path, size) {
     std::memset(&stream_, 0, sizeof(stream_));
   }
 
@@ -250,11 +255,13 @@ absl::Status Source::Open(Env* env, const std::string& path, const std::string& 
   }
   std::unique_ptr<RandomAccessFile> file;
   TF_RETURN_IF_ERROR(tf2_mapreduce::FromStorage(env->NewRandomAccessFile(path, &file), path));
+  tensorflow::uint64 size = 0;
+  TF_RETURN_IF_ERROR(tf2_mapreduce::FromStorage(env->GetFileSize(path, &size), path));
   if (compression.empty()) {
-    *source = std::make_unique<PlainSource>(std::move(file), start);
+    *source = std::make_unique<PlainSource>(std::move(file), start, path, size);
   } else {
     const ZlibOptions options = compression == "GZIP" ? ZlibOptions::GZIP() : ZlibOptions::DEFAULT();
-    *source = std::make_unique<InflatingSource>(path, std::move(file), compression, options);
+    *source = std::make_unique<InflatingSource>(path, std::move(file), size, compression, options);
   }
   return absl::OkStatus();
 }
