@@ -103,7 +103,7 @@ def _manager(checkpoint, directory, max_to_keep, attempts=3):
         manager = tf.train.CheckpointManager(checkpoint, directory, max_to_keep=max_to_keep)
         if manager.checkpoints or not listed:
             return manager
-        storage.retrying(lambda: _listed(directory), directory)
+        _listed(directory)  # waits while the index cannot be read; then the manager reads it again
     return manager
 
 
