@@ -135,8 +135,8 @@ def test_a_worker_that_comes_back_after_the_end_is_told_and_exits_0(tmp_path, pr
     assert "the job is over, exiting" in cluster.log("worker", 1)
 
 
-def test_an_earlier_coordinators_late_end_of_job_message_is_ignored(tmp_path, processes):
-    from tf2_mapreduce.cluster import channel as server_channel
+def serving_pair(tmp_path, processes):
+    """A ps and a worker started and serving, and their `ClusterSpec` as a chief sees it."""
     from tf2_mapreduce.cluster import spec as cluster_spec
 
     cluster = ConfiguredCluster(tmp_path, processes, num_ps=1, num_workers=1)
@@ -144,7 +144,13 @@ def test_an_earlier_coordinators_late_end_of_job_message_is_ignored(tmp_path, pr
     for role, index in cluster.tasks:
         wait_serving(cluster, role, index)
     jobs = {role: [cluster.addresses[role, 0]] for role in ("chief", "ps", "worker")}
-    tasks = cluster_spec.ClusterSpec(jobs, "chief", 0)
+    return cluster, cluster_spec.ClusterSpec(jobs, "chief", 0)
+
+
+def test_an_earlier_coordinators_late_end_of_job_message_is_ignored(tmp_path, processes):
+    from tf2_mapreduce.cluster import channel as server_channel
+
+    cluster, tasks = serving_pair(tmp_path, processes)
     earlier, current = server_channel.new_coordinator_id(), server_channel.new_coordinator_id()
     with server_channel.Heartbeats(tasks, current) as heartbeats:
         deadline = time.monotonic() + SERVER_EXIT_TIMEOUT
@@ -165,17 +171,11 @@ def test_a_worker_killed_while_being_told_and_back_1_to_6s_later_is_told_and_exi
     is over, and is restarted a few seconds later. Frozen first, it is killed while the
     coordinator's message to it is in flight; only its answer counts as told."""
     from tf2_mapreduce.cluster import channel as server_channel
-    from tf2_mapreduce.cluster import spec as cluster_spec
 
     rng = random.Random()
     killed_after, back_after = rng.uniform(0.2, 4.0), rng.uniform(1.0, 6.0)
     print("killed %.1fs into the telling, back %.1fs later" % (killed_after, back_after))
-    cluster = ConfiguredCluster(tmp_path, processes, num_ps=1, num_workers=1)
-    cluster.start_all()
-    for role, index in cluster.tasks:
-        wait_serving(cluster, role, index)
-    jobs = {role: [cluster.addresses[role, 0]] for role in ("chief", "ps", "worker")}
-    tasks = cluster_spec.ClusterSpec(jobs, "chief", 0)
+    cluster, tasks = serving_pair(tmp_path, processes)
     worker = cluster.servers["worker", 0]
     worker.send_signal(signal.SIGSTOP)
     failed = []
