@@ -140,6 +140,29 @@ def main():
     waits = {settings: _child("retry_wait", settings)["seconds"] for settings in ("tensorflow", "ours")}
     seen = _child("faults")
     gave_up = "All 2 retry attempts failed"
+
+    def given_up(text):
+        return gave_up in text
+
+    # (fact, what, the key of `seen`, what it must be)
+    expected = [("G7", "read %d, retried, then" % status, "read %d" % status, None) for status in (503, 429, 500)]
+    expected += [
+        ("G7", "read 403, not retried", "read 403", lambda v: v.startswith("PermissionDeniedError")),
+        ("G7", "read 404, not retried", "read 404", lambda v: v.startswith("NotFoundError")),
+        ("G8", "gfile.walk under list 503", "walk", lambda v: v == "ok: []"),
+        ("G8", "gfile.isdir under list 503", "isdir", lambda v: v == "ok: False"),
+        ("G8", "gfile.listdir under list 503", "listdir", lambda v: v.startswith("NotFoundError")),
+        ("G8", "GetChildren under list 503", "GetChildren", given_up),
+        ("G9", "CheckpointManager, its index answered 503", "CheckpointManager", lambda v: v == "ok: []"),
+        ("G10", "GFile.close, upload answered 503", "close", given_up),
+        ("G10", "close again: uploads again", "close again", given_up),
+        ("G10", "close again, storage back", "close again, storage back", lambda v: v == "ok: None"),
+        ("G10", "the object after it", "object after a failed close", lambda v: v == "None"),
+        ("G10", "GFile.flush, upload answered 503", "flush", given_up),
+        ("G10", "flush again, storage back", "flush again", lambda v: v == "ok: None"),
+        ("G10", "uploads by close after that flush", "uploads by close after a flush", lambda v: v == 0),
+        ("G10", "the object after them", "object after the flush", lambda v: v == "y"),
+    ]
     facts = [
         (
             "G6",
@@ -149,62 +172,9 @@ def main():
         ),
         ("G6", "the same, ours (first retry after 0.1 s + up to 1 s)", waits["ours"], 0.1 <= waits["ours"] < 1.5),
     ]
-    for status in (503, 429, 500):
-        facts.append(
-            (
-                "G7",
-                "read %d, retried, then" % status,
-                seen["read %d" % status],
-                seen["read %d" % status].startswith("AbortedError: " + gave_up),
-            )
-        )
-    facts.append(
-        ("G7", "read 403, not retried", seen["read 403"], seen["read 403"].startswith("PermissionDeniedError"))
-    )
-    facts.append(("G7", "read 404, not retried", seen["read 404"], seen["read 404"].startswith("NotFoundError")))
-    facts.append(("G8", "gfile.walk under list 503", seen["walk"], seen["walk"] == "ok: []"))
-    facts.append(("G8", "gfile.isdir under list 503", seen["isdir"], seen["isdir"] == "ok: False"))
-    facts.append(("G8", "gfile.listdir under list 503", seen["listdir"], seen["listdir"].startswith("NotFoundError")))
-    facts.append(("G8", "GetChildren under list 503", seen["GetChildren"], gave_up in seen["GetChildren"]))
-    facts.append(
-        (
-            "G9",
-            "CheckpointManager, its index answered 503",
-            seen["CheckpointManager"],
-            seen["CheckpointManager"] == "ok: []",
-        )
-    )
-    facts.append(("G10", "GFile.close, upload answered 503", seen["close"], gave_up in seen["close"]))
-    facts.append(("G10", "close again: uploads again", seen["close again"], gave_up in seen["close again"]))
-    facts.append(
-        (
-            "G10",
-            "close again, storage back",
-            seen["close again, storage back"],
-            seen["close again, storage back"] == "ok: None",
-        )
-    )
-    facts.append(
-        (
-            "G10",
-            "the object after it",
-            seen["object after a failed close"],
-            seen["object after a failed close"] == "None",
-        )
-    )
-    facts.append(("G10", "GFile.flush, upload answered 503", seen["flush"], gave_up in seen["flush"]))
-    facts.append(("G10", "flush again, storage back", seen["flush again"], seen["flush again"] == "ok: None"))
-    facts.append(
-        (
-            "G10",
-            "uploads by close after that flush",
-            seen["uploads by close after a flush"],
-            seen["uploads by close after a flush"] == 0,
-        )
-    )
-    facts.append(
-        ("G10", "the object after them", seen["object after the flush"], seen["object after the flush"] == "y")
-    )
+    for fact_id, what, key, holds in expected:
+        holds = holds or (lambda v: v.startswith("AbortedError: " + gave_up))
+        facts.append((fact_id, what, seen[key], holds(seen[key])))
     failed = 0
     for fact_id, what, shown, ok in facts:
         shown = "%.2f s" % shown if isinstance(shown, float) else shown
