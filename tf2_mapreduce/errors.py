@@ -15,6 +15,7 @@ __all__ = [
     "JobFailed",
     "MapOutputError",
     "MAP_OUTPUT",
+    "CANNOT_WRITE",
     "Interrupted",
     "Cancelled",
     "setting",
@@ -65,6 +66,9 @@ class MapOutputError(JobFailed):
 # Starts the text of a map output check that fails in the graph (`reducers.base.assert_in_graph`),
 # so that the run tells it from an input's fault (`run.failures`).
 MAP_OUTPUT = "tf2_mapreduce: map output: "
+# How a map step's native op says it could not write the job's output (native/write_records.cc):
+# the job fails, with no input at fault.
+CANNOT_WRITE = "tf2_mapreduce: cannot write output "
 
 
 class UsageError(Error):

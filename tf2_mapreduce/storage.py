@@ -47,7 +47,7 @@ _TRANSIENT_STATUS = {408, 429, 500, 502, 503, 504}
 # A response cut short without a transport error: the client reads short, says this, and
 # does not retry (native/storage_status.h).
 _CUT_SHORT = "File contents are inconsistent"
-_WHEN_READING = re.compile(r"when reading (\S+)")
+_WHEN_USING = re.compile(r"when (?:reading|writing) (\S+)")
 
 
 def _message(error) -> str:
@@ -77,8 +77,8 @@ def outage_cause(error) -> str | None:
 
 
 def outage_path(error) -> str | None:
-    """The path an outage met in a map step was met reading, where TensorFlow says. Pure."""
-    found = _WHEN_READING.search(_message(error))
+    """The path an outage met in a map step was met reading or writing, where TensorFlow says. Pure."""
+    found = _WHEN_USING.search(_message(error))
     return found.group(1) if found else None
 
 

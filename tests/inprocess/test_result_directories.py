@@ -122,12 +122,12 @@ def test_a_directory_made_for_a_result_never_written_is_removed_and_one_given_is
 def test_a_lock_file_removed_under_a_job_about_to_lock_it_locks_nothing(tmp_path, monkeypatch):
     """The first holder lets go (removing the file) between the second's open and flock:
     the second then holds the file now in the directory, so a third is refused."""
-    from tf2_mapreduce.outputs import directory as result_directory
+    from tf2_mapreduce.outputs import locks
 
     out = str(tmp_path / "out")
     first = ResultDirectory(out)
     first.claim()
-    real_flock = result_directory.fcntl.flock
+    real_flock = locks.fcntl.flock
     calls = []
 
     def flock(fd, operation):
@@ -136,11 +136,11 @@ def test_a_lock_file_removed_under_a_job_about_to_lock_it_locks_nothing(tmp_path
             first.release()
         return real_flock(fd, operation)
 
-    monkeypatch.setattr(result_directory.fcntl, "flock", flock)
+    monkeypatch.setattr(locks.fcntl, "flock", flock)
     second = ResultDirectory(out)
     second.claim()
     assert len(calls) == 2  # the file it first locked was gone: it locked the new one
-    monkeypatch.setattr(result_directory.fcntl, "flock", real_flock)
+    monkeypatch.setattr(locks.fcntl, "flock", real_flock)
     with pytest.raises(UsageError, match="another job is writing it"):
         ResultDirectory(out).claim()
     second.release()

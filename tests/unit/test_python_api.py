@@ -22,8 +22,8 @@ from tf2_mapreduce.run.options import Options
 def test_the_public_api_is_narrow_and_loaded_on_first_use():
     assert set(mr.__all__) == {
         "__version__", "Cluster", "JobHandle", "Result", "FileValue", "Progress", "Job", "per_text",
-        "WordCount", "WordFreq", "LineCount", "Wc", "LongestLine", "Grep", "RecordCount", "Vocab", "Stats",
-        "Reducer", "Fold", "Sum", "VectorSum", "Min", "Max", "KeySum", "Distinct", "Vocabularies", "Statistics",
+        "WordCount", "WordFreq", "LineCount", "Wc", "LongestLine", "Grep", "RecordCount", "Vocab", "Stats", "Reshard",
+        "Reducer", "Fold", "Sum", "VectorSum", "Min", "Max", "KeySum", "Distinct", "Vocabularies", "Statistics", "Records",
         "DatasetStats", "FeatureStats", "NumericStats", "StringStats", "unescape",
         "Error", "UsageError", "InputError", "OutputError", "ClusterError", "JobFailed", "MapOutputError",
         "Interrupted", "Cancelled",

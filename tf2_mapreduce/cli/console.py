@@ -140,6 +140,8 @@ def wrote(summary, output_dir) -> str:
     if "vocabularies" in summary:
         count = len(summary["vocabularies"])
         return "wrote %d %s to %s" % (count, "vocabulary" if count == 1 else "vocabularies", output_dir)
+    if "shards" in summary:
+        return "wrote %d records in %d files to %s" % (summary["records"], summary["shards"], output_dir)
     return "wrote %s to %s" % (", ".join(summary["files"]), output_dir)
 
 

@@ -23,7 +23,7 @@ __all__ = ["Command", "LOCAL_ONLY", "OPTIONS"]
 
 LOCAL_ONLY = ("num_ps", "num_workers", "local_cluster")
 # The flags that are `run.options.Options` of the same name, but --files_per_step.
-OPTIONS = ("on_error", "format", "compression", "checkpoint_dir", "split_size", "read_size")
+OPTIONS = ("on_error", "format", "compression", "checkpoint_dir", "output_dir", "split_size", "read_size")
 OPTIONS += ("checkpoint_every", "worker_timeout", "storage_timeout", "progress_every")
 
 

@@ -33,6 +33,7 @@ SOURCES = (
     "example_features.cc",
     "merge_counts.cc",
     "key_count_table.cc",
+    "write_records.cc",
 )
 HEADERS = ("key_counts.h", "storage_status.h")  # included by sources: part of the build's digest, not compiled apart
 # -O3: the word counter's loop is counted many bytes at a time only when vectorized.

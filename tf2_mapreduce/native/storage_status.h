@@ -19,21 +19,26 @@ namespace tf2_mapreduce {
 
 inline constexpr char kStorageOutage[] = "tf2_mapreduce: storage outage: ";
 
-inline absl::Status FromStorage(absl::Status status, const std::string& path) {
+// Whether `status` says the storage could not be reached, not that the file is at fault.
+inline bool IsOutage(const absl::Status& status) {
   // A response cut short without a transport error (a TLS connection closed mid-body)
   // reads short, which TensorFlow's gs:// client reports as INTERNAL "File contents are
   // inconsistent" and does not retry. An object that changed size fails the map step's own
   // size check when it is tried again.
   const bool cut_short = absl::IsInternal(status) && absl::StrContains(status.message(), "File contents are inconsistent");
-  if (!cut_short && !absl::IsAborted(status) && !absl::IsUnavailable(status) && !absl::IsDeadlineExceeded(status)) {
-    return status;
-  }
+  return cut_short || absl::IsAborted(status) || absl::IsUnavailable(status) || absl::IsDeadlineExceeded(status);
+}
+
+// `status` as an outage if it is one (`IsOutage`), else as it is. `doing`: what was done
+// to `path`, for the message.
+inline absl::Status FromStorage(absl::Status status, const std::string& path, const char* doing = "reading") {
+  if (!IsOutage(status)) return status;
   const std::string message(status.message());
   std::string cause = message.substr(0, message.find('\n'));
   const size_t body = cause.find(" with body ");
   if (body != std::string::npos) cause.resize(body);
   if (cause.size() > 400) cause.resize(400);
-  return absl::InternalError(std::string(kStorageOutage) + cause + " when reading " + path);
+  return absl::InternalError(std::string(kStorageOutage) + cause + " when " + doing + " " + path);
 }
 
 // A read that ended at `offset`, before `size`, the length the file had just before it

@@ -2,11 +2,8 @@
 writer at a time), written aside, put in place when complete, and never left with the
 files of an earlier result beside the new one. Locally and on any tf.io.gfile path."""
 
-import fcntl
 import json
 import os
-import socket
-import threading
 import time
 import uuid
 
@@ -15,18 +12,18 @@ from tf2_mapreduce.errors import OutputError, UsageError, cause_of
 from tf2_mapreduce.inputs import lookup
 from tf2_mapreduce.inputs.files import local_path
 from tf2_mapreduce.outputs import files as output
+from tf2_mapreduce.outputs import locks
 
-__all__ = ["ResultDirectory", "MANIFEST", "LOCK"]
+__all__ = ["ResultDirectory", "MANIFEST", "LOCK", "PIECES"]
 
 # Written last, once every file of the result is in place: its list of files is what a
 # later result replaces. Hidden ("_"), as Hadoop's _SUCCESS: not an input when listed.
 MANIFEST = "_tf2_mapreduce.json"
 LOCK = "_tf2_mapreduce.lock"
 _STAGING = ".tf2_mapreduce-staging-"
-# A lock on remote storage is a lease (TF's client cannot create an object only if it is
-# absent): renewed this often by its holder, stale this long after its last renewal.
-LEASE_RENEW = 5.0
-LEASE = 30.0
+# The files a writing job's map steps write as it runs (`outputs.shards`): kept by a claim,
+# since a rerun that resumes from a checkpoint needs them, and removed once a result is in place.
+PIECES = ".tf2_mapreduce-pieces"
 
 
 def _gfile():
@@ -49,11 +46,6 @@ def _read(path):
     return storage.retrying(lambda: _read_once(path), path)
 
 
-def _write(path, text):
-    with _gfile().GFile(path, "w") as f:
-        f.write(text)
-
-
 def _remove_if_there(path):
     """Removes `path`; one already gone is fine (an earlier attempt may have removed it
     as its storage failed to say so)."""
@@ -65,113 +57,39 @@ def _remove_if_there(path):
         pass
 
 
+def _gfile_errors():
+    import tensorflow as tf
+
+    return tf.errors
+
+
 def _rename(source, target):
     _gfile().rename(source, target, overwrite=True)
 
 
-class _LocalLock:
-    """flock on a file in the directory: the kernel releases it when its holder dies. Its
-    holder removes the file before it lets go, so none is left beside a result; a job
-    that opened the file before that and locks it after finds it gone, and opens the
-    file now there (as a lock on a file no longer in the directory locks nothing)."""
-
-    def __init__(self, path):
-        self.path = path
-        self._fd = None
-
-    def acquire(self):
-        """None once held, else what the holder wrote."""
-        while True:
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                holder = os.pread(fd, 4096, 0).decode("utf-8", "replace")
-                os.close(fd)
-                return holder or "another process"
-            if self._is_the_file(fd):
-                break
-            os.close(fd)
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, _holder().encode(), 0)
-        self._fd = fd
-        return None
-
-    def _is_the_file(self, fd):
-        try:
-            return os.path.samestat(os.fstat(fd), os.stat(self.path))
-        except FileNotFoundError:
-            return False
-
-    def release(self):
-        if self._fd is not None:
-            try:
-                os.unlink(self.path)  # while still held: see the class
-            except FileNotFoundError:
-                pass
-            os.close(self._fd)
-            self._fd = None
+def _top(name):
+    """The name in the result directory itself of a result's file `name` ("data/part-0" -> "data")."""
+    return name.split("/", 1)[0]
 
 
-class _Lease:
-    """A lock object renewed by its holder: another job finding it renewed within `LEASE`
-    seconds refuses; one stale for longer (its holder died) is taken over."""
-
-    def __init__(self, path):
-        self.path = path
-        self._stop = threading.Event()
-        self._id = uuid.uuid4().hex
-
-    def _read(self, patient=True):
-        """The lease as written; None if absent or half-written by a dying holder. Waits
-        out an outage if `patient`: taken for "absent", a held directory would be taken."""
-        try:
-            return json.loads(_read(self.path) if patient else _read_once(self.path))
-        except storage.StorageOutage:
-            raise
-        except Exception:  # noqa: BLE001 - absent, or half-written by a dying holder
-            return None
-
-    def _write(self, patient=True):
-        text = json.dumps({"id": self._id, "holder": _holder(), "renewed": time.time()})
-        if patient:
-            storage.retrying(lambda: _write(self.path, text), self.path)
+def _files_under(path, prefix=""):
+    """The names of the files under the directory `path`, subdirectories' as "dir/name",
+    sorted; through an outage of its storage (`lookup.children`)."""
+    local = local_path(path)
+    if local is not None:
+        found = []
+        for root, dirs, names in os.walk(local):
+            dirs.sort()
+            relative = os.path.relpath(root, local)
+            found += [name if relative == "." else relative + "/" + name for name in names]
+        return sorted(found)
+    found = []
+    for name in lookup.children(path):
+        if name.endswith("/"):
+            found += _files_under(_join(path, name.rstrip("/")), prefix + name)
         else:
-            _write(self.path, text)
-
-    def acquire(self):
-        held = self._read()
-        if held and held.get("id") != self._id and time.time() - held.get("renewed", 0) < LEASE:
-            return "%s (renewed %.0f s ago; a lock whose job died lapses %g s after that)" % (
-                held.get("holder"),
-                time.time() - held["renewed"],
-                LEASE,
-            )
-        self._write()
-        time.sleep(0.5)  # two jobs that wrote at once: the last write wins, the other reads it back
-        if (self._read() or {}).get("id") != self._id:
-            return "another job that claimed it at the same moment"
-        threading.Thread(target=self._renew, name="tf2_mapreduce-lease", daemon=True).start()
-        return None
-
-    def _renew(self):
-        while not self._stop.wait(LEASE_RENEW):
-            try:
-                self._write(patient=False)
-            except Exception:  # noqa: BLE001 - storage out for a moment: the next renewal tries again
-                pass
-
-    def release(self):
-        self._stop.set()
-        try:
-            if (self._read(patient=False) or {}).get("id") == self._id:
-                _gfile().remove(self.path)
-        except Exception:  # noqa: BLE001 - best effort: it lapses by itself
-            pass
-
-
-def _holder():
-    return "%s pid %d since %s" % (socket.gethostname(), os.getpid(), time.strftime("%Y-%m-%d %H:%M:%S"))
+            found.append(prefix + name)
+    return sorted(found)
 
 
 class ResultDirectory:
@@ -224,7 +142,11 @@ class ResultDirectory:
             return None
 
     def claim(self):
-        lock = _LocalLock(os.path.join(self.local, LOCK)) if self.local is not None else _Lease(_join(self.path, LOCK))
+        lock = (
+            locks.LocalLock(os.path.join(self.local, LOCK))
+            if self.local is not None
+            else locks.Lease(_join(self.path, LOCK))
+        )
         for attempt in range(3):
             try:
                 if self.local is not None:
@@ -259,7 +181,7 @@ class ResultDirectory:
 
     def _check_contents(self):
         names = self._listing()
-        ours = set((self._manifest() or {}).get("files", ())) | {MANIFEST, LOCK}
+        ours = {_top(name) for name in (self._manifest() or {}).get("files", ())} | {MANIFEST, LOCK, PIECES}
         for name in names:
             if name.startswith(_STAGING):  # what a job that died while writing left
                 self._remove_tree(name)
@@ -306,14 +228,22 @@ class ResultDirectory:
         def retried(fn, *paths):
             return storage.retrying(lambda: fn(*paths), paths[-1])
 
-        files = sorted(name.rstrip("/") for name in lookup.children(staging_path))
+        files = _files_under(staging_path)
         old = set((self._manifest() or {}).get("files", ()))
         retried(_remove_if_there, _join(self.path, MANIFEST))
+        for name in sorted({_top(name) for name in files if "/" in name}):
+            retried(_gfile().makedirs, _join(self.path, name))
         for name in files:
             retried(_rename, _join(staging_path, name), _join(self.path, name))
         for name in sorted(old - set(files)):
             retried(_remove_if_there, _join(self.path, name))
+        for name in sorted({_top(name) for name in old if "/" in name} - {_top(name) for name in files}):
+            self._remove_tree(name)
         retried(_gfile().rmtree, staging_path)
+        try:
+            retried(_gfile().rmtree, _join(self.path, PIECES))
+        except _gfile_errors().NotFoundError:
+            pass
         temporary = _join(self.path, MANIFEST + ".tmp-" + staging_path[-12:])
         manifest = _gfile().GFile(temporary, "w")
         manifest.write(json.dumps({"job": job, "files": files, "written": time.time()}, indent=1) + "\n")

@@ -6,6 +6,8 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
+from tf2_mapreduce.errors import UsageError
+from tf2_mapreduce.reducers import Records
 from tf2_mapreduce.reducers.base import PerFile
 
 __all__ = ["Result"]
@@ -152,6 +154,12 @@ class Result:
         from tf2_mapreduce.outputs.directory import ResultDirectory
 
         writers.check_output_dir(self._reducer)
+        ran_for = getattr(self._run, "options", None) and self._run.options.output_dir
+        if isinstance(self._reducer, Records) and output_dir != ran_for:
+            raise UsageError(
+                "job %s wrote its records for %s as it ran; write its result there, not to %s"
+                % (self.job, ran_for, output_dir)
+            )
         document = self.document(since)
         summary = {}
 

@@ -4,7 +4,7 @@ use, dispatched on the kind of reducer, so that a reducer only computes."""
 
 import functools
 
-from tf2_mapreduce.reducers import Distinct, Fold, KeySum, Max, Min, Statistics, Sum, VectorSum, Vocabularies
+from tf2_mapreduce.reducers import Distinct, Fold, KeySum, Max, Min, Records, Statistics, Sum, VectorSum, Vocabularies
 from tf2_mapreduce.reducers.keys import ExampleCounts
 from tf2_mapreduce.reducers.statistics.model import DatasetStats
 
@@ -64,6 +64,11 @@ def _(reducer: Vocabularies, value, distinct=None):
 
 
 @describe.register
+def _(reducer: Records, value, distinct=None):
+    return "%d %s written" % (value, reducer.unit)
+
+
+@describe.register
 def _(reducer: Statistics, value, distinct=None):
     if isinstance(value, DatasetStats):
         return "%d examples, %d features" % (value.num_examples, len(value.features))
@@ -91,6 +96,11 @@ def _(reducer: Sum, value, distinct=None):
 @fields.register
 def _(reducer: VectorSum, value, distinct=None):
     return dict(zip(reducer.names, value))
+
+
+@fields.register
+def _(reducer: Records, value, distinct=None):
+    return {_name(reducer.unit): value}
 
 
 @fields.register(Max)
@@ -155,6 +165,7 @@ def rates(reducer, before, after, seconds) -> dict:
 
 @rates.register(Sum)
 @rates.register(KeySum)
+@rates.register(Records)
 def _(reducer, before, after, seconds):
     return {_name(reducer.unit): (after - before) / seconds}
 

@@ -7,7 +7,7 @@ import os
 
 from tf2_mapreduce.errors import UsageError
 from tf2_mapreduce.outputs import words
-from tf2_mapreduce.reducers import Fold, KeySum, Statistics, Vocabularies
+from tf2_mapreduce.reducers import Fold, KeySum, Records, Statistics, Vocabularies
 from tf2_mapreduce.reducers.keys import KeyCounts
 
 __all__ = ["check_output", "write_output", "check_output_dir", "write_dir", "STATS_FILES"]
@@ -35,6 +35,11 @@ def _(reducer: KeySum, path):
 @check_output.register
 def _(reducer: Vocabularies, path):
     raise UsageError("{setting:output}: this job writes a vocabulary per feature: use {setting:output_dir}")
+
+
+@check_output.register
+def _(reducer: Records, path):
+    raise UsageError("{setting:output}: this job writes records into files: use {setting:output_dir}")
 
 
 @check_output.register
@@ -73,12 +78,16 @@ def _(reducer: KeySum, result, path, min_count, document):
 @functools.singledispatch
 def check_output_dir(reducer) -> None:
     """Raises `UsageError` unless `write_dir` can write a result of `reducer`."""
-    raise UsageError("{setting:output_dir} is for wordfreq, vocab and stats; this job writes {setting:output}")
+    raise UsageError(
+        "{setting:output_dir} is for jobs that write files (wordfreq, vocab, stats, reshard); this job writes "
+        "{setting:output}"
+    )
 
 
 @check_output_dir.register(KeyCounts)
+@check_output_dir.register(Records)
 def _(reducer):
-    """Vocabularies, or statistics."""
+    """Vocabularies, statistics, or records."""
 
 
 def _vocabulary_summary(reducer, summary, reserved):
@@ -141,3 +150,12 @@ def _(reducer: Statistics, result, output_dir, top_k, min_count, file_format, do
         with files.AtomicFile(os.path.join(output_dir, name), "wb") as f:
             f.write(content)
     return {"files": list(STATS_FILES)}
+
+
+@write_dir.register
+def _(reducer: Records, result, output_dir, top_k, min_count, file_format, document):
+    from tf2_mapreduce.outputs import shards
+
+    state = result._state
+    rows = state.values()[state.done()]
+    return shards.write(shards.pieces_dir(result._run.options.output_dir), rows, output_dir, reducer.num_shards)

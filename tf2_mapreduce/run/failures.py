@@ -12,10 +12,12 @@ from dataclasses import dataclass, field
 import tensorflow as tf
 
 from tf2_mapreduce.errors import (
+    CANNOT_WRITE,
     MAP_OUTPUT,
     ClusterError,
     JobFailed,
     MapOutputError,
+    OutputError,
     connectivity_errors,
     op_error_cause,
 )
@@ -36,6 +38,8 @@ __all__ = [
     "CLUSTER",
     "MISSING_OP",
     "MAP_OUTPUT_FAULT",
+    "OUTPUT_FAULT",
+    "output_failure",
     "OUTAGE",
     "STEPS",
 ]
@@ -113,6 +117,16 @@ def map_output(message: str):
     return codecs.escape_decode(text.encode("utf-8"))[0].decode("utf-8", "replace")
 
 
+_CANNOT_WRITE_LINE = re.compile(re.escape(CANNOT_WRITE) + r"(\S+): (.*)")
+
+
+def output_failure(message: str):
+    """The `OutputError` of a map step that could not write the job's output
+    (native/write_records.cc: "<marker><path>: <why>"), or None."""
+    found = _CANNOT_WRITE_LINE.search(message)
+    return OutputError(found.group(1), found.group(2).split("\n", 1)[0].strip()) if found else None
+
+
 def tasks_named(message: str, role: str = "ps") -> list:
     """The indices of the tasks of `role` a TF error message says it was relayed from."""
     return [int(index) for kind, index in _TARGET.findall(message) if kind == role]
@@ -127,6 +141,7 @@ RETRY = "retry"  # workers could not reach a ps that is fine: wait a little, run
 CLUSTER = "cluster"  # a ps failed, or the cluster failed otherwise: stop (a checkpoint, how to resume)
 MISSING_OP = "missing op"  # a worker cannot run the map step's ops: stop, naming it
 MAP_OUTPUT_FAULT = "map output"  # the job's map_fn returned what its reducer cannot take: fail the job
+OUTPUT_FAULT = "output"  # a step could not write the job's output (not an outage): fail the job, no input's fault
 OUTAGE = "outage"  # a step could not reach its input's storage: wait, run the round again; never a skip
 STEPS = "steps"  # inputs' faults: see each failed step (`FailurePolicy.steps`)
 
@@ -164,6 +179,8 @@ class FailurePolicy:
             return OUTAGE
         if isinstance(error, MapOutputError) or map_output(_message(error)) is not None:
             return MAP_OUTPUT_FAULT
+        if CANNOT_WRITE in _message(error):
+            return OUTPUT_FAULT
         if missing_op(_message(error)):
             return MISSING_OP
         if COMMITTED_IN_PART in _message(error):
@@ -210,6 +227,9 @@ class FailurePolicy:
                 continue
             if map_output(_message(error)) is not None:
                 decision.fail = self.map_output_error(error)
+                return decision
+            if output_failure(_message(error)) is not None:
+                decision.fail = output_failure(_message(error))
                 return decision
             if not isinstance(error, FILE_ERRORS) or missing_op(_message(error)):
                 decision.cluster = error

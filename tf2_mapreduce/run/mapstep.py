@@ -1,10 +1,12 @@
 """The map step every job runs on the workers: reads its pieces (a step's whole files at
 once, byte ranges of large files two at a time, streamed files in batches), checks and
-maps them with the job's `map_fn` and its reducer, and commits them exactly once."""
+maps them with the job's `map_fn` and its reducer (or writes what it returns, for a job
+that writes records), and commits them exactly once."""
 
 import tensorflow as tf
 
 from tf2_mapreduce.inputs.readers import PIECES_IN_FLIGHT, file_sizes, no_rewrites, read_files, read_range
+from tf2_mapreduce.outputs import shards
 from tf2_mapreduce.state.base import run_function
 
 __all__ = ["build", "whole_files_bytes"]
@@ -24,6 +26,12 @@ def _mapped(job, map_fn, texts, items):
     return job.reducer.check(map_fn(texts), items, job.name, job.format.item)
 
 
+def _batches(job, piece, compression, read_size):
+    path, start, end, size = piece
+    batches = job.format.stream(path, compression, read_size, start, tf.where(end < size, end, -1))
+    return batches.with_options(no_rewrites())
+
+
 def _map_stream(job, map_fn, piece, compression, read_size):
     """The job's map step over one streamed piece (path, start, end, the file's size), in
     the form its reducer commits: each batch mapped and folded into the piece's value as
@@ -32,9 +40,7 @@ def _map_stream(job, map_fn, piece, compression, read_size):
     `end` unless that is the file's end: there, its end is the stream's, and a record
     cut short by it is a truncated one."""
     reducer = job.reducer
-    path, start, end, size = piece
-    batches = job.format.stream(path, compression, read_size, start, tf.where(end < size, end, -1))
-    batches = batches.with_options(no_rewrites())
+    batches = _batches(job, piece, compression, read_size)
     if job.map_input == "dataset":
         return _mapped(job, map_fn, batches, None)
     folded = batches.reduce(
@@ -48,7 +54,40 @@ def _map_piece(job, map_fn, text):
     return job.reducer.combine(_mapped(job, map_fn, text[None], 1))
 
 
-def build(job, run_state, kind, compression="", read_size=8 << 20):
+def _attempts(n):
+    """A random id for each of `n` pieces of this run of a step: a step run again writes
+    files of other names, so no file is written twice (`reducers.Records`)."""
+    return tf.random.uniform([n], minval=1, maxval=tf.int64.max, dtype=tf.int64)
+
+
+def _written(records, directory, attempt, part, crc):
+    """`records` written as the piece file `part` of `attempt`, the CRC-32 of what came
+    before it in the piece being `crc`: (records, bytes, crc, length)."""
+    size, crc, length = shards.write_piece(shards.piece_path(directory, attempt, part), records, crc)
+    return tf.size(records, out_type=tf.int64), size, crc, length
+
+
+def _write_piece(job, map_fn, text, directory, attempt):
+    """A writing job's map step over one piece: its records written as one file; the
+    piece's slot row (`reducers.records.PIECE_FIELDS`)."""
+    records, size, crc, length = _written(_mapped(job, map_fn, text[None], 1), directory, attempt, 0, 0)
+    return tf.stack([records, size, attempt, 1, crc, length])
+
+
+def _write_stream(job, map_fn, piece, compression, read_size, directory, attempt):
+    """A writing job's map step over one streamed piece: a file per batch, in order, so
+    that no more than a batch's records are held."""
+
+    def add(row, batch):
+        records = _mapped(job, map_fn, batch, tf.size(batch))
+        records, size, crc, length = _written(records, directory, attempt, row[3], row[4])
+        return tf.stack([row[0] + records, row[1] + size, attempt, row[3] + 1, crc, row[5] + length])
+
+    start = tf.stack([tf.constant(0, tf.int64), 0, attempt, 0, 0, 0])
+    return _batches(job, piece, compression, read_size).reduce(start, add)
+
+
+def build(job, run_state, kind, compression="", read_size=8 << 20, directory=None):
     """The `tf.function` scheduled for each split: `(ids, paths, starts, ends, sizes)` of
     its pieces, all of one `kind`. Whole files are read and mapped all at once (at most
     `whole_files_bytes`), byte ranges `PIECES_IN_FLIGHT` at a time, streamed files
@@ -62,6 +101,9 @@ def build(job, run_state, kind, compression="", read_size=8 << 20):
     was listed fails the step, recorded in `run_state.changed_files` (`state.counters.ChangedFiles`): it
     is not the file the job was asked to count. So does a streamed file, where the
     native op can tell its size (`file_sizes`).
+
+    A job that writes records (`reducers.Records`) writes each piece's into `directory`
+    (`outputs.shards.pieces_dir`) and commits where it wrote them, as its slot's row.
     """
     state, worker_steps, changed_files = run_state.values, run_state.worker_steps, run_state.changed_files
     signature = job.reducer.spec()
@@ -73,27 +115,41 @@ def build(job, run_state, kind, compression="", read_size=8 << 20):
         with tf.control_dependencies([run_state.stop_flag.check()]):  # before anything is read
             paths = tf.identity(paths)
         checks = []
+        attempts = _attempts(tf.size(ids)) if directory is not None else tf.zeros_like(ids)
         if kind == "whole":
             # All at once: a loop over the files cost about 50 us a file (measured).
             texts = read_files(paths)
-            committed = job.reducer.combine_step(_mapped(job, map_fn, texts, tf.size(texts)))
+            if directory is None:
+                committed = job.reducer.combine_step(_mapped(job, map_fn, texts, tf.size(texts)))
+            else:
+                committed = tf.map_fn(
+                    lambda one: _write_piece(job, map_fn, one[0], directory, one[1]),
+                    (texts, attempts),
+                    fn_output_signature=signature,
+                    parallel_iterations=PIECES_IN_FLIGHT,
+                )
             checks = [changed_files.check(ids, sizes, tf.cast(tf.strings.length(texts), tf.int64))]
         else:
-            pieces = (paths, starts, ends, sizes)
+            pieces = (paths, starts, ends, sizes, attempts)
             if kind == "range":
 
                 def map_one(piece):
-                    return _map_piece(job, map_fn, read_range(*piece))
+                    text = read_range(*piece[:4])
+                    if directory is not None:
+                        return _write_piece(job, map_fn, text, directory, piece[4])
+                    return _map_piece(job, map_fn, text)
             else:
                 now = file_sizes(paths)
                 if now is not None:  # a stream's length read is not its size: compared before it is read
                     checks = [changed_files.check(ids, sizes, now)]
 
                 def map_one(piece):
-                    return _map_stream(job, map_fn, piece, compression, read_size)
+                    if directory is not None:
+                        return _write_stream(job, map_fn, piece[:4], compression, read_size, directory, piece[4])
+                    return _map_stream(job, map_fn, piece[:4], compression, read_size)
 
             outputs = tf.map_fn(map_one, pieces, fn_output_signature=signature, parallel_iterations=PIECES_IN_FLIGHT)
-            committed = job.reducer.merge(outputs)
+            committed = outputs if directory is not None else job.reducer.merge(outputs)
         with tf.control_dependencies(checks):
             state.commit(ids, committed, ends - starts)
         worker_steps.count_this_step()

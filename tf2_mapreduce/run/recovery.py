@@ -66,6 +66,8 @@ class Recovery:
             return
         if kind == failures.MAP_OUTPUT_FAULT:
             raise self.policy.map_output_error(error)
+        if kind == failures.OUTPUT_FAULT:
+            raise failures.output_failure(str(error)) or self.cluster_failure(error)
         if kind == failures.MISSING_OP:
             workers = {index: address for _, index, address in self.spec.tasks(roles=("worker",))}
             raise self.policy.missing_op_error(error, workers, self.state.save_for_resume())

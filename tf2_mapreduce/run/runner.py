@@ -12,11 +12,13 @@ import numpy as np
 import tensorflow as tf
 
 from tf2_mapreduce import native, storage
-from tf2_mapreduce.errors import JobFailed
+from tf2_mapreduce.errors import JobFailed, OutputError, UsageError, cause_of
 from tf2_mapreduce.inputs import formats
 from tf2_mapreduce.inputs.files import Inputs
 from tf2_mapreduce.inputs.plan import Plan
+from tf2_mapreduce.outputs import shards
 from tf2_mapreduce.outputs.result import Result
+from tf2_mapreduce.reducers import Records
 from tf2_mapreduce.run import failures, mapstep, ps_health, rounds
 from tf2_mapreduce.run.loop import DRAIN_TIMEOUT, TICK, Progress, RunLoop, StopRequest
 from tf2_mapreduce.run.options import Options
@@ -42,6 +44,11 @@ def prepare(job, found, options=Options()) -> Prepared:
     feature's type read from the first examples, say). Blocking; raises `UsageError` /
     `InputError` for inputs that do not fit the job."""
     formats.check(found.files, job.format, options.format, options.compression, native.unavailable())
+    if isinstance(job.reducer, Records):
+        if not options.output_dir:
+            raise UsageError("job %s writes records: give it an output directory ({setting:output_dir})" % job.name)
+        if native.unavailable():
+            raise UsageError("job %s writes records, which needs the native ops: %s" % (job.name, native.unavailable()))
     return Prepared(job.prepared(found.files, options.compression), found, options)
 
 
@@ -122,7 +129,11 @@ class JobRun:
         self.recovery = Recovery(
             failures.FailurePolicy(options.on_error), self.ps, self.state, spec, self._wake, 2 * TICK, self.patience
         )
-        self.steps = _MapSteps(lambda kind: mapstep.build(self.job, self.state, *kind, options.read_size))
+        # Where a job that writes records writes its pieces' files as it runs.
+        self.pieces = shards.pieces_dir(options.output_dir) if isinstance(self.job.reducer, Records) else None
+        self.steps = _MapSteps(
+            lambda kind: mapstep.build(self.job, self.state, *kind, options.read_size, directory=self.pieces)
+        )
         self._round = None  # the round running, or the last one
         self.first_schedule = None
 
@@ -143,6 +154,8 @@ class JobRun:
         self.loop.started = time.monotonic()
         try:
             resumed = self.state.prepare()
+            if self.pieces is not None:
+                self._make_pieces_dir()
             done = self._map_until_done()
             if self._stop.requested:  # after the last round's watch: still a stop, not a result
                 raise self.loop.stopped()
@@ -157,6 +170,14 @@ class JobRun:
             raise JobFailed(collected.problems[0])
         self.job.finished(collected, self.found.files, self.options.compression)
         return _result(self, resumed, done, figures, collected, steps)
+
+    def _make_pieces_dir(self):
+        try:
+            storage.retrying(lambda: tf.io.gfile.makedirs(self.pieces), self.pieces)
+        except storage.StorageOutage:
+            raise
+        except tf.errors.OpError as e:
+            raise OutputError(self.pieces, "cannot be made: %s" % cause_of(e)) from None
 
     def _map_until_done(self) -> np.ndarray:
         """Runs rounds of map steps over the pieces not done until each is committed or

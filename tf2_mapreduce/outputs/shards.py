@@ -1,0 +1,174 @@
+"""A writing job's output (`reducers.Records`): where its map steps write each piece's
+records, and how the committed pieces are put together into the output's shards."""
+
+import struct
+
+import numpy as np
+
+from tf2_mapreduce import storage
+from tf2_mapreduce.errors import OutputError, cause_of
+from tf2_mapreduce.lazy_tf import tf
+from tf2_mapreduce.outputs.directory import PIECES
+from tf2_mapreduce.outputs.files import put_in_place
+
+__all__ = [
+    "DATA",
+    "SHARD_BYTES",
+    "COMPRESSION",
+    "pieces_dir",
+    "piece_path",
+    "write_piece",
+    "crc32_combine",
+    "shard_name",
+    "cuts",
+    "write",
+]
+
+DATA = "data"
+# Output bytes per shard when their number is not given: large enough that a reader opens
+# few files, small enough that a trainer's readers share a dataset's files among them.
+SHARD_BYTES = 128 << 20
+# A piece file is a raw deflate stream that ends on a byte boundary (native/write_records.cc);
+# a shard is one GZIP member: this header, its pieces' files one after the other, an empty
+# final block, and the trailer (the CRC-32 and length of it all), as pigz joins blocks.
+# Not GZIP files joined: TensorFlow's reader stops early in some files of several members.
+_GZIP_HEADER = bytes([0x1F, 0x8B, 8, 0, 0, 0, 0, 0, 0, 3])  # deflate, no flags, no time, Unix
+_FINAL_BLOCK = bytes([3, 0])  # an empty final block (fixed Huffman codes)
+COMPRESSION = "GZIP"  # what a shard is, to a reader
+_SUFFIX = ".tfrecord.gz"
+
+
+def _join(directory, name):
+    return directory.rstrip("/") + "/" + name
+
+
+def pieces_dir(output_dir: str) -> str:
+    """Where the map steps of a job writing to `output_dir` write their pieces' files."""
+    return _join(output_dir, PIECES)
+
+
+def piece_path(directory, attempt, part):
+    """The file of `part` (0, 1...) of the records an `attempt` of a map step wrote for a
+    piece, in `directory` (`pieces_dir`): Python ints give a str, tensors a tf.string."""
+    if isinstance(attempt, int):
+        return _join(directory, "%d-%d%s" % (attempt, part, _SUFFIX))
+    parts = [directory.rstrip("/") + "/", tf.strings.as_string(attempt), "-", tf.strings.as_string(part), _SUFFIX]
+    return tf.strings.join(parts)
+
+
+def write_piece(path, records, crc=0):
+    """Writes `records` (1-D tf.string) as the new piece file `path`: (its size in bytes,
+    the CRC-32 of what it compressed continued from `crc`, that length). For use inside a
+    map step; needs the native ops (`native.load()`). A storage outage fails it as one
+    (`storage.OUTAGE_MARK`), any other error as the output's (`errors.CANNOT_WRITE`)."""
+    from tf2_mapreduce import native
+
+    return native.load().tf2_mapreduce_write_records(path, records, tf.cast(crc, tf.int64))
+
+
+_POLYNOMIAL = 0xEDB88320  # CRC-32's, reflected
+
+
+def _times(a, b):
+    """a times b modulo CRC-32's polynomial (reflected: x^0 is the top bit)."""
+    m, p = 1 << 31, 0
+    while True:
+        if a & m:
+            p ^= b
+            if not a & (m - 1):
+                return p
+        m >>= 1
+        b = (b >> 1) ^ _POLYNOMIAL if b & 1 else b >> 1
+
+
+_X_TO_2N = [1 << 30]  # x^(2^n): x^1, x^2, x^4...
+for _ in range(31):
+    _X_TO_2N.append(_times(_X_TO_2N[-1], _X_TO_2N[-1]))
+
+
+def crc32_combine(crc1: int, crc2: int, length2: int) -> int:
+    """The CRC-32 of A then B from crc1 = CRC-32(A), crc2 = CRC-32(B) and len(B), as
+    zlib's crc32_combine: CRC-32(A) times x^(8 len(B)), plus CRC-32(B). Pure."""
+    power, n, k = 1 << 31, length2, 3
+    while n:
+        if n & 1:
+            power = _times(_X_TO_2N[k & 31], power)
+        n >>= 1
+        k += 1
+    return _times(power, crc1) ^ crc2
+
+
+def shard_name(k: int, n: int) -> str:
+    return "part-%05d-of-%05d%s" % (k, n, _SUFFIX)
+
+
+def cuts(sizes, num_shards: int) -> np.ndarray:
+    """Where the shards of pieces of `sizes` bytes begin and end: shard k holds pieces
+    [cuts[k], cuts[k+1]), cut between pieces as near as they allow to an equal share of
+    the bytes each (a shard may be empty, where a piece is larger than a share). `num_shards`:
+    0 for one per `SHARD_BYTES`, at least one. Pure and exact (integers): the same
+    pieces give the same shards."""
+    sizes = np.asarray(sizes, dtype=np.int64)
+    total = int(sizes.sum())
+    count = num_shards or max(1, -(-total // SHARD_BYTES))
+    ends = np.cumsum(sizes)
+    shares = [k * total // count for k in range(1, count)]
+    return np.concatenate([[0], np.searchsorted(ends, shares, side="right"), [len(sizes)]]).astype(np.int64)
+
+
+def _read(path):
+    def read():
+        with tf.io.gfile.GFile(path, "rb") as f:
+            return f.read()
+
+    return storage.retrying(read, path)
+
+
+def _write_shard(target, directory, rows):
+    """Writes the pieces' files of `rows` ((bytes, attempt, parts, crc, length) each, in
+    order) as one GZIP member, the file `target`, written aside and put in place."""
+    temporary = target + ".tmp"
+    out = tf.io.gfile.GFile(temporary, "wb")
+    out.write(_GZIP_HEADER)
+    crc = length = 0
+    for size, attempt, parts, piece_crc, piece_length in rows.tolist():
+        written = 0
+        for part in range(parts):
+            path = piece_path(directory, attempt, part)
+            try:
+                data = _read(path)
+            except tf.errors.NotFoundError:
+                raise OutputError(
+                    path,
+                    "a piece file committed by this run (or the run it resumed from) is gone; run the job again "
+                    "without its {setting:checkpoint_dir}",
+                ) from None
+            out.write(data)
+            written += len(data)
+        if written != size:
+            raise OutputError(path, "piece files of %d bytes were committed, %d found" % (size, written))
+        crc = crc32_combine(crc, piece_crc, piece_length)
+        length += piece_length
+    out.write(_FINAL_BLOCK + struct.pack("<II", crc, length & 0xFFFFFFFF))
+    put_in_place(out, temporary, target)
+
+
+def write(directory, rows, staging, num_shards) -> dict:
+    """Writes the shards of a `Records` job into `staging/data/`: `rows`, the committed
+    pieces' rows (`reducers.records.PIECE_FIELDS`) in piece order, read from their files in
+    `directory` (`pieces_dir`). Blocking; raises `OutputError` naming a file that cannot
+    be written or a piece's file that is gone. Returns the summary: records, shards, bytes."""
+    rows = np.asarray(rows, dtype=np.int64).reshape(-1, 6)
+    bounds = cuts(rows[:, 1], num_shards)
+    count = len(bounds) - 1
+    data = _join(staging, DATA)
+    try:
+        storage.retrying(lambda: tf.io.gfile.makedirs(data), data)
+        for k in range(count):
+            _write_shard(_join(data, shard_name(k, count)), directory, rows[bounds[k] : bounds[k + 1], 1:])
+    except (OutputError, storage.StorageOutage):
+        raise
+    except Exception as e:  # noqa: BLE001 - OSError locally, TensorFlow's errors elsewhere
+        raise OutputError(data, cause_of(e)) from None
+    framing = len(_GZIP_HEADER) + len(_FINAL_BLOCK) + 8
+    return {"records": int(rows[:, 0].sum()), "shards": count, "bytes": int(rows[:, 1].sum()) + framing * count}
