@@ -6,8 +6,8 @@ fault drawn at random at a random moment, the whole result checked against plain
 
 Each round starts 2 ps and 3 workers (`python -m tf2_mapreduce.server`, each with its own
 TF_CONFIG), runs one job (sum, vector sum, per-key sum, vocabularies and statistics of
-tf.Example features, in turn; the text holds gzip and zlib files, the examples GZIP'd and plain
-TFRecord shards) and injects one fault:
+tf.Example features, the examples written again as shards, in turn; the text holds gzip
+and zlib files, the examples GZIP'd and plain TFRecord shards) and injects one fault:
 kill -9 of one or two workers, of a worker then restarted, of a ps (restarted; the same
 command run again), of the coordinator (run again), SIGSTOP of a worker, a second job on
 kept servers, or (as root, with iproute2) a worker's network link cut, in network
@@ -46,8 +46,8 @@ from tf2_mapreduce.cluster import orphans  # noqa: E402
 from tf2_mapreduce.outputs import files as output  # noqa: E402  (its unescape reads a per-key table back)
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-JOBS = ("wordcount", "wc", "wordfreq", "vocab", "stats")
-EXAMPLE_JOBS = ("vocab", "stats")  # over the tf.Example shards, written to a directory
+JOBS = ("wordcount", "wc", "wordfreq", "vocab", "stats", "reshard")
+EXAMPLE_JOBS = ("vocab", "stats", "reshard")  # over the tf.Example shards, written to a directory
 # Enough that the example jobs map for a few progress reports, so that a fault drawn
 # "running" strikes while they run (with 800, stats mapped for under a second).
 EXAMPLES_PER_SHARD = 3000
@@ -169,8 +169,8 @@ def vocab_counts(paths):
 
 def oracle(paths, examples):
     """Per file (lines, words, bytes) by plain Python, and every word's count; and for
-    `examples`, each feature's counts by protobuf itself (helpers/oracles.py) and the
-    figures of stats.json (helpers/oracle_stats.py)."""
+    `examples`, each feature's counts by protobuf itself (helpers/oracles.py), the
+    figures of stats.json (helpers/oracle_stats.py) and every record in input order."""
     per_file, counts = {}, collections.Counter()
     vocab = vocab_counts(examples)
     for path in paths:
@@ -179,7 +179,8 @@ def oracle(paths, examples):
         lines = data.count(b"\n") + (1 if data and not data.endswith(b"\n") else 0)
         per_file[path] = (lines, len(words), len(data))
         counts.update(words)
-    return per_file, counts, vocab, oracle_stats.figures(oracle_stats.records_of(examples))
+    records = [record for path in sorted(examples) for record in oracles.read_tfrecords(path)]
+    return per_file, counts, vocab, oracle_stats.figures(oracle_stats.records_of(examples)), records
 
 
 def holdable(term):
@@ -247,10 +248,30 @@ def check_stats(directory, stats):
             raise Failed("feature %s: %s differ from the oracle's" % (name, ", ".join(wrong) or "presence"))
 
 
+def check_records(directory, records):
+    """Raises `Failed` unless data/ holds every record of the inputs once, in input order,
+    and the directory nothing but the result."""
+    data = os.path.join(directory, "data")
+    try:
+        names = sorted(os.listdir(data))
+        left = sorted(set(os.listdir(directory)) - {"data", "_tf2_mapreduce.json"})
+    except OSError as e:
+        raise Failed("no data/: %s" % e) from None
+    if left:
+        raise Failed("left in the output directory: %s" % ", ".join(left))
+    got = [record for name in names for record in oracles.read_tfrecords(os.path.join(data, name))]
+    if got != records:
+        first = next((k for k, (a, b) in enumerate(zip(got, records)) if a != b), min(len(got), len(records)))
+        raise Failed("%d records written, %d read; they differ from record %d on" % (len(got), len(records), first))
+
+
 def check_result(job, path, expected, local=lambda path: path):
     """Raises `Failed` unless the result file at `path` is the oracle's, whole; `local`
     maps a path the result names to the corpus's (the bucket's copy to the file)."""
-    per_file, counts, vocab, stats = expected
+    per_file, counts, vocab, stats, records = expected
+    if job == "reshard":
+        check_records(path, records)
+        return
     if job == "vocab":
         check_vocabularies(path, vocab)
         return
@@ -439,6 +460,7 @@ class Round:
             "--output_dir" if job in EXAMPLE_JOBS else "--output",
             output,
             *(["--features=" + ",".join(name for name, _ in FEATURES)] if job == "vocab" else []),
+            *(["--num_shards=3"] if job == "reshard" else []),
             "--checkpoint_dir",
             checkpoint_dir,
             *self.flags,

@@ -173,3 +173,23 @@ def test_shards_are_cut_between_pieces_near_equal_shares():
     sizes = np.random.default_rng(1).integers(0, 1000, 500)
     bounds = shards.cuts(sizes, 7)
     assert len(bounds) == 8 and (np.diff(bounds) >= 0).all() and bounds[-1] == 500
+
+
+def test_a_resumed_run_maps_again_only_the_pieces_whose_files_are_not_in_its_output_dir(
+    inprocess, texts, tmp_path, caplog
+):
+    checkpoint = str(tmp_path / "ckpt")
+    first = run_job(
+        inprocess, JOB, texts, output_dir=str(tmp_path / "first"), checkpoint_dir=checkpoint, read_size=4096
+    )
+    assert first.resumed_from is None
+    # Resumed into its own directory, whose pieces are all there: nothing mapped again.
+    again, _ = write(inprocess, JOB, texts, tmp_path / "first", checkpoint_dir=checkpoint, read_size=4096)
+    assert again.files_resumed == len(texts) and sum(again.steps_per_worker) == 0
+    assert "have no files" not in caplog.text
+    # The same checkpoint, another output directory: none of its pieces' files are there.
+    elsewhere, _ = write(inprocess, JOB, texts, tmp_path / "elsewhere", checkpoint_dir=checkpoint, read_size=4096)
+    assert elsewhere.resumed_from is not None and sum(elsewhere.steps_per_worker) > 0
+    assert "have no files in %s" % (tmp_path / "elsewhere" / PIECES) in caplog.text
+    assert written(tmp_path / "elsewhere")[0] == oracle_even_lines(texts)
+    assert digest(tmp_path / "first") == digest(tmp_path / "elsewhere")

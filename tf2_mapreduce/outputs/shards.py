@@ -21,6 +21,7 @@ __all__ = [
     "crc32_combine",
     "shard_name",
     "cuts",
+    "missing",
     "write",
 ]
 
@@ -151,6 +152,22 @@ def _write_shard(target, directory, rows):
         length += piece_length
     out.write(_FINAL_BLOCK + struct.pack("<II", crc, length & 0xFFFFFFFF))
     put_in_place(out, temporary, target)
+
+
+def missing(directory, rows, done) -> np.ndarray:
+    """The pieces committed (`done`) whose files are not in `directory`: a run resumed from
+    a checkpoint into another output directory, or after its pieces were removed. Their
+    rows (`rows`, in piece order) name the files. One listing, through an outage of the
+    storage. Blocking."""
+    from tf2_mapreduce.inputs import lookup
+
+    names = {name.rstrip("/") for name in lookup.children(directory)}
+    gone = []
+    for piece in np.flatnonzero(done).tolist():
+        attempt, parts = int(rows[piece, 2]), int(rows[piece, 3])
+        if any(piece_path("", attempt, part).lstrip("/") not in names for part in range(parts)):
+            gone.append(piece)
+    return np.asarray(gone, dtype=np.int64)
 
 
 def write(directory, rows, staging, num_shards) -> dict:

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 import tensorflow as tf
 
-from tf2_mapreduce import native, storage
+from tf2_mapreduce import log, native, storage
 from tf2_mapreduce.errors import JobFailed, OutputError, UsageError, cause_of
 from tf2_mapreduce.inputs import formats
 from tf2_mapreduce.inputs.files import Inputs
@@ -156,6 +156,7 @@ class JobRun:
             resumed = self.state.prepare()
             if self.pieces is not None:
                 self._make_pieces_dir()
+                self._forget_lost_pieces()
             done = self._map_until_done()
             if self._stop.requested:  # after the last round's watch: still a stop, not a result
                 raise self.loop.stopped()
@@ -178,6 +179,20 @@ class JobRun:
             raise
         except tf.errors.OpError as e:
             raise OutputError(self.pieces, "cannot be made: %s" % cause_of(e)) from None
+
+    def _forget_lost_pieces(self):
+        """Maps again the pieces a resumed checkpoint committed whose files are not in this
+        run's output directory (another directory, or removed since)."""
+        done = self.state.done()
+        if not done.any():
+            return
+        gone = shards.missing(self.pieces, self.ps.read(self.state.values.values), done)
+        if len(gone):
+            log.warning(
+                "%d of the %d pieces the checkpoint holds have no files in %s (written for another output "
+                "directory, or removed): mapped again" % (len(gone), int(done.sum()), self.pieces)
+            )
+            self.state.values.forget(gone)
 
     def _map_until_done(self) -> np.ndarray:
         """Runs rounds of map steps over the pieces not done until each is committed or

@@ -112,6 +112,17 @@ class PieceSlots:
         none, a piece's row lives on one."""
         return np.zeros(self.num_pieces, np.int64)
 
+    def forget(self, ids):
+        """Empties the rows of pieces `ids` (a piece whose committed result was lost: it is
+        mapped again). Blocking; not while map steps run."""
+        ids = np.asarray(ids, dtype=np.int64)
+        num_ps = len(self.slots)
+        for shard, slots in enumerate(self.slots):
+            mine = ids[ids % num_ps == shard] // num_ps
+            if len(mine):
+                rows = tf.zeros([len(mine), slots.shape[1]], tf.int64)
+                slots.scatter_update(tf.IndexedSlices(rows, tf.constant(mine)))
+
     def reset(self):
         """Empties every row again. Blocking; not while map steps run."""
         for slots in self.slots:

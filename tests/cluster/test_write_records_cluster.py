@@ -1,0 +1,111 @@
+"""A job that writes records (`--job=reshard`) on real clusters, with faults: a worker
+killed mid-job, a coordinator killed and the command run again (resuming from its
+checkpoint). Each time data/ must hold every input record once, in input order (read in
+plain Python), byte for byte what a fault-free run on another number of workers wrote,
+and nothing else may be left in the output directory."""
+
+import hashlib
+import os
+import random
+
+import pytest
+from helpers.corpora import write_records
+from helpers.oracles import read_tfrecords
+from helpers.processes import (
+    GONE_WORKER_SHUTDOWN,
+    ConfiguredCluster,
+    LiveCoordinator,
+    gave_up_on,
+    run_cli,
+    task_env,
+)
+
+from tf2_mapreduce.outputs.directory import MANIFEST
+
+# Small files, one a map step: enough steps that a test can act while the job runs.
+NUM_FILES = 1200
+
+
+@pytest.fixture(scope="module")
+def shards(tmp_path_factory):
+    """TFRecord files of random records (every third one GZIP'd): (directory, paths, the
+    records in input order, the sha256 of data/ that a fault-free run on 3 workers wrote)."""
+    directory = tmp_path_factory.mktemp("records")
+    rng = random.Random(12)
+    paths = []
+    for n in range(NUM_FILES):
+        gzipped = n % 3 == 0
+        records = [rng.randbytes(rng.randint(0, 400)) for _ in range(rng.randint(0, 60))]
+        name = "part-%05d.tfrecord%s" % (n, ".gz" if gzipped else "")
+        paths.append(write_records(str(directory / name), records, "GZIP" if gzipped else ""))
+    records = [r for p in paths for r in read_tfrecords(p)]
+    reference = tmp_path_factory.mktemp("reference") / "out"
+    run = run_cli(
+        ["--job=reshard", "--num_shards=5", str(directory), "--output_dir", str(reference), "--num_workers=3"],
+        task_env(),
+    )
+    assert run.returncode == 0, run.stderr
+    assert written(reference) == records
+    return directory, paths, records, digest(reference)
+
+
+def written(output_dir):
+    names = sorted(os.listdir(os.path.join(output_dir, "data")))
+    return [r for name in names for r in read_tfrecords(os.path.join(output_dir, "data", name))]
+
+
+def digest(output_dir):
+    h = hashlib.sha256()
+    for name in sorted(os.listdir(os.path.join(output_dir, "data"))):
+        with open(os.path.join(output_dir, "data", name), "rb") as f:
+            h.update(name.encode() + b"\0" + f.read())
+    return h.hexdigest()
+
+
+def assert_exact(output_dir, shards):
+    assert sorted(os.listdir(output_dir)) == [MANIFEST, "data"]  # no piece file, nothing staged
+    assert written(output_dir) == shards[2]
+    assert digest(output_dir) == shards[3]
+
+
+def job_args(shards, output_dir, *extra):
+    return ["--job=reshard", "--num_shards=5", "--input", str(shards[0]), "--output_dir", str(output_dir)] + [
+        "--files_per_step",
+        "1",
+        "--progress_every",
+        "0.2",
+        *extra,
+    ]
+
+
+def test_a_worker_killed_mid_job_leaves_the_bytes_of_a_fault_free_run(tmp_path, processes, shards):
+    cluster = ConfiguredCluster(tmp_path, processes, num_ps=1, num_workers=2)
+    cluster.start_all()
+    out = tmp_path / "out"
+    job = LiveCoordinator(
+        job_args(shards, out, *GONE_WORKER_SHUTDOWN), cluster.chief_env(), processes, tmp_path / "coordinator.log"
+    )
+    assert job.wait_for_files(100) < NUM_FILES, "the job ended before the test could kill a worker"
+    cluster.servers["worker", 0].kill()
+    code, _, stderr = job.finish()
+    assert code == 0, stderr
+    assert gave_up_on(stderr, "worker", 0)
+    assert_exact(out, shards)
+
+
+def test_a_killed_coordinator_run_again_resumes_and_writes_the_same_bytes(tmp_path, processes, shards):
+    cluster = ConfiguredCluster(tmp_path, processes, num_ps=1, num_workers=2)
+    cluster.start_all("--idle_timeout=120")
+    out = tmp_path / "out"
+    args = job_args(shards, out, "--checkpoint_dir", str(tmp_path / "ckpt"), "--checkpoint_every", "0.5")
+    job = LiveCoordinator(args, cluster.chief_env(), processes, tmp_path / "coordinator.log")
+    saved = int(job.wait_for(r"checkpoint saved: ([1-9]\d*) of").group(1))
+    job.proc.kill()
+    job.proc.wait(30)
+    assert os.listdir(out / ".tf2_mapreduce-pieces"), "the killed run had written no piece"
+    resumed = LiveCoordinator(args, cluster.chief_env(), processes, tmp_path / "resumed.log")
+    assert int(resumed.wait_for(r"resuming from .*: (\d+) of %d files already done" % NUM_FILES).group(1)) >= saved
+    code, _, stderr = resumed.finish()
+    assert code == 0, stderr
+    assert_exact(out, shards)
+    assert cluster.exit_codes() == {task: 0 for task in cluster.tasks}
