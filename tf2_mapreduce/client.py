@@ -285,5 +285,12 @@ class Cluster:
     def run(
         self, job, inputs: Sequence[str] | None = None, *, on_progress: Callable | None = None, **options
     ) -> Result:
-        """Runs `job` over `inputs` to its end; blocking. See `submit` for the arguments."""
+        """Runs `job` over `inputs` to its end; blocking. See `submit` for the arguments.
+        A `Transform` runs its two passes and writes `output_dir` (an option it needs)."""
+        from tf2_mapreduce.transform.run import Transform
+
+        if isinstance(job, Transform):
+            from tf2_mapreduce.transform import run as transform
+
+            return transform.run(self, job, inputs, on_progress=on_progress, **options)
         return self.submit(job, inputs, on_progress=on_progress, **options).wait()

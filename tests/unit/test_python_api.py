@@ -22,7 +22,7 @@ from tf2_mapreduce.run.options import Options
 def test_the_public_api_is_narrow_and_loaded_on_first_use():
     assert set(mr.__all__) == {
         "__version__", "Cluster", "JobHandle", "Result", "FileValue", "Progress", "Job", "per_text",
-        "WordCount", "WordFreq", "LineCount", "Wc", "LongestLine", "Grep", "RecordCount", "Vocab", "Stats", "Reshard",
+        "WordCount", "WordFreq", "LineCount", "Wc", "LongestLine", "Grep", "RecordCount", "Vocab", "Stats", "Reshard", "Transform",
         "Reducer", "Fold", "Sum", "VectorSum", "Min", "Max", "KeySum", "Distinct", "Vocabularies", "Statistics", "Records",
         "DatasetStats", "FeatureStats", "NumericStats", "StringStats", "unescape",
         "Error", "UsageError", "InputError", "OutputError", "ClusterError", "JobFailed", "MapOutputError",

@@ -34,6 +34,7 @@ SOURCES = (
     "merge_counts.cc",
     "key_count_table.cc",
     "write_records.cc",
+    "encode_examples.cc",
 )
 HEADERS = ("key_counts.h", "storage_status.h")  # included by sources: part of the build's digest, not compiled apart
 # -O3: the word counter's loop is counted many bytes at a time only when vectorized.

@@ -231,7 +231,7 @@ class ResultDirectory:
         files = _files_under(staging_path)
         old = set((self._manifest() or {}).get("files", ()))
         retried(_remove_if_there, _join(self.path, MANIFEST))
-        for name in sorted({_top(name) for name in files if "/" in name}):
+        for name in sorted({name.rsplit("/", 1)[0] for name in files if "/" in name}):
             retried(_gfile().makedirs, _join(self.path, name))
         for name in files:
             retried(_rename, _join(staging_path, name), _join(self.path, name))

@@ -39,6 +39,7 @@ class Result:
     config: dict = field(default_factory=dict)  # the job's parameters
     hidden: list = field(default_factory=list)  # hidden names met while listing, left out
     duplicates: list = field(default_factory=list)  # paths (of files, of directories) met again, counted once
+    written: dict | None = None  # what `write_dir` wrote, where the run wrote its output itself (a `Transform`)
     _reducer: object = field(default=None, repr=False)
     _state: object = field(default=None, repr=False)  # the run's state on the ps tasks
     _run: object = field(default=None, repr=False)  # `runner.JobRun`: reads go through it
@@ -138,6 +139,7 @@ class Result:
         file_format: str = "text",
         since: float | None = None,
         claimed=None,
+        also=None,
     ) -> dict:
         """Writes the job's files into `output_dir` (the CLI's --output_dir), which then
         holds this result alone: for a per-key job its vocabularies (one per feature for
@@ -149,7 +151,8 @@ class Result:
         which this one replaces whole, but no other files (`UsageError`), nor be written
         by another job at the same time. The files are written aside and put in place
         when complete (`directory.ResultDirectory`; `claimed`: one already claimed).
-        Blocking (a table is streamed from the ps tasks)."""
+        `also(staging)`, if given, writes more files beside the result's and returns their
+        summary. Blocking (a table is streamed from the ps tasks)."""
         from tf2_mapreduce.outputs import writers
         from tf2_mapreduce.outputs.directory import ResultDirectory
 
@@ -166,6 +169,8 @@ class Result:
         def make(staging):
             with self._reading():
                 summary.update(writers.write_dir(self._reducer, self, staging, top_k, min_count, file_format, document))
+            if also is not None:
+                summary.update(also(staging))
 
         if claimed is not None:
             claimed.write(make, self.job)

@@ -1,0 +1,247 @@
+"""`Transform`: tf.Transform's analyze-and-transform on the in-process cluster, against
+plain Python over the raw examples parsed by protobuf (numpy, fractions): vocabularies in
+tft's order, OOV buckets and defaults, z-scores, 0-1 scaling, exact quantiles, sparse and
+absent features, one example, an empty shard; the saved transform_fn maps every raw
+example to exactly its materialized one."""
+
+import glob
+import gzip
+import math
+import os
+import random
+from collections import Counter
+from fractions import Fraction
+
+import numpy as np
+import pytest
+import tensorflow as tf
+from helpers.oracles import read_tfrecords
+
+import tf2_mapreduce as mr
+import tf2_mapreduce.transform as tft
+from tf2_mapreduce.errors import UsageError
+from tf2_mapreduce.reducers.keys import tft_key
+from tf2_mapreduce.transform import NotSupported
+
+SPEC = {
+    "x": tf.io.FixedLenFeature([], tf.float32),
+    "n": tf.io.FixedLenFeature([], tf.int64),
+    "s": tf.io.FixedLenFeature([], tf.string),
+    "tags": tf.io.VarLenFeature(tf.string),
+    "codes": tf.io.VarLenFeature(tf.int64),
+}
+TERMS = [b"a", b"b", b"c", b"dd", b"e e", "caf\u00e9".encode(), b""]
+
+
+def example(rng):
+    tags = [rng.choice([b"t1", b"t2", b"t3", b"t4", b"x\ny"]) for _ in range(rng.randint(0, 3))]
+    feature = {
+        "x": tf.train.Feature(float_list=tf.train.FloatList(value=[rng.gauss(3, 2)])),
+        "n": tf.train.Feature(int64_list=tf.train.Int64List(value=[rng.randint(-5, 40)])),
+        "s": tf.train.Feature(bytes_list=tf.train.BytesList(value=[rng.choice(TERMS + TERMS[:3])])),
+        "tags": tf.train.Feature(bytes_list=tf.train.BytesList(value=tags)),
+    }
+    if rng.random() < 0.7:  # absent from the others: a VarLen feature with no value there
+        feature["codes"] = tf.train.Feature(int64_list=tf.train.Int64List(value=[rng.randint(0, 9)]))
+    return tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString()
+
+
+@pytest.fixture(scope="module")
+def raw(tmp_path_factory):
+    """Shards of raw examples (one of them empty, one of one example): (directory, paths)."""
+    directory = tmp_path_factory.mktemp("raw")
+    rng = random.Random(5)
+    paths = []
+    for shard, count in enumerate([400, 0, 1, 350, 250]):
+        path = str(directory / ("raw-%02d.tfrecord.gz" % shard))
+        with tf.io.TFRecordWriter(path, "GZIP") as writer:
+            for _ in range(count):
+                writer.write(example(rng))
+        paths.append(path)
+    return str(directory), paths
+
+
+def parsed(paths):
+    """Every raw example, in input order, as protobuf parses it: {feature: list of values}."""
+    rows = []
+    for path in paths:
+        for record in read_tfrecords(path):
+            features = tf.train.Example.FromString(record).features.feature
+            row = {}
+            for name, feature in features.items():
+                kind = feature.WhichOneof("kind")
+                row[name] = list(getattr(feature, kind).value) if kind else []
+            rows.append(row)
+    return rows
+
+
+def preprocessing_fn(inputs):
+    return {
+        "x_z": tft.scale_to_z_score(inputs["x"]),
+        "x_01": tft.scale_to_0_1(inputs["x"]),
+        "n_scaled": tft.scale_by_min_max(inputs["n"], output_min=-1.0, output_max=1.0),
+        "n_bucket": tft.bucketize(inputs["n"], 4),
+        "s_id": tft.compute_and_apply_vocabulary(inputs["s"]),
+        "s_top": tft.compute_and_apply_vocabulary(inputs["s"], top_k=3, default_value=-7, vocab_filename="s top"),
+        "tags_id": tft.compute_and_apply_vocabulary(inputs["tags"], num_oov_buckets=2, frequency_threshold=2),
+        "codes_id": tft.compute_and_apply_vocabulary(inputs["codes"]),
+        "n_mean": tf.zeros_like(inputs["x"]) + tft.mean(inputs["n"]),
+        "n_sum": tf.zeros_like(inputs["n"]) + tft.sum(inputs["n"]) + tft.size(inputs["tags"]),
+    }
+
+
+TRANSFORMED = {
+    "x_z": tf.io.FixedLenFeature([], tf.float32),
+    "x_01": tf.io.FixedLenFeature([], tf.float32),
+    "n_scaled": tf.io.FixedLenFeature([], tf.float32),
+    "n_bucket": tf.io.FixedLenFeature([], tf.int64),
+    "s_id": tf.io.FixedLenFeature([], tf.int64),
+    "s_top": tf.io.FixedLenFeature([], tf.int64),
+    "tags_id": tf.io.VarLenFeature(tf.int64),
+    "codes_id": tf.io.VarLenFeature(tf.int64),
+    "n_mean": tf.io.FixedLenFeature([], tf.float32),
+    "n_sum": tf.io.FixedLenFeature([], tf.int64),
+}
+
+
+@pytest.fixture(scope="module")
+def transformed(inprocess, raw, tmp_path_factory):
+    out = str(tmp_path_factory.mktemp("transformed") / "out")
+    result = inprocess.run(
+        mr.Transform(preprocessing_fn, SPEC, num_shards=3), [raw[0]], output_dir=out, read_size=20_000
+    )
+    return out, result
+
+
+def data_rows(out):
+    """The materialized examples, in order, parsed by protobuf."""
+    return parsed(sorted(glob.glob(os.path.join(out, "data", "*"))))
+
+
+def vocabulary(values, top_k=None, threshold=None):
+    """tft's vocabulary of `values`: strings that are empty or hold a newline left out;
+    count descending, then bytes descending."""
+    counts = Counter(v for v in values if v and b"\n" not in v and b"\r" not in v)
+    kept = sorted(((t, c) for t, c in counts.items() if not threshold or c >= threshold), key=lambda e: tft_key(*e))
+    return [t for t, _ in kept][:top_k]
+
+
+def read_vocabulary(out, name):
+    with open(os.path.join(out, "transform_fn", "assets", name), "rb") as f:
+        return f.read().split(b"\n")[:-1]
+
+
+def test_every_example_is_written_once_in_input_order_with_its_features(transformed, raw):
+    out, result = transformed
+    rows, got = parsed(raw[1]), data_rows(out)
+    assert len(got) == len(rows) == result.total == 1001
+    assert sorted(os.listdir(os.path.join(out, "data"))) == ["part-%05d-of-00003.tfrecord.gz" % k for k in range(3)]
+    assert all(set(row) == set(TRANSFORMED) for row in got)
+    # Each shard is one GZIP stream that Python reads whole, its CRC checked.
+    for path in glob.glob(os.path.join(out, "data", "*")):
+        with open(path, "rb") as f:
+            gzip.decompress(f.read())
+
+
+def test_vocabularies_are_tfts_and_ids_follow_them(transformed, raw):
+    out, _ = transformed
+    rows, got = parsed(raw[1]), data_rows(out)
+    s_values = [row["s"][0] for row in rows]
+    s_vocab = vocabulary(s_values)
+    assert read_vocabulary(out, "vocab_compute_and_apply_vocabulary_vocabulary") == s_vocab
+    assert [g["s_id"][0] for g in got] == [s_vocab.index(v) if v in s_vocab else -1 for v in s_values]
+    top = vocabulary(s_values, top_k=3)
+    assert read_vocabulary(out, "s-top") == top
+    assert [g["s_top"][0] for g in got] == [top.index(v) if v in top else -7 for v in s_values]
+    tags = vocabulary([t for row in rows for t in row["tags"]], threshold=2)
+    assert read_vocabulary(out, "vocab_compute_and_apply_vocabulary_2_vocabulary") == tags
+    for row, g in zip(rows, got):
+        buckets = tf.strings.to_hash_bucket_fast(row["tags"], 2).numpy().tolist() if row["tags"] else []
+        want = [tags.index(t) if t in tags else len(tags) + b for t, b in zip(row["tags"], buckets)]
+        assert g["tags_id"] == want
+    codes = vocabulary([str(c).encode() for row in rows for c in row.get("codes", [])])
+    assert [g["codes_id"] for g in got] == [
+        [codes.index(str(c).encode()) for c in row.get("codes", [])] for row in rows
+    ]
+
+
+def _exact_mean_var(values):
+    values = [Fraction(v) for v in values]
+    mean = sum(values) / len(values)
+    return mean, sum((v - mean) ** 2 for v in values) / len(values)
+
+
+def test_numbers_are_scaled_by_their_exact_statistics(transformed, raw):
+    out, _ = transformed
+    rows, got = parsed(raw[1]), data_rows(out)
+    x = np.float32([row["x"][0] for row in rows])
+    mean, var = _exact_mean_var(x.tolist())
+    want_z = (x.astype(np.float64) - float(mean)) / math.sqrt(var)
+    assert np.abs(np.float32([g["x_z"][0] for g in got]) - want_z).max() < 1e-6
+    low, high = float(x.min()), float(x.max())
+    assert np.abs(np.float32([g["x_01"][0] for g in got]) - (x - low) / (high - low)).max() < 1e-6
+    n = [row["n"][0] for row in rows]
+    scaled = [(v - min(n)) / (max(n) - min(n)) * 2 - 1 for v in n]
+    assert np.abs(np.float32([g["n_scaled"][0] for g in got]) - scaled).max() < 1e-6
+    assert {g["n_mean"][0] for g in got} == {float(np.float32(float(Fraction(sum(n), len(n)))))}
+    assert {g["n_sum"][0] for g in got} == {sum(n) + sum(len(row["tags"]) for row in rows)}
+
+
+def test_buckets_come_from_exact_quantiles(transformed, raw):
+    out, _ = transformed
+    rows, got = parsed(raw[1]), data_rows(out)
+    n = sorted(row["n"][0] for row in rows)
+    boundaries = [n[k * len(n) // 4] for k in range(1, 4)]
+    want = np.searchsorted(np.float32(boundaries), np.float32([row["n"][0] for row in rows]), side="right")
+    assert [g["n_bucket"][0] for g in got] == want.tolist()
+
+
+def test_the_saved_transform_maps_every_raw_example_to_exactly_its_materialized_one(transformed, raw):
+    out, _ = transformed
+    loaded = tf.saved_model.load(os.path.join(out, "transform_fn"))
+    records = [r for p in raw[1] for r in read_tfrecords(p)]
+    served = loaded.transform_fn(tf.io.parse_example(records, SPEC))
+    materialized = tf.io.parse_example(
+        [r for p in sorted(glob.glob(os.path.join(out, "data", "*"))) for r in read_tfrecords(p)], TRANSFORMED
+    )
+    for name in TRANSFORMED:
+        a, b = served[name], materialized[name]
+        if isinstance(a, tf.SparseTensor):
+            assert a.indices.numpy().tolist() == b.indices.numpy().tolist(), name
+            a, b = a.values, b.values
+        assert a.numpy().tobytes() == b.numpy().tobytes(), name  # bit for bit, floats too
+
+
+def test_the_output_has_tfts_layout_and_schema(transformed):
+    out, result = transformed
+    from google.protobuf import text_format
+    from tensorflow_metadata.proto.v0 import schema_pb2
+
+    with open(os.path.join(out, "transformed_metadata", "schema.pbtxt")) as f:
+        schema = text_format.Parse(f.read(), schema_pb2.Schema())
+    features = {f.name: f for f in schema.feature}
+    assert sorted(features) == sorted(TRANSFORMED)
+    assert features["s_id"].int_domain.min == -1 and features["s_id"].int_domain.is_categorical
+    assert (
+        features["tags_id"].int_domain.max
+        == result.written["vocabularies"]["vocab_compute_and_apply_vocabulary_2_vocabulary"] + 1
+    )
+    assert not features["tags_id"].HasField("shape") and features["x_z"].HasField("shape")
+    assert features["n_bucket"].int_domain.max == 3
+
+
+def test_what_is_not_supported_fails_when_traced_naming_it(inprocess, raw, tmp_path):
+    def weighted(inputs):
+        return {"s": tft.compute_and_apply_vocabulary(inputs["s"], weights=inputs["x"])}
+
+    with pytest.raises(NotSupported, match=r"vocabulary\(weights=...\) is not supported"):
+        inprocess.run(mr.Transform(weighted, SPEC), [raw[0]], output_dir=str(tmp_path / "out"))
+
+    def nested(inputs):
+        return {"z": tft.scale_to_z_score(tft.scale_to_0_1(inputs["x"]))}
+
+    with pytest.raises(NotSupported, match="over what another analyzer's result computed"):
+        inprocess.run(mr.Transform(nested, SPEC), [raw[0]], output_dir=str(tmp_path / "out"))
+    with pytest.raises(UsageError, match="give it an output directory"):
+        inprocess.run(mr.Transform(preprocessing_fn, SPEC), [raw[0]])
+    assert not os.path.exists(tmp_path / "out" / "data")

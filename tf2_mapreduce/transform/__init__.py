@@ -1,0 +1,34 @@
+"""tf.Transform's analyze-and-transform on tf2_mapreduce: `import tf2_mapreduce.transform as
+tft` in place of `tensorflow_transform` for a preprocessing_fn written against this subset.
+Analyzers are counted exactly in one pass; anything else fails when the function is traced,
+naming what is not supported."""
+
+from tf2_mapreduce.transform.analyzers import max, mean, min, size, sum, var, vocabulary  # noqa: A004
+from tf2_mapreduce.transform.mappers import (
+    apply_buckets,
+    apply_vocabulary,
+    bucketize,
+    compute_and_apply_vocabulary,
+    scale_by_min_max,
+    scale_to_0_1,
+    scale_to_z_score,
+)
+from tf2_mapreduce.transform.trace import NotSupported
+
+__all__ = [
+    "compute_and_apply_vocabulary",
+    "vocabulary",
+    "apply_vocabulary",
+    "scale_to_z_score",
+    "scale_to_0_1",
+    "scale_by_min_max",
+    "bucketize",
+    "apply_buckets",
+    "min",
+    "max",
+    "mean",
+    "var",
+    "size",
+    "sum",
+    "NotSupported",
+]

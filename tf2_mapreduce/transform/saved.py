@@ -1,0 +1,128 @@
+"""The transform as tf.Transform writes it (`tft_beam.WriteTransformFn`): `transform_fn/`, a
+SavedModel whose `transform_fn` maps raw features to transformed ones with the analyzers'
+results built in, its vocabularies as assets; `transformed_metadata/`, their schema. So
+`tft.TFTransformOutput(dir)` loads it, for training and serving alike."""
+
+import json
+import os
+import tempfile
+
+from tf2_mapreduce.lazy_tf import tf
+from tf2_mapreduce.transform import trace
+from tf2_mapreduce.transform.analysis import raw_specs
+
+__all__ = ["TRANSFORM_FN", "METADATA", "write", "vocabulary_lines", "transformed_schema"]
+
+TRANSFORM_FN = "transform_fn"
+METADATA = "transformed_metadata"
+
+
+def vocabulary_lines(terms) -> bytes:
+    """A vocabulary file's bytes as tft writes one: a term a line, each ending in a newline."""
+    return b"".join(term + b"\n" for term in terms)
+
+
+def _file_table(path, key_dtype, default_value, num_oov_buckets):
+    initializer = tf.lookup.TextFileInitializer(
+        path, key_dtype, tf.lookup.TextFileIndex.WHOLE_LINE, tf.int64, tf.lookup.TextFileIndex.LINE_NUMBER
+    )
+    if num_oov_buckets > 0:
+        return tf.lookup.StaticVocabularyTable(initializer, num_oov_buckets)
+    return tf.lookup.StaticHashTable(initializer, default_value)
+
+
+def _feature(schema, name, output, domains):
+    from tensorflow_metadata.proto.v0 import schema_pb2
+
+    values = output.values if isinstance(output, tf.SparseTensor) else output
+    kinds = {tf.int64: schema_pb2.INT, tf.float32: schema_pb2.FLOAT, tf.string: schema_pb2.BYTES}
+    if values.dtype not in kinds:
+        raise trace.NotSupported(
+            "preprocessing_fn output %s is %s: tf.Examples hold int64, float32 and strings only"
+            % (name, values.dtype.name)
+        )
+    feature = schema.feature.add(name=name, type=kinds[values.dtype])
+    domain = domains.get(values.ref())
+    if domain is not None:
+        feature.int_domain.min, feature.int_domain.max = domain
+        feature.int_domain.is_categorical = True
+    if isinstance(output, tf.SparseTensor):
+        if output.shape.rank != 2:
+            raise trace.NotSupported("preprocessing_fn output %s: a SparseTensor of rank 2 only" % name)
+        return
+    if output.shape.rank is None or output.shape.rank < 1 or not output.shape[1:].is_fully_defined():
+        raise trace.NotSupported(
+            "preprocessing_fn output %s has shape %s: a batch of a fixed shape each" % (name, output.shape)
+        )
+    feature.presence.min_fraction = 1.0
+    feature.shape.SetInParent()
+    for size in output.shape[1:]:
+        feature.shape.dim.add(size=size)
+
+
+def transformed_schema(outputs: dict, domains: dict):
+    """The schema of a transform's `outputs` ({name: Tensor or SparseTensor}, batched), as
+    tft writes it (`schema_utils.schema_from_feature_spec`): a dense output FixedLen of
+    its shape, a sparse one VarLen, ids of a vocabulary or of buckets with their range."""
+    from tensorflow_metadata.proto.v0 import schema_pb2
+
+    schema = schema_pb2.Schema()
+    for name in sorted(outputs):
+        _feature(schema, name, outputs[name], domains)
+    return schema
+
+
+def write(preprocessing_fn, feature_spec, calls, values, directory) -> dict:
+    """Writes `directory`/transform_fn and `directory`/transformed_metadata for
+    `preprocessing_fn` over `feature_spec`, its analyzers' `calls` having given `values`.
+    Returns {vocabulary file name: its terms' count}. Blocking."""
+    from google.protobuf import text_format
+
+    assets = tempfile.mkdtemp(prefix="tf2_mapreduce-vocabularies-")
+    paths = {}
+    for index, call in enumerate(calls):
+        if call.kind == "vocabulary":
+            path = os.path.join(assets, call.params["filename"])
+            if path in paths.values():
+                raise trace.NotSupported("two vocabularies are named %s: give each its own vocab_filename" % path)
+            with open(path, "wb") as f:
+                f.write(vocabulary_lines(values[index]))
+            paths[index] = path
+    module = tf.Module()
+    module.tables = []
+
+    def make_table(index, key_dtype, default_value, num_oov_buckets):
+        with tf.init_scope():  # made once, outside the function, and saved with the module
+            table = _file_table(paths[index], key_dtype, default_value, num_oov_buckets)
+        module.tables.append(table)
+        return table
+
+    applying = trace.Applying(calls, values, make_table)
+    schemas = []
+
+    def transform_fn(inputs):
+        applying.restart()
+        with trace.tracing(applying):
+            outputs = preprocessing_fn(dict(inputs))
+        if not isinstance(outputs, dict):
+            raise trace.NotSupported("preprocessing_fn must return a dict of features")
+        # Here, where the outputs are still the tensors the mappers marked.
+        schemas.append(transformed_schema(outputs, applying.domains))
+        return dict(outputs)
+
+    module.transform_fn = tf.function(transform_fn, input_signature=[raw_specs(feature_spec)], autograph=False)
+    module.transform_fn.get_concrete_function()
+    schema = schemas[0]
+    tf.saved_model.save(module, os.path.join(directory, TRANSFORM_FN))
+    metadata = os.path.join(directory, METADATA)
+    tf.io.gfile.makedirs(metadata)
+    with tf.io.gfile.GFile(os.path.join(metadata, "schema.pbtxt"), "w") as f:
+        f.write(text_format.MessageToString(schema))
+    names = {calls[i].params["filename"]: os.path.basename(p) for i, p in paths.items()}
+    if names:
+        with tf.io.gfile.GFile(os.path.join(metadata, "asset_map"), "w") as f:
+            f.write(json.dumps(names))
+    for path in paths.values():
+        os.remove(path)
+    os.rmdir(assets)
+    return {calls[i].params["filename"]: len(values[i]) for i in paths}

@@ -1,0 +1,63 @@
+"""Raw examples' schemas: a tensorflow-metadata `Schema` (text format, as TFDV's
+`write_schema_text` and tft's `schema_utils` write it) read into FixedLen / VarLen features
+as tft's `schema_as_feature_spec` reads it."""
+
+from tf2_mapreduce.errors import UsageError
+from tf2_mapreduce.lazy_tf import tf
+from tf2_mapreduce.transform.trace import NotSupported
+
+__all__ = ["read", "feature_spec"]
+
+# tft leaves out features in these stages of their life (schema_utils, through tfx_bsl).
+_LEFT_OUT = ("DEPRECATED", "DISABLED", "PLANNED", "ALPHA", "DEBUG_ONLY", "VALIDATION_DERIVED")
+
+
+def read(path):
+    """The `Schema` in the text file at `path` (any tf.io.gfile path). Raises `UsageError`
+    naming the path and the cause."""
+    from google.protobuf import text_format
+    from tensorflow_metadata.proto.v0 import schema_pb2
+
+    try:
+        with tf.io.gfile.GFile(path, "r") as f:
+            text = f.read()
+    except tf.errors.OpError as e:
+        raise UsageError("{setting:schema} %s: cannot be read: %s" % (path, e.message.split("\n")[0])) from None
+    try:
+        return text_format.Parse(text, schema_pb2.Schema())
+    except text_format.ParseError as e:
+        raise UsageError(
+            "{setting:schema} %s: not a tensorflow-metadata Schema in text format: %s" % (path, e)
+        ) from None
+
+
+def feature_spec(schema) -> dict:
+    """{name: tf.io.FixedLenFeature | tf.io.VarLenFeature} of `schema`'s features, as tft
+    reads them: a feature with a `shape` is FixedLen of that shape (and must be in every
+    example: presence.min_fraction 1), one without is VarLen; INT is int64, FLOAT float32,
+    BYTES strings. Sparse and structured features are refused (`NotSupported`)."""
+    from tensorflow_metadata.proto.v0 import schema_pb2
+
+    if schema.sparse_feature:
+        raise NotSupported("schema: sparse_feature %s is not supported" % schema.sparse_feature[0].name)
+    dtypes = {schema_pb2.INT: tf.int64, schema_pb2.FLOAT: tf.float32, schema_pb2.BYTES: tf.string}
+    spec = {}
+    for feature in schema.feature:
+        stage = schema_pb2.LifecycleStage.Name(feature.lifecycle_stage)
+        if feature.deprecated or stage in _LEFT_OUT:
+            continue
+        if feature.type not in dtypes:
+            raise NotSupported(
+                "schema: feature %s is of type %s; INT, FLOAT and BYTES only"
+                % (feature.name, schema_pb2.FeatureType.Name(feature.type))
+            )
+        if feature.HasField("shape"):
+            if feature.presence.min_fraction != 1:
+                raise UsageError(
+                    "schema: feature %s has a shape but presence.min_fraction %g, not 1: a feature that may be "
+                    "missing has no shape (VarLen)" % (feature.name, feature.presence.min_fraction)
+                )
+            spec[feature.name] = tf.io.FixedLenFeature([d.size for d in feature.shape.dim], dtypes[feature.type])
+        else:
+            spec[feature.name] = tf.io.VarLenFeature(dtypes[feature.type])
+    return spec

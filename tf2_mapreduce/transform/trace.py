@@ -1,0 +1,169 @@
+"""How a `preprocessing_fn` is traced twice: once to find what its analyzers read (each
+analyzer's input, counted exactly in one pass), once with their results as constants,
+which is the transform itself. An analyzer is known by its place in the call order."""
+
+import contextlib
+import threading
+from dataclasses import dataclass, field
+
+from tf2_mapreduce.errors import UsageError
+from tf2_mapreduce.lazy_tf import tf
+
+__all__ = ["Call", "Analysis", "Applying", "current", "analyzer", "values_of", "NotSupported"]
+
+
+class NotSupported(UsageError):
+    """A preprocessing_fn uses what tf2_mapreduce.transform does not do; said at tracing."""
+
+
+@dataclass
+class Call:
+    """One analyzer call of a preprocessing_fn: its `kind` ("min", "vocabulary"...), the
+    `values` it reads (1-D, flattened; a tensor of the analysis trace), their dtype, its
+    parameters, and the name scope it was called in (vocabulary files are named for it)."""
+
+    kind: str
+    dtype: object
+    params: dict = field(default_factory=dict)
+    scope: str = ""
+    values: object = None
+
+
+class Analysis:
+    """The first trace: every analyzer records its call and returns a stand-in of its
+    result's shape and dtype. An analyzer whose input depends on another's result is
+    refused: its input could not be counted in the same pass."""
+
+    def __init__(self):
+        self.calls = []
+        self._stand_ins = set()
+
+    def record(self, call, values, result):
+        if self._depends_on_a_result(values):
+            raise NotSupported(
+                "tf2_mapreduce.transform: %s over what another analyzer's result computed: analyzers are counted "
+                "in one pass, so each must read the raw features or what is computed from them alone" % call.kind
+            )
+        call.values = values
+        self.calls.append(call)
+        stand_in = tf.identity(result)
+        self._stand_ins.add(stand_in.op.name)
+        return stand_in
+
+    def _depends_on_a_result(self, tensor):
+        seen, todo = set(), [tensor.op]
+        while todo:
+            op = todo.pop()
+            if op.name in self._stand_ins:
+                return True
+            if op.name in seen:
+                continue
+            seen.add(op.name)
+            todo.extend(t.op for t in op.inputs)
+            todo.extend(op.control_inputs)
+        return False
+
+
+class Applying:
+    """The second trace: each analyzer returns its result as a constant (`values`, in the
+    order of `calls`), a vocabulary its file name; `make_table(call index, key dtype,
+    default_value, num_oov_buckets)` gives the lookup table `apply_vocabulary` uses (one
+    per distinct use). The outputs of `apply_vocabulary` and `apply_buckets` are kept with
+    their range of ids (`domains`), for the transformed schema."""
+
+    def __init__(self, calls, values, make_table):
+        self.calls, self.values = calls, values
+        self._make_table = make_table
+        self._tables = {}
+        self.restart()
+
+    def restart(self):
+        """For another trace of the same function (TensorFlow traces it again to save it):
+        the calls are counted again; the tables, made outside it, are kept."""
+        self._next = 0
+        self._vocabulary_of = {}
+        self.domains = {}
+
+    def result(self, kind):
+        index = self._next
+        self._next += 1
+        if index >= len(self.calls) or self.calls[index].kind != kind:
+            raise NotSupported(
+                "tf2_mapreduce.transform: the preprocessing_fn called its analyzers in another order than when it "
+                "was analyzed (it must make the same calls every time it is traced)"
+            )
+        if kind == "vocabulary":
+            filename = tf.constant(self.calls[index].params["filename"])
+            self._vocabulary_of[filename.ref()] = index
+            return filename
+        return tf.constant(self.values[index])
+
+    def table(self, deferred, key_dtype, default_value, num_oov_buckets):
+        """The table of the vocabulary whose file name `deferred` is, and its ids' range."""
+        index = self._vocabulary_of.get(deferred.ref()) if isinstance(deferred, tf.Tensor) else None
+        if index is None:
+            raise NotSupported(
+                "tf2_mapreduce.transform: apply_vocabulary needs a vocabulary made by this preprocessing_fn "
+                "(tft.vocabulary's result)"
+            )
+        key = (index, key_dtype.is_integer, default_value, num_oov_buckets)
+        if key not in self._tables:
+            self._tables[key] = self._make_table(index, tf.int64 if key_dtype.is_integer else tf.string, *key[2:])
+        size = len(self.values[index])
+        domain = (
+            (0, size + num_oov_buckets - 1)
+            if num_oov_buckets > 0
+            else (min(0, default_value), max(size - 1, default_value))
+        )
+        return self._tables[key], domain
+
+    def mark(self, output, domain):
+        """Notes that `output`'s values are ids within `domain` (min, max)."""
+        values = output.values if isinstance(output, tf.SparseTensor) else output
+        self.domains[values.ref()] = domain
+        return output
+
+
+_state = threading.local()
+
+
+@contextlib.contextmanager
+def tracing(trace):
+    """Within it, analyzers called on this thread record into (or read from) `trace`."""
+    before = getattr(_state, "trace", None)
+    _state.trace = trace
+    try:
+        yield trace
+    finally:
+        _state.trace = before
+
+
+def current():
+    trace = getattr(_state, "trace", None)
+    if trace is None:
+        raise UsageError(
+            "tf2_mapreduce.transform: an analyzer runs only inside a preprocessing_fn that tf2_mapreduce traces "
+            "(mr.Transform)"
+        )
+    return trace
+
+
+def values_of(x):
+    """The values of `x` (a Tensor, SparseTensor or RaggedTensor), flattened to 1-D."""
+    if isinstance(x, tf.SparseTensor):
+        return x.values
+    if isinstance(x, tf.RaggedTensor):
+        return x.flat_values
+    return tf.reshape(x, [-1])
+
+
+def analyzer(kind, x, stand_in, params=None):
+    """The result of analyzer `kind` over `x`'s values: recorded by the analysis trace
+    (which returns `stand_in`, a tensor of the result's shape and dtype), or the result
+    counted, as a constant, while applying."""
+    trace = current()
+    values = values_of(x)
+    if isinstance(trace, Analysis):
+        call = Call(kind, values.dtype, dict(params or {}), tf.compat.v1.get_default_graph().get_name_scope())
+        return trace.record(call, values, stand_in)
+    return trace.result(kind)
