@@ -72,8 +72,19 @@ flags.DEFINE_integer(
 )
 flags.DEFINE_list(
     "parts",
-    ["small", "tiny", "huge", "giant", "examples", "record", "layouts", "storage"],
+    ["small", "tiny", "huge", "giant", "examples", "record", "layouts", "storage", "transform"],
     "Parts of the corpus to time (all are made).",
+)
+flags.DEFINE_string(
+    "tft_python",
+    "/tmp/tft/bin/python",
+    "The transform part's tf.Transform side: a Python with tensorflow-transform 1.21 (a venv of its own).",
+)
+flags.DEFINE_integer(
+    "transform_shards",
+    16,
+    "Shards of the tf.Example part that the transform part reads (16: all, 1 GB).",
+    lower_bound=1,
 )
 flags.DEFINE_list("clusters", ["1x2", "1x1", "2x2"], "Local clusters to time, as PSxWORKERS.")
 flags.DEFINE_bool("wordfreq", True, "Also time word frequencies against collections.Counter.")
@@ -104,6 +115,8 @@ VOCAB_TWO_WORKERS = "tf2_mapreduce vocab 1ps+2w processes"
 STORAGE_LOCAL = "default command, local disk"
 STORAGE_GCS = "default command, gs:// (loopback server)"
 STORAGE_503 = "default command, gs://, 5% of reads 503"
+TRANSFORM_OURS = "transform: a process per task"
+TRANSFORM_TFT = "transform: tf.Transform 1.21, DirectRunner"
 FEATURES = ("query", "tags", "user_id")
 EXAMPLE_BYTES = 293  # a make_examples.py example with --embedding_dim 64, GZIP'd (measured)
 TINY_PER_DIRECTORY = 1000
@@ -186,6 +199,10 @@ def make_corpus(directory):
     parts["record"] = make_record_file(os.path.join(directory, "record"), parts["examples"])
     parts["layouts"] = make_layouts(os.path.join(directory, "layouts"))
     parts["storage"] = parts["small"][:40]
+    parts["transform"] = parts["examples"][: FLAGS.transform_shards]
+    if "transform" in FLAGS.parts and not os.path.exists(FLAGS.tft_python):
+        print("transform: not timed: no tf.Transform at %s (--tft_python; docs/performance.md)" % FLAGS.tft_python)
+        parts["transform"] = []
     return {name: paths for name, paths in parts.items() if paths}
 
 
@@ -698,6 +715,35 @@ def run_stats(paths, every=False, processes=False):
     return seconds, rss, found
 
 
+def run_transform(paths, side):
+    """One side of the transform part (scripts/bench_transform.py) over `paths`: ours, the
+    default command with a process per task; or tf.Transform's in its venv. The result is
+    the examples it wrote."""
+    import bench_transform
+
+    work = tempfile.mkdtemp(prefix="tf2_mapreduce-bench-transform-")
+    schema, pythonpath = bench_transform.prepare(work)
+    output_dir = os.path.join(work, "out")
+    if side == "ours":
+        listing = os.path.join(work, "inputs.txt")
+        with open(listing, "w") as f:
+            f.write("\n".join(paths))
+        command = bench_transform.ours_command(listing, schema, output_dir)
+    else:
+        # Beam reads a pattern: the shards are the first of the part's, in its directory.
+        pattern = os.path.join(os.path.dirname(paths[0]), "*")
+        if len(paths) < len(glob.glob(pattern)):
+            pattern = os.path.join(work, "raw", "*")
+            os.makedirs(os.path.dirname(pattern))
+            for path in paths:
+                os.symlink(path, os.path.join(work, "raw", os.path.basename(path)))
+        command = bench_transform.tft_command(FLAGS.tft_python, pattern, schema, output_dir)
+    seconds, rss, _ = measure(command, dict(os.environ, PYTHONPATH=pythonpath, TF_CPP_MIN_LOG_LEVEL="2"))
+    found = {"examples": bench_transform.count_records(output_dir)}
+    shutil.rmtree(work)
+    return seconds, rss, found
+
+
 def output_unescape(term):
     from tf2_mapreduce.outputs import files as output
 
@@ -782,7 +828,8 @@ def main(argv):
     parts = make_corpus(FLAGS.dir)
     rows = []
     spark = _importable("pyspark") and shutil.which("java")
-    for part in [p for p in PARTS + ("examples", "record", "layouts", "storage") if p in parts and p in FLAGS.parts]:
+    extra = ("examples", "record", "layouts", "storage", "transform")
+    for part in [p for p in PARTS + extra if p in parts and p in FLAGS.parts]:
         paths = parts[part]
         print("%s: %d files, %.0f MB" % (part, len(paths), sum(os.path.getsize(p) for p in paths) / MB), flush=True)
         size = sum(os.path.getsize(p) for p in paths) / MB
@@ -815,6 +862,11 @@ def _contenders(part, paths, spark):
     Counter, our vocab job, and our stats job of the same features and of every feature.
     Every part gets the plain peers and the default command; the small files get every
     cluster size and peer; word frequencies run on the small files and the huge file."""
+    if part == "transform":
+        return [
+            (TRANSFORM_OURS, lambda: run_transform(paths, "ours")),
+            (TRANSFORM_TFT, lambda: run_transform(paths, "tft")),
+        ]
     if part == "storage":
         import bench_storage
 
@@ -1124,6 +1176,7 @@ def targets(rows):
                 )
                 peak = r["rss"].get("main", 0)
                 checks.append(("%s: coordinator peak RSS < 1500 MB" % r["run"], "%.0f MB" % peak, peak < 1500))
+    ratio("transform", TRANSFORM_OURS, TRANSFORM_TFT, 0.3, "analyze + materialize, against tf.Transform's DirectRunner")
     ratio("storage", STORAGE_GCS, STORAGE_LOCAL, 1.5, "the same 40 files on gs://, end to end")
     ratio("storage", STORAGE_503, STORAGE_GCS, 1.3, "with 5% of reads answered 503")
     if ("tiny", DEFAULT) in by:

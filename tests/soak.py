@@ -46,8 +46,8 @@ from tf2_mapreduce.cluster import orphans  # noqa: E402
 from tf2_mapreduce.outputs import files as output  # noqa: E402  (its unescape reads a per-key table back)
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-JOBS = ("wordcount", "wc", "wordfreq", "vocab", "stats", "reshard")
-EXAMPLE_JOBS = ("vocab", "stats", "reshard")  # over the tf.Example shards, written to a directory
+JOBS = ("wordcount", "wc", "wordfreq", "vocab", "stats", "reshard", "transform")
+EXAMPLE_JOBS = ("vocab", "stats", "reshard", "transform")  # over the tf.Example shards, written to a directory
 # Enough that the example jobs map for a few progress reports, so that a fault drawn
 # "running" strikes while they run (with 800, stats mapped for under a second).
 EXAMPLES_PER_SHARD = 3000
@@ -265,12 +265,63 @@ def check_records(directory, records):
         raise Failed("%d records written, %d read; they differ from record %d on" % (len(got), len(records), first))
 
 
+def check_transformed(directory, records):
+    """Raises `Failed` unless data/ holds every input example transformed once, in input
+    order, bit for bit as the saved transform_fn maps it, and the query vocabulary is tft's
+    of the examples' queries (counted by protobuf)."""
+    import tensorflow as tf
+    from helpers.transforms import TRANSFORMED
+
+    data = os.path.join(directory, "data")
+    try:
+        names = sorted(os.listdir(data))
+    except OSError as e:
+        raise Failed("no data/: %s" % e) from None
+    got = [record for name in names for record in oracles.read_tfrecords(os.path.join(data, name))]
+    if len(got) != len(records):
+        raise Failed("%d examples written, %d read" % (len(got), len(records)))
+    spec = {
+        "query": tf.io.VarLenFeature(tf.string),
+        "tags": tf.io.VarLenFeature(tf.string),
+        "user_id": tf.io.VarLenFeature(tf.int64),
+        "clicks": tf.io.VarLenFeature(tf.int64),
+        "score": tf.io.FixedLenFeature([1], tf.float32),
+    }
+    served = tf.saved_model.load(os.path.join(directory, "transform_fn")).transform_fn(
+        tf.io.parse_example(records, spec)
+    )
+    written = tf.io.parse_example(got, TRANSFORMED)
+    for name in TRANSFORMED:
+        a, b = served[name], written[name]
+        if isinstance(a, tf.SparseTensor):
+            if a.indices.numpy().tolist() != b.indices.numpy().tolist():
+                raise Failed("%s: the examples written are not the inputs' in order" % name)
+            a, b = a.values, b.values
+        if a.numpy().tobytes() != b.numpy().tobytes():
+            raise Failed("%s: the examples written differ from what transform_fn makes of the inputs" % name)
+    queries = collections.Counter(
+        q
+        for record in records
+        for q in tf.train.Example.FromString(record).features.feature["query"].bytes_list.value
+        if q and b"\n" not in q and b"\r" not in q
+    )
+    want = [t for t, _ in oracles.tft_ordered(queries)][:500]
+    with open(
+        os.path.join(directory, "transform_fn", "assets", "vocab_compute_and_apply_vocabulary_vocabulary"), "rb"
+    ) as f:
+        if f.read().split(b"\n")[:-1] != want:
+            raise Failed("the query vocabulary is not tft's of the inputs")
+
+
 def check_result(job, path, expected, local=lambda path: path):
     """Raises `Failed` unless the result file at `path` is the oracle's, whole; `local`
     maps a path the result names to the corpus's (the bucket's copy to the file)."""
     per_file, counts, vocab, stats, records = expected
     if job == "reshard":
         check_records(path, records)
+        return
+    if job == "transform":
+        check_transformed(path, records)
         return
     if job == "vocab":
         check_vocabularies(path, vocab)
@@ -406,6 +457,7 @@ class Round:
         env = dict(os.environ, GRPC_FAIL_FAST="use_caller", TF_CPP_MIN_LOG_LEVEL="2", PYTHONUNBUFFERED="1")
         env["TF_CONFIG"] = json.dumps({"cluster": self.jobs, "task": {"type": role, "index": index}})
         env[MARK] = self.mark
+        env["PYTHONPATH"] = os.path.join(REPO, "tests")  # the transform job's preprocessing_fn: helpers.transforms
         return self.bucket.server.env(env) if self.bucket else env
 
     def spawn(self, host, argv, env, log):
@@ -460,7 +512,8 @@ class Round:
             "--output_dir" if job in EXAMPLE_JOBS else "--output",
             output,
             *(["--features=" + ",".join(name for name, _ in FEATURES)] if job == "vocab" else []),
-            *(["--num_shards=3"] if job == "reshard" else []),
+            *(["--num_shards=3"] if job in ("reshard", "transform") else []),
+            *(["--preprocessing_fn=helpers.transforms:examples_fn"] if job == "transform" else []),
             "--checkpoint_dir",
             checkpoint_dir,
             *self.flags,

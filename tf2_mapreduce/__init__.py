@@ -22,7 +22,6 @@ _EXPORTS = {
     "outputs.files": ("unescape",),
     "run.loop": ("Progress",),
     "jobs.base": ("Job", "per_text"),
-    "transform.run": ("Transform",),
     "reducers.statistics.model": ("DatasetStats", "FeatureStats", "NumericStats", "StringStats"),
     "errors": (
         "Error",

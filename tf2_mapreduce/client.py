@@ -287,7 +287,7 @@ class Cluster:
     ) -> Result:
         """Runs `job` over `inputs` to its end; blocking. See `submit` for the arguments.
         A `Transform` runs its two passes and writes `output_dir` (an option it needs)."""
-        from tf2_mapreduce.transform.run import Transform
+        from tf2_mapreduce.jobs.transform import Transform
 
         if isinstance(job, Transform):
             from tf2_mapreduce.transform import run as transform

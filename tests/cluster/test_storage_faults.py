@@ -16,6 +16,7 @@ from collections import Counter
 
 import pytest
 from helpers.bucket import cli, stocked_server
+from helpers.oracles import parse_tfrecords, read_tfrecords
 from helpers.processes import REPO, die_with_the_tests, task_env
 from helpers.storage_faults import REFUSE, RESET, STALL, STATUS, Fault
 
@@ -294,3 +295,56 @@ def test_a_stream_cut_short_after_its_size_left_the_clients_cache_is_an_outage(g
         path: count for path, count in words.items() if path.startswith("gs://data/corpus/")
     }
     assert result["skipped"] == []
+
+
+def bucket_files(server, prefix):
+    """{name under `prefix`: bytes} of the objects there, but directory markers (TensorFlow's makedirs makes them)."""
+    names = [name for name in server.names("data") if name.startswith(prefix) and not name.endswith("/")]
+    return {name[len(prefix) :]: server.get("data", name) for name in names}
+
+
+def test_a_transform_written_to_a_bucket_through_an_outage_is_the_bytes_of_local_disk(gcs, server, tmp_path):
+    """Pieces uploaded by the map steps, read back and joined into shards, the shards and the
+    transform's SavedModel staged and moved into place: each meets 503s; what lands in the
+    bucket is byte for byte what the same job wrote to local disk, and nothing else."""
+    _, copies = gcs
+    records = [
+        r for name in ("one.tfrecord", "two.tfrecord.gz") for r in read_tfrecords(copies["gs://data/records/" + name])
+    ]
+    # Given its schema: the pass of statistics that infers one writes nothing to fail.
+    schema = tmp_path / "raw_schema.pbtxt"
+    schema.write_text(
+        'feature { name: "query" type: BYTES presence { min_fraction: 1.0 } shape { dim { size: 1 } } }\n'
+        'feature { name: "user_id" type: INT }\n'
+    )
+    args = ["--job=transform", "--preprocessing_fn=helpers.transforms:bucket_fn", "--num_shards=2"]
+    args += ["--schema", str(schema), "--input", "gs://data/records", "--read_size", "200000"]
+    env = task_env(PYTHONPATH=os.path.join(REPO, "tests"))
+    local = tmp_path / "local"
+    run = cli(server, args + ["--output_dir", str(local)], env=env)
+    assert run.returncode == 0, run.stderr
+    faults = [
+        Fault(STATUS, kinds=("write",), objects="data/out/.tf2_mapreduce-pieces/*", status=503, seconds=2.0),
+        Fault(STATUS, kinds=("read",), objects="data/out/.tf2_mapreduce-pieces/*", status=503, seconds=1.5),
+        Fault(STATUS, kinds=("write", "copy"), objects="data/out/.tf2_mapreduce-staging-*", seconds=1.5),
+    ]
+    for fault in faults:
+        server.faults.add(fault)
+    run = cli(server, args + ["--output_dir", "gs://data/out"], env=env)
+    server.faults.clear()
+    assert run.returncode == 0, run.stderr
+    assert all(fault.hits > 0 for fault in faults), [fault.hits for fault in faults]
+    written = bucket_files(server, "out/")
+    on_disk = {
+        os.path.relpath(os.path.join(root, f), local): open(os.path.join(root, f), "rb").read()
+        for root, _, files in os.walk(local)
+        for f in files
+    }
+    manifest = json.loads(written.pop("_tf2_mapreduce.json"))
+    on_disk.pop("_tf2_mapreduce.json")
+    assert sorted(manifest["files"]) == sorted(written) == sorted(on_disk)
+    data = sorted(n for n in written if n.startswith("data/"))
+    assert {n: written[n] for n in data} == {n: on_disk[n] for n in data}
+    vocabulary = "transform_fn/assets/vocab_compute_and_apply_vocabulary_vocabulary"
+    assert written[vocabulary] == on_disk[vocabulary]
+    assert len([r for n in data for r in parse_tfrecords(gzip.decompress(written[n]))]) == len(records)

@@ -64,6 +64,11 @@ def read_tfrecords(path):
         data = gzip.decompress(data)
     elif path.endswith((".zz", ".zlib")):
         data = zlib.decompress(data)
+    return parse_tfrecords(data)
+
+
+def parse_tfrecords(data):
+    """The records of a TFRecord file's bytes (uncompressed), read in plain Python."""
     records, offset = [], 0
     while offset < len(data):
         (length,) = struct.unpack_from("<Q", data, offset)

@@ -137,11 +137,14 @@ def summary_lines(result, top_k, min_count, file_format, written) -> list:
 
 def wrote(summary, output_dir) -> str:
     """What the CLI says once `Result.write_dir(output_dir)` returned `summary`."""
+    if "shards" in summary:
+        written = "wrote %d records in %d files of data/" % (summary["records"], summary["shards"])
+        if "vocabularies" in summary:  # a transform's
+            written += ", transform_fn/ (%d vocabularies) and transformed_metadata/" % len(summary["vocabularies"])
+        return "%s to %s" % (written, output_dir)
     if "vocabularies" in summary:
         count = len(summary["vocabularies"])
         return "wrote %d %s to %s" % (count, "vocabulary" if count == 1 else "vocabularies", output_dir)
-    if "shards" in summary:
-        return "wrote %d records in %d files to %s" % (summary["records"], summary["shards"], output_dir)
     return "wrote %s to %s" % (", ".join(summary["files"]), output_dir)
 
 

@@ -17,6 +17,7 @@ from tf2_mapreduce.cluster.spec import ROLES, TASK_ENV
 from tf2_mapreduce.errors import Error, Interrupted, UsageError
 from tf2_mapreduce.inputs import background
 from tf2_mapreduce.inputs.files import local_path, sample_corpus
+from tf2_mapreduce.jobs.transform import Transform
 from tf2_mapreduce.outputs.directory import ResultDirectory
 
 __all__ = ["Command", "LOCAL_ONLY", "OPTIONS"]
@@ -37,6 +38,7 @@ class Command:
         self.started = started
         self.stop_requests = []
         self.listing = self.cluster = self.output_dir = None
+        self.found = None  # the inputs listed, for a `Transform`'s passes
         self.configured = None  # how the cluster was configured, None for a local one
         self.build_seconds = 0.0
 
@@ -158,14 +160,32 @@ class Command:
         from tf2_mapreduce.outputs import writers
 
         v = self.values
-        options = {name: v[name].value for name in OPTIONS}
-        prepared = self.cluster.prepare(job, found, max_pieces=v.files_per_step, **options)
+        if isinstance(job, Transform):
+            return self._prepare_transform(job, found)
+        prepared = self.cluster.prepare(job, found, max_pieces=v.files_per_step, **self._options())
         if v.output:
             writers.check_output(prepared.job.reducer, v.output)
         if v.output_dir:
             writers.check_output_dir(prepared.job.reducer)
         self._claim_outputs(local=False)
         return prepared
+
+    def _options(self):
+        return {name: self.values[name].value for name in OPTIONS}
+
+    def _prepare_transform(self, transform, found):
+        """A `Transform` runs its passes as it goes: what can be checked before is its
+        output and the ops its map steps need."""
+        v = self.values
+        if v.output or not v.output_dir:
+            raise UsageError(
+                "{setting:job}=transform writes a directory: give {setting:output_dir}, not {setting:output}"
+            )
+        if native.unavailable():
+            raise UsageError("{setting:job}=transform needs the native ops: %s" % native.unavailable())
+        self._claim_outputs(local=False)
+        self.found = found
+        return transform
 
     def _start_local(self, exposed):
         cluster = self.cluster
@@ -179,8 +199,8 @@ class Command:
                 "cluster's ports %s (%s)" % (ports, exposed)
             )
 
-    def _run(self, prepared):
-        """Runs the prepared job on the connected cluster, then prints and writes its result."""
+    def _wait(self, prepared):
+        """Runs the prepared job on the connected cluster, saying its progress; its `Result`."""
         v = self.values
         reporters = [lambda p: say(console.progress_line(prepared.job.reducer, p))]
         writer = None
@@ -194,10 +214,42 @@ class Command:
                 prepared, on_progress=lambda progress: [report(progress) for report in reporters]
             )
             self.stop_requests.append(handle.cancel)
-            result = handle.wait()
+            return handle.wait()
         finally:
             if writer is not None:
                 writer.close()
+
+    def _run_transform(self, transform):
+        """Runs a `Transform`'s passes, each said as it starts; prints what it wrote."""
+        from tf2_mapreduce.transform import run as transform_run
+
+        v = self.values
+
+        def run_pass(job, options):
+            say("%s: %s" % (job.name, job.description))
+            options = {**options, "max_pieces": v.files_per_step}
+            return self._wait(self.cluster.prepare(job, self.found, **options))
+
+        options = self._options()
+        del options["output_dir"]  # the transform pass's alone
+        result = transform_run.run(
+            self.cluster,
+            transform,
+            self.found,
+            output_dir=v.output_dir,
+            claimed=self.output_dir,
+            run_pass=run_pass,
+            **options,
+        )
+        console.print_result(result, v.top_k, v.min_count, v.vocabulary_format, result.written)
+        say(console.wrote(result.written, v.output_dir))
+
+    def _run(self, prepared):
+        """Runs the prepared job on the connected cluster, then prints and writes its result."""
+        v = self.values
+        if isinstance(prepared, Transform):
+            return self._run_transform(prepared)
+        result = self._wait(prepared)
         since = self.started + self.build_seconds  # timed from the process start, the one-off build apart
         # Before the servers are told to exit: per-key results are read from the ps tasks.
         written = None

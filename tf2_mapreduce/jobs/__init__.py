@@ -14,14 +14,20 @@ __all__ = ["built_in", "parameters", "check", "resolve"]
 _found = {}
 
 
+def _is_job(value) -> bool:
+    """A `Job` subclass, or a job of several passes that says its command (`Transform`)."""
+    return issubclass(value, Job) or isinstance(getattr(value, "COMMAND", None), str)
+
+
 def built_in() -> dict:
     """{--job name: class} of the built-in jobs: every `Job` subclass of this package's
-    modules that says its `COMMAND`, by module name, then in each module's order."""
+    modules that says its `COMMAND` (and `Transform`), by module name, then in each
+    module's order."""
     if not _found:
         for module in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
             loaded = importlib.import_module("%s.%s" % (__name__, module.name))
             for value in vars(loaded).values():
-                if isinstance(value, type) and issubclass(value, Job) and value.__module__ == loaded.__name__:
+                if isinstance(value, type) and value.__module__ == loaded.__name__ and _is_job(value):
                     if value.COMMAND:
                         _found[value.COMMAND] = value
     return _found
@@ -60,8 +66,8 @@ def check(name: str, values: dict) -> None:
 
 
 def resolve(name: str, values: dict) -> Job:
-    """The `Job` that `name` and its parameters' `values` give (see `check`): a built-in
-    job, or the `Job` held by "package.module:ATTRIBUTE". Raises `UsageError`.
+    """The `Job` (or `Transform`) that `name` and its parameters' `values` give (see
+    `check`): a built-in job, or the `Job` held by "package.module:ATTRIBUTE". Raises `UsageError`.
 
     Only the coordinator imports a user's module: map steps are traced into graphs
     that the workers run, so workers need no user code.

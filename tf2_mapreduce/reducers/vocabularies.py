@@ -66,8 +66,8 @@ class Vocabularies(ExampleCounts):
     under its feature (`FeatureKeys`), and the examples read and the examples missing
     each feature are counted in the same commit, so all of it is exactly-once together.
     `map_fn(records)` returns {"examples": scalar int64, "values": a tuple with one 1-D
-    tf.string of values per feature, "missing": 1-D int64 of examples per feature
-    without any value}. The job's value is the examples read; its table is read as
+    tf.string of values per feature (or a pair of it and the int64 count of each value),
+    "missing": 1-D int64 of examples per feature without any value}. The job's value is the examples read; its table is read as
     ((feature, value bytes), count): `entries`, `top`."""
 
     features: tuple = ()  # feature names, in the order of "values"
@@ -94,10 +94,11 @@ class Vocabularies(ExampleCounts):
 
     def pairs(self, output):
         space = self.keys()
-        keys = [space.join(i, values) for i, values in enumerate(output["values"])]
+        # A feature's values each count 1; or (values, counts), each value counting its count.
+        weighted = [v if isinstance(v, tuple) else (v, tf.ones_like(v, dtype=tf.int64)) for v in output["values"]]
+        keys = [space.join(i, values) for i, (values, _) in enumerate(weighted)]
         keys = tf.concat(keys + [tf.constant(space.reserved)], 0)
-        ones = [tf.ones_like(values, dtype=tf.int64) for values in output["values"]]
-        counts = tf.concat(ones + [[output["examples"]], output["missing"]], 0)
+        counts = tf.concat([counts for _, counts in weighted] + [[output["examples"]], output["missing"]], 0)
         # A zero count would still make an entry: a missing feature is no key at all.
         present = counts > 0
         return tf.boolean_mask(keys, present), tf.boolean_mask(counts, present)

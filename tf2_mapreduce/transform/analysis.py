@@ -11,7 +11,7 @@ from tf2_mapreduce.inputs.formats import TFRECORD
 from tf2_mapreduce.jobs.base import Job
 from tf2_mapreduce.lazy_tf import tf
 from tf2_mapreduce.reducers import Vocabularies
-from tf2_mapreduce.transform import trace
+from tf2_mapreduce.transform import sums, trace
 
 __all__ = ["raw_specs", "trace_calls", "analyze_job", "counts_of", "results", "NUMERIC", "EMPTY_VOCABULARY"]
 
@@ -64,9 +64,16 @@ def _encoded(call, values):
     """The values an analyzer reads, as the bytes its counts are kept under: a string as
     it is (a vocabulary's, without those tft leaves out), an integer as decimal text, a
     float as the decimal text of its bits (exact, and NaN kept apart); for `size`, the
-    same key for every value."""
+    same key for every value; for `min` and `max`, the batch's least or greatest value."""
     if call.kind == "size":  # only how many: one key, counted once per value
         return tf.fill(tf.shape(values), "")
+    if call.kind in ("sum", "mean", "var"):
+        return sums.terms(values, squares=call.kind == "var")
+    if call.kind in ("min", "max"):
+        # Only the batch's least (greatest) value can be the dataset's: one key a batch, not
+        # one a distinct value. TensorFlow's reductions give NaN if any value is NaN, as tft's.
+        reduce = tf.reduce_min if call.kind == "min" else tf.reduce_max
+        values = tf.boolean_mask(tf.reshape(reduce(values), [1]), tf.reshape(tf.size(values) > 0, [1]))
     if values.dtype == tf.string:
         return tf.boolean_mask(values, tf.logical_not(tf.strings.regex_full_match(values, _UNHOLDABLE)))
     if values.dtype.is_integer:
@@ -111,44 +118,47 @@ def _decoded(call, term):
     return float(np.array(int(term), np.int64).astype(np.int32).view(np.float32))
 
 
-def _exact_sum(pairs):
-    """The exact sum of value * count over `pairs`, as a Fraction (floats are exact binary fractions)."""
-    return sum((Fraction(value) * count for value, count in pairs), Fraction(0))
-
-
-def _numeric(call, pairs):
-    dtype = call.dtype
-    is_float = dtype.is_floating
-    if call.kind in ("min", "max"):
-        if is_float and any(math.isnan(v) for v, _ in pairs):
-            return np.array(math.nan, dtype.as_numpy_dtype)
-        values = [v for v, _ in pairs]
-        if not values:
-            if is_float:
-                return np.array(math.inf if call.kind == "min" else -math.inf, dtype.as_numpy_dtype)
-            most = np.iinfo(dtype.as_numpy_dtype).max
-            return np.array(most if call.kind == "min" else -most, dtype.as_numpy_dtype)
-        return np.array(min(values) if call.kind == "min" else max(values), dtype.as_numpy_dtype)
-    if call.kind == "sum":
-        if is_float and any(not math.isfinite(v) for v, _ in pairs):
-            return np.array(sum(v * c for v, c in pairs), np.float64).astype(_sum_dtype(dtype))
-        total = _exact_sum(pairs)
-        return np.array(float(total) if is_float else int(total)).astype(_sum_dtype(dtype))
-    finite = [(v, c) for v, c in pairs if math.isfinite(v)] if is_float else pairs
-    out = np.float64 if dtype == tf.float64 else np.float32
-    n = sum(c for _, c in finite)
-    if not n:
-        return out(0)
-    mean = _exact_sum(finite) / n
-    if call.kind == "mean":
-        return out(float(mean))
-    return out(float(sum((Fraction(v) - mean) ** 2 * c for v, c in finite) / n))
+def _rounded(value, dtype):
+    """`value` (a Fraction, or a float for NaN and infinities) as `dtype`, rounded once, to
+    the nearest (ties to even): a Fraction goes through float64 first, then the neighbours
+    of that float32 are weighed against it exactly."""
+    if dtype == np.int64:
+        return np.int64((int(value) + 2**63) % 2**64 - 2**63)  # wrapped, as numpy's int64 sum
+    wide = np.float64(float(value))
+    if dtype == np.float64 or not isinstance(value, Fraction) or not np.isfinite(wide):
+        return dtype(wide)
+    near = np.float32(wide)
+    candidates = [np.nextafter(near, np.float32(-np.inf)), near, np.nextafter(near, np.float32(np.inf))]
+    finite = [c for c in candidates if np.isfinite(c)]
+    return min(finite, key=lambda c: (abs(Fraction(float(c)) - value), int(np.array(c).view(np.int32)) & 1))
 
 
 def _sum_dtype(dtype):
     if dtype.is_integer:
         return np.int64
     return np.float64 if dtype == tf.float64 else np.float32
+
+
+def _numeric(call, entries):
+    """The result of a `min`, `max`, `sum`, `mean` or `var` call from what it counted."""
+    dtype = call.dtype
+    if call.kind in ("min", "max"):
+        values = [_decoded(call, t) for t, _ in entries]
+        numpy_type = dtype.as_numpy_dtype
+        if dtype.is_floating and any(math.isnan(v) for v in values):
+            return np.array(math.nan, numpy_type)
+        if not values:
+            if dtype.is_floating:
+                return np.array(math.inf if call.kind == "min" else -math.inf, numpy_type)
+            most = np.iinfo(numpy_type).max
+            return np.array(most if call.kind == "min" else -most, numpy_type)
+        return np.array(min(values) if call.kind == "min" else max(values), numpy_type)
+    totals = sums.Totals(entries)
+    if call.kind == "sum":
+        return _rounded(totals.sum(), _sum_dtype(dtype))
+    mean, variance = totals.mean_and_var()
+    out = np.float64 if dtype == tf.float64 else np.float32
+    return _rounded(mean if call.kind == "mean" else variance, out)
 
 
 def _quantiles(call, pairs):
@@ -190,9 +200,10 @@ def results(calls, counts) -> list:
             continue
         if call.kind == "size":
             out.append(np.int64(sum(c for _, c in entries)))
-            continue
-        pairs = [(_decoded(call, t), c) for t, c in entries]
-        out.append(_quantiles(call, pairs) if call.kind == "quantiles" else _numeric(call, pairs))
+        elif call.kind == "quantiles":
+            out.append(_quantiles(call, [(_decoded(call, t), c) for t, c in entries]))
+        else:
+            out.append(_numeric(call, entries))
     return out
 
 

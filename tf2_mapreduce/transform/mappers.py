@@ -29,6 +29,14 @@ def _map_values(x, fn):
     return fn(x)
 
 
+def _opaque(divisor):
+    """`divisor`, hidden from TensorFlow's graph optimizer: it makes a division by a
+    constant a multiplication by its inverse in some graphs and not in others (the saved
+    transform and a map step differed by an ulp), and the two must agree, and agree with
+    tft, which divides."""
+    return tf.raw_ops.PlaceholderWithDefault(input=divisor, shape=divisor.shape)
+
+
 def _no_elementwise(elementwise, what):
     if elementwise:
         raise NotSupported("tf2_mapreduce.transform: %s(elementwise=True) is not supported" % what)
@@ -36,8 +44,7 @@ def _no_elementwise(elementwise, what):
 
 def scale_to_z_score(x, elementwise=False, name=None, output_dtype=None):
     """(x - mean) / sqrt(var), with tft's population variance; x - mean where var is 0.
-    Integers become float32. Computed as (x - mean) times 1 / sqrt(var), so within an ulp
-    of tft's."""
+    Integers become float32."""
     _no_elementwise(elementwise, "scale_to_z_score")
     with tf.name_scope(name or "scale_to_z_score"):
         dtype = trace.values_of(x).dtype
@@ -46,14 +53,11 @@ def scale_to_z_score(x, elementwise=False, name=None, output_dtype=None):
         mean = analyzers.mean(x, output_dtype=output_dtype)
         variance = analyzers.var(x, output_dtype=output_dtype)
 
-        # Times the inverse, never divided by the deviation: TensorFlow's graph optimizer
-        # makes a division by a constant a multiplication in some graphs and not others (the
-        # saved transform and a map step differed by an ulp), and the two must agree.
-        deviation = tf.sqrt(variance)
-        inverse = tf.where(deviation != 0, 1 / tf.where(deviation != 0, deviation, 1), 1)
+        deviation = _opaque(tf.sqrt(variance))
 
         def scaled(values):
-            return (values - mean) * inverse
+            centered = values - mean
+            return tf.where(deviation != 0, centered / tf.where(deviation != 0, deviation, 1), centered)
 
         return _map_values(x, scaled)
 
@@ -68,14 +72,11 @@ def scale_by_min_max(x, output_min=0.0, output_max=1.0, elementwise=False, name=
         x = _map_values(x, lambda v: tf.cast(v, tf.float32))
         low, high = analyzers.min(x), analyzers.max(x)
 
-        spread = high - low
-        inverse = 1 / tf.where(spread > 0, spread, 1)  # as in scale_to_z_score: never a division
+        spread = _opaque(high - low)
 
         def scaled(values):
-            unit = tf.where(spread > 0, (values - low) * inverse, tf.sigmoid(values))
-            if (output_min, output_max) == (0.0, 1.0):
-                return unit
-            return unit * (output_max - output_min) + output_min
+            linear = (values - low) / tf.where(spread > 0, spread, 1)
+            return tf.where(spread > 0, linear, tf.sigmoid(values)) * (output_max - output_min) + output_min
 
         return _map_values(x, scaled)
 

@@ -1,36 +1,16 @@
-"""`Transform`: tf.Transform's analyze-and-transform as a job of tf2_mapreduce, and how it
-runs: the analyze pass, the analyzers' results, the transform pass writing every example
-once, then the output directory put in place whole (data/, transform_fn/,
+"""How a `Transform` (`jobs.transform`) runs: the raw schema (read, or inferred in a pass
+of statistics), the analyze pass, the analyzers' results, the transform pass writing every
+example once, then the output directory put in place whole (data/, transform_fn/,
 transformed_metadata/), as tft_beam's AnalyzeAndTransformDataset and WriteTransformFn."""
 
-from collections.abc import Callable
-from dataclasses import dataclass
-
 from tf2_mapreduce.errors import UsageError
+from tf2_mapreduce.jobs.stats import Stats
+from tf2_mapreduce.lazy_tf import tf
 from tf2_mapreduce.transform import analysis, saved
 from tf2_mapreduce.transform import schema as schemas
 from tf2_mapreduce.transform.materialize import materialize_job
 
-__all__ = ["Transform", "run"]
-
-
-@dataclass(frozen=True)
-class Transform:
-    """A `preprocessing_fn` (a function of a dict of raw features, written against
-    `tf2_mapreduce.transform`) over tf.train.Example records whose `schema` is a path to a
-    tensorflow-metadata Schema in text format, a `Schema`, or a feature spec ({name:
-    tf.io.FixedLenFeature | tf.io.VarLenFeature}); its examples written in `num_shards`
-    files (0: by size)."""
-
-    preprocessing_fn: Callable
-    schema: object
-    num_shards: int = 0
-    name: str = "transform"
-
-    def feature_spec(self) -> dict:
-        if isinstance(self.schema, dict):
-            return dict(self.schema)
-        return schemas.feature_spec(schemas.read(self.schema) if isinstance(self.schema, str) else self.schema)
+__all__ = ["run", "feature_spec"]
 
 
 def _pass_options(options, name):
@@ -41,29 +21,46 @@ def _pass_options(options, name):
     return {**options, "checkpoint_dir": checkpoint_dir.rstrip("/") + "/" + name}
 
 
-def run(cluster, transform, inputs, on_progress=None, output_dir=None, **options):
-    """Runs `transform` over `inputs` on `cluster` and writes `output_dir`: the analyze pass,
-    then the transform pass, both exactly-once and resumable from their checkpoints; the
-    directory holds the previous result until the new one is whole. Returns the transform
-    pass's `Result`, its `written` the summary written. Blocking."""
+def feature_spec(transform, run_pass, options):
+    """The raw features' spec of `transform`, and the schema inferred (None where it was
+    given): a pass of statistics (`run_pass`) when it must be inferred."""
+    if isinstance(transform.schema, dict):
+        return dict(transform.schema), None
+    if transform.schema is not None:
+        given = schemas.read(transform.schema) if isinstance(transform.schema, str) else transform.schema
+        return schemas.feature_spec(given), None
+    inferred = schemas.inferred(run_pass(Stats(), _pass_options(options, "schema")).total)
+    return schemas.feature_spec(inferred), inferred
+
+
+def run(cluster, transform, inputs, on_progress=None, output_dir=None, claimed=None, run_pass=None, **options):
+    """Runs `transform` over `inputs` on `cluster` and writes `output_dir` (`claimed`: its
+    `ResultDirectory`, already claimed): the raw schema (inferred in a pass of its own
+    where not given), the analyze pass, then the transform pass, each exactly-once and
+    resumable from its checkpoint; the directory holds the previous result until the new
+    one is whole. `run_pass(job, options)` runs each pass to its `Result` (by default
+    `cluster.run`). Returns the transform pass's `Result`, its `written` the summary
+    written. Blocking."""
     if not output_dir:
         raise UsageError("a Transform writes its output: give it an output directory ({setting:output_dir})")
-    spec = transform.feature_spec()
+    if run_pass is None:
+
+        def run_pass(job, pass_options):
+            return cluster.run(job, inputs, on_progress=on_progress, **pass_options)
+
+    spec, inferred = feature_spec(transform, run_pass, options)
     calls = analysis.trace_calls(transform.preprocessing_fn, spec)
-    counted = cluster.run(
-        analysis.analyze_job(transform.preprocessing_fn, spec, calls, transform.name + "-analyze"),
-        inputs,
-        on_progress=on_progress,
-        **_pass_options(options, "analyze"),
-    )
-    values = analysis.results(calls, analysis.counts_of(counted))
+    job = analysis.analyze_job(transform.preprocessing_fn, spec, calls, transform.name + "-analyze")
+    values = analysis.results(calls, analysis.counts_of(run_pass(job, _pass_options(options, "analyze"))))
     job = materialize_job(transform.preprocessing_fn, spec, calls, values, transform.num_shards, transform.name)
-    result = cluster.run(
-        job, inputs, on_progress=on_progress, output_dir=output_dir, **_pass_options(options, "transform")
-    )
+    result = run_pass(job, {**_pass_options(options, "transform"), "output_dir": output_dir})
 
     def also(staging):
-        return {"vocabularies": saved.write(transform.preprocessing_fn, spec, calls, values, staging)}
+        written = {"vocabularies": saved.write(transform.preprocessing_fn, spec, calls, values, staging)}
+        if inferred is not None:
+            with tf.io.gfile.GFile(staging.rstrip("/") + "/" + schemas.RAW_SCHEMA, "w") as f:
+                f.write(schemas.text(inferred))
+        return written
 
-    result.written = result.write_dir(output_dir, also=also)
+    result.written = result.write_dir(output_dir, also=also, claimed=claimed)
     return result

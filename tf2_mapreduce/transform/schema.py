@@ -1,12 +1,14 @@
 """Raw examples' schemas: a tensorflow-metadata `Schema` (text format, as TFDV's
 `write_schema_text` and tft's `schema_utils` write it) read into FixedLen / VarLen features
-as tft's `schema_as_feature_spec` reads it."""
+as tft's `schema_as_feature_spec` reads it, or inferred from statistics as TFDV infers one."""
 
 from tf2_mapreduce.errors import UsageError
 from tf2_mapreduce.lazy_tf import tf
 from tf2_mapreduce.transform.trace import NotSupported
 
-__all__ = ["read", "feature_spec"]
+__all__ = ["read", "feature_spec", "inferred", "text", "RAW_SCHEMA"]
+
+RAW_SCHEMA = "raw_schema.pbtxt"  # the schema inferred, written beside the transform's output
 
 # tft leaves out features in these stages of their life (schema_utils, through tfx_bsl).
 _LEFT_OUT = ("DEPRECATED", "DISABLED", "PLANNED", "ALPHA", "DEBUG_ONLY", "VALIDATION_DERIVED")
@@ -61,3 +63,37 @@ def feature_spec(schema) -> dict:
         else:
             spec[feature.name] = tf.io.VarLenFeature(dtypes[feature.type])
     return spec
+
+
+def inferred(stats):
+    """The schema TFDV's `infer_schema` makes of `stats` (a `DatasetStats`): each feature's
+    type; presence (min_count 1 if any example holds it, min_fraction 1 if every one
+    does); a shape of k where every example holds exactly k > 0 values (so FixedLen
+    [k]), else a value_count. Domains are not inferred."""
+    from tensorflow_metadata.proto.v0 import schema_pb2
+
+    kinds = {"int64": schema_pb2.INT, "float": schema_pb2.FLOAT, "bytes": schema_pb2.BYTES}
+    schema = schema_pb2.Schema()
+    for name, figures in stats.features.items():
+        if figures.type is None:
+            continue
+        feature = schema.feature.add(name=name, type=kinds[figures.type])
+        feature.presence.min_count = 1 if figures.num_present else 0
+        if not figures.num_present:
+            continue
+        if not figures.num_missing:
+            feature.presence.min_fraction = 1.0
+        if not figures.num_missing and figures.min_num_values == figures.max_num_values > 0:
+            feature.shape.dim.add(size=figures.min_num_values)
+        elif figures.min_num_values > 0:
+            feature.value_count.min = 1 if figures.min_num_values != figures.max_num_values else figures.min_num_values
+            if figures.min_num_values == figures.max_num_values:
+                feature.value_count.max = figures.max_num_values
+    return schema
+
+
+def text(schema) -> str:
+    """`schema` in text format, as TFDV's write_schema_text and tft write it."""
+    from google.protobuf import text_format
+
+    return text_format.MessageToString(schema)

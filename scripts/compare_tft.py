@@ -1,0 +1,465 @@
+"""Our Transform against tf.Transform's: one preprocessing_fn over the same examples, both outputs
+loaded with `tft.TFTransformOutput` and compared.
+
+    python scripts/compare_tft.py --examples 3000 [--tft_python /tmp/tftvenv/bin/python] [--work DIR]
+
+Run from this repo's venv; --tft_python is a Python of a venv of its own with tensorflow-transform
+(`pip install tensorflow-transform==1.21.0`: TensorFlow 2.21, Beam 2.77).
+Writes raw tf.Example shards (GZIP TFRecord: x float, n int64, s a string of skewed counts with
+ties, tags 0-3 strings) and their tensorflow-metadata schema under --work, then, each side in a
+process of its own, one after the other, timed:
+  tft   tft_beam.AnalyzeAndTransformDataset + WriteTransformFn on Beam's DirectRunner, the
+        transformed record batches encoded as tf.Examples and written with WriteToTFRecord;
+  ours  mr.Transform on a local cluster (1 ps, 2 workers, in its process).
+Then, with --tft_python, loads both outputs with tft.TFTransformOutput and compares their
+transformed_feature_spec, vocabularies (vocabulary_by_name), transform_raw_features over every
+raw example (and a few probes of values the data never had), and the transformed examples
+written (as multisets: Beam writes in no fixed order). Prints markdown tables: the checks, and
+each side's seconds (its process; its job alone, imports left out). Exit status 1
+unless specs, vocabularies and integer outputs are equal and floats within 2 ulps; bucketize
+may differ (tf.Transform's quantiles are approximate, ours exact): counted, never failed.
+Not a test: tf.Transform is not our dependency.
+"""
+
+import json
+import os
+import random
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+from absl import app, flags
+
+FLAGS = flags.FLAGS
+flags.DEFINE_integer("examples", 3000, "Raw examples to generate.", lower_bound=1)
+flags.DEFINE_string("tft_python", "/tmp/tftvenv/bin/python", "A Python with tensorflow-transform installed.")
+flags.DEFINE_string("work", None, "Directory for the examples, both outputs and the logs (default: a new temp dir).")
+flags.DEFINE_enum(
+    "side", None, ["tft", "ours", "compare"], "Internal: the step this process runs (the script runs itself)."
+)
+
+SEED = 0
+SHARDS = 3
+SIDES = ("ours", "tft")
+SCHEMA = """\
+feature { name: "x" type: FLOAT presence { min_fraction: 1.0 } shape {} }
+feature { name: "n" type: INT presence { min_fraction: 1.0 } shape {} }
+feature { name: "s" type: BYTES presence { min_fraction: 1.0 } shape {} }
+feature { name: "tags" type: BYTES }
+"""
+# Forty values of s, in hundredths: the fifth to seventh tie, across top_k=5's cut.
+S_WEIGHTS = [12, 9, 9, 7, 5, 5, 5, 4, 3, 3] + [2] * 8 + [1] * 22
+TAGS = [b"tag%02d" % i for i in range(15)]
+# For transform_raw_features only: values no vocabulary holds (an empty string is never in one),
+# and x and n outside the range analyzed.
+PROBES = [
+    (-1000.0, -100, b"never-seen", [b"unseen", b"", b"tag00"]),
+    (1000.0, 10**6, b"", []),
+    (10.0, 0, b"s00", [b"unseen-too"] * 3),
+]
+# Outputs whose values may differ: their boundaries are tf.Transform's approximate quantiles.
+BUCKETS = ("x_bucket",)
+
+
+def preprocessing_fn(tft):
+    """The preprocessing_fn of both sides, written against `tft`: tensorflow_transform or
+    tf2_mapreduce.transform."""
+    import tensorflow as tf
+
+    def fn(inputs):
+        x, n, s, tags = inputs["x"], inputs["n"], inputs["s"], inputs["tags"]
+        return {
+            "x_z": tft.scale_to_z_score(x),
+            "x_0_1": tft.scale_to_0_1(x),
+            "n_scaled": tft.scale_by_min_max(n, output_min=-1.0, output_max=1.0),
+            "x_bucket": tft.bucketize(x, 5),
+            "s_id": tft.compute_and_apply_vocabulary(s),
+            "tags_id": tft.compute_and_apply_vocabulary(tags, num_oov_buckets=3),
+            "s_top5_id": tft.compute_and_apply_vocabulary(s, top_k=5, vocab_filename="s_top5"),
+            "n_mean": tf.zeros_like(n, tf.float32) + tft.mean(n),
+        }
+
+    return fn
+
+
+def raw_pattern(work):
+    return os.path.join(work, "raw", "part-*.tfrecord.gz")
+
+
+def schema_path(work):
+    return os.path.join(work, "raw_schema.pbtxt")
+
+
+def read_schema(work):
+    from google.protobuf import text_format
+    from tensorflow_metadata.proto.v0 import schema_pb2
+
+    with open(schema_path(work)) as f:
+        return text_format.Parse(f.read(), schema_pb2.Schema())
+
+
+def serialized_example(x, n, s, tags):
+    import tensorflow as tf
+
+    feature = {
+        "x": tf.train.Feature(float_list=tf.train.FloatList(value=[x])),
+        "n": tf.train.Feature(int64_list=tf.train.Int64List(value=[n])),
+        "s": tf.train.Feature(bytes_list=tf.train.BytesList(value=[s])),
+        "tags": tf.train.Feature(bytes_list=tf.train.BytesList(value=tags)),
+    }
+    return tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString()
+
+
+def s_column(count, rng):
+    """`count` values of s, value i S_WEIGHTS[i] hundredths of them (rounded down), shuffled. The
+    rounding's remainder goes to the last value alone, so that equal weights stay equal counts."""
+    counts = [count * w // sum(S_WEIGHTS) for w in S_WEIGHTS]
+    counts[-1] += count - sum(counts)
+    column = [b"s%02d" % i for i, c in enumerate(counts) for _ in range(c)]
+    rng.shuffle(column)
+    return column
+
+
+def write_raw(work, count):
+    """Writes `count` examples in SHARDS files, and their schema. Same count, same examples."""
+    import tensorflow as tf
+
+    rng = random.Random(SEED)
+    os.makedirs(os.path.join(work, "raw"), exist_ok=True)
+    with open(schema_path(work), "w") as f:
+        f.write(SCHEMA)
+    tag_weights = [1 / (i + 1) for i in range(len(TAGS))]
+    column = s_column(count, rng)
+    writers = [
+        tf.io.TFRecordWriter(os.path.join(work, "raw", "part-%05d.tfrecord.gz" % i), options="GZIP")
+        for i in range(SHARDS)
+    ]
+    for i, s in enumerate(column):
+        # Two decimals: repeated values of x, so that quantile boundaries fall on ties.
+        x = round(rng.gauss(10, 3), 2)
+        n = int(rng.expovariate(1 / 8)) - 2
+        tags = rng.choices(TAGS, weights=tag_weights, k=rng.choice((0, 1, 1, 2, 3)))
+        writers[i * SHARDS // count].write(serialized_example(x, n, s, tags))
+    for writer in writers:
+        writer.close()
+
+
+def run_tft(work, out):
+    import apache_beam as beam
+    import tensorflow_transform as tft
+    import tensorflow_transform.beam as tft_beam
+    from tfx_bsl.coders import example_coder
+    from tfx_bsl.public import tfxio
+
+    source = tfxio.TFExampleRecord(file_pattern=raw_pattern(work), schema=read_schema(work))
+    # Beam 2.77's DirectRunner tries Prism first (a binary it downloads), then the FnApiRunner:
+    # its log (tft.log) says which ran.
+    with beam.Pipeline(runner="DirectRunner") as pipeline:
+        with tft_beam.Context(temp_dir=os.path.join(work, "tft-tmp")):
+            raw = pipeline | "Read" >> source.BeamSource()
+            (data, metadata), transform_fn = (
+                raw,
+                source.TensorAdapterConfig(),
+            ) | tft_beam.AnalyzeAndTransformDataset(preprocessing_fn(tft), output_record_batches=True)
+            _ = transform_fn | tft_beam.WriteTransformFn(out)
+            encoder = example_coder.RecordBatchToExamplesEncoder(metadata.schema)
+            _ = (
+                data
+                | "Encode"
+                >> beam.FlatMap(lambda batch: encoder.encode(batch[0]))  # (record batch, passthrough features)
+                | "Write" >> beam.io.WriteToTFRecord(os.path.join(out, "data", "part"), file_name_suffix=".tfrecord.gz")
+            )
+
+
+def run_ours(work, out):
+    import tf2_mapreduce as mr
+    import tf2_mapreduce.transform as tft
+
+    with mr.Cluster.local(1, 2) as cluster:
+        transform = mr.Transform(preprocessing_fn(tft), schema=schema_path(work), num_shards=2)
+        cluster.run(transform, [raw_pattern(work)], output_dir=out)
+
+
+def run_side(work, side):
+    """Runs one side into `work`/`side`, and writes the job's seconds (imports left out) in `work`/`side`.json."""
+    out = os.path.join(work, side)
+    start = time.monotonic()
+    (run_tft if side == "tft" else run_ours)(work, out)
+    with open(os.path.join(work, side + ".json"), "w") as f:
+        json.dump({"seconds": time.monotonic() - start}, f)
+
+
+# The comparison, in the tf.Transform venv.
+
+
+def per_example(tensor):
+    """A batch's values as a list of 1-D arrays, one an example."""
+    import tensorflow as tf
+
+    if isinstance(tensor, tf.SparseTensor):
+        tensor = tf.RaggedTensor.from_sparse(tensor)
+    if isinstance(tensor, tf.RaggedTensor):
+        values, splits = tensor.flat_values.numpy(), tensor.row_splits.numpy()
+        return [values[a:b] for a, b in zip(splits[:-1], splits[1:])]
+    return list(tensor.numpy().reshape(tensor.shape[0], -1))
+
+
+def extend(table, batch):
+    for name, tensor in batch.items():
+        table.setdefault(name, []).extend(per_example(tensor))
+
+
+def raw_records(work):
+    """The raw examples' batches, in the order of their files (our input order), then the probes."""
+    import tensorflow as tf
+
+    files = sorted(tf.io.gfile.glob(raw_pattern(work)))
+    yield from tf.data.TFRecordDataset(files, compression_type="GZIP").batch(4096)
+    yield tf.constant([serialized_example(*probe) for probe in PROBES])
+
+
+def transformed(output, work, raw_spec):
+    """{output name: per example} of `output`'s transform_raw_features over `raw_records`."""
+    import tensorflow as tf
+
+    table = {}
+    for records in raw_records(work):
+        extend(table, output.transform_raw_features(tf.io.parse_example(records, raw_spec)))
+    return table
+
+
+def written(output_dir, spec):
+    """{feature: per example} of the transformed examples written in `output_dir`/data, file by file."""
+    import tensorflow as tf
+
+    files = sorted(tf.io.gfile.glob(os.path.join(output_dir, "data", "part-*")))
+    table = {name: [] for name in spec}
+    for records in tf.data.TFRecordDataset(files, compression_type="GZIP").batch(4096):
+        extend(table, tf.io.parse_example(records, spec))
+    return table
+
+
+def kinds_of(spec):
+    import tensorflow as tf
+
+    return {
+        name: "bucket" if name in BUCKETS else "int" if feature.dtype == tf.int64 else "float"
+        for name, feature in spec.items()
+    }
+
+
+def canonical(table, kinds):
+    """`table`'s examples in an order that does not depend on the order written: by their integer
+    features, then their floats. Buckets are left out of the key, as they may differ. Floats an ulp
+    apart still order both sides' examples alike: each is a monotone function of one raw value."""
+    keys = sorted(table, key=lambda name: (kinds[name] != "int", name))
+    keys = [name for name in keys if kinds[name] != "bucket"]
+    count = len(table[keys[0]])
+    order = sorted(range(count), key=lambda i: tuple(tuple(table[name][i].tolist()) for name in keys))
+    return {name: [values[i] for i in order] for name, values in table.items()}
+
+
+def ulps(a, b):
+    """How many float32 values apart `a` and `b` are, value by value."""
+    import numpy as np
+
+    def ordered(v):
+        bits = v.astype(np.float32).view(np.int32).astype(np.int64)
+        return np.where(bits < 0, -(2**31) - bits, bits)  # negatives by magnitude; -0.0 is 0.0
+
+    return np.abs(ordered(a) - ordered(b))
+
+
+def compare_feature(kind, ours, theirs):
+    """(result, verdict) for one feature over aligned examples (lists of 1-D arrays)."""
+    import numpy as np
+
+    if len(ours) != len(theirs):
+        return "ours %d examples, tf.Transform %d" % (len(ours), len(theirs)), "FAIL"
+    count = len(ours)
+    shaped = sum(a.shape != b.shape for a, b in zip(ours, theirs))
+    if shaped:
+        return "%d/%d examples with another number of values" % (shaped, count), "FAIL"
+    a, b = np.concatenate(ours), np.concatenate(theirs)
+    same = (a == b) | (np.isnan(a) & np.isnan(b)) if kind == "float" else a == b
+    rows = np.repeat(np.arange(count), [len(v) for v in ours])
+    differing = len(np.unique(rows[~same]))
+    if kind == "bucket":
+        size = int(max(a.max(initial=0), b.max(initial=0))) + 1
+        return (
+            "%d/%d examples in another bucket; per bucket: ours %s, tf.Transform %s"
+            % (differing, count, np.bincount(a, minlength=size).tolist(), np.bincount(b, minlength=size).tolist()),
+            "approx.",
+        )
+    if kind == "int":
+        return "%d/%d examples equal" % (count - differing, count), "ok" if not differing else "FAIL"
+    if not differing:
+        return "%d/%d examples exact" % (count, count), "ok"
+    a, b = a[~same], b[~same]
+    apart = ulps(a, b)
+    worst = int(apart.argmax())
+    # Where the most ulps are: near 0 an ulp is small, so a tiny error is many of them.
+    return (
+        "%d/%d examples exact; max %d ulp (ours %.9g, tf.Transform %.9g); max abs %.3g"
+        % (count - differing, count, apart[worst], a[worst], b[worst], float(np.abs(a - b).max())),
+        "ok" if apart[worst] <= 2 else "FAIL",
+    )
+
+
+def compare_tables(label, kinds, ours, theirs):
+    return [
+        ("%s %s (%s)" % (label, name, kinds[name]),) + compare_feature(kinds[name], ours[name], theirs[name])
+        for name in sorted(kinds)
+    ]
+
+
+def identical(a, b):
+    """How many examples of `a` are those of `b`, in the same place, bit for bit."""
+    import numpy as np
+
+    count = min(len(v) for v in a.values())
+    return sum(all(np.array_equal(a[name][i], b[name][i]) for name in a) for i in range(count))
+
+
+def compare_vocabularies(outputs, output_dirs):
+    """Rows for the vocabulary names (each output's asset_map, which vocabulary_by_name reads) and each vocabulary."""
+    names = {}
+    for side, directory in zip(SIDES, output_dirs):
+        path = os.path.join(directory, "transformed_metadata", "asset_map")
+        if os.path.exists(path):
+            with open(path) as f:
+                names[side] = sorted(json.load(f))
+        else:
+            names[side] = []
+    rows = [
+        (
+            "vocabulary names",
+            "ours %s; tf.Transform %s" % (names["ours"], names["tft"]),
+            "ok" if names["ours"] == names["tft"] else "FAIL",
+        )
+    ]
+    for name in sorted(set(names["ours"]) | set(names["tft"])):
+        ours, theirs = (output.vocabulary_by_name(name) for output in outputs)
+        if ours == theirs:
+            rows.append(("vocabulary %s" % name, "equal, %d terms" % len(ours), "ok"))
+            continue
+        at = next((i for i, (a, b) in enumerate(zip(ours, theirs)) if a != b), min(len(ours), len(theirs)))
+        rows.append(
+            (
+                "vocabulary %s" % name,
+                "ours %d terms, tf.Transform %d; line %d: ours %r, tf.Transform %r"
+                % (len(ours), len(theirs), at + 1, ours[at : at + 1], theirs[at : at + 1]),
+                "FAIL",
+            )
+        )
+    return rows
+
+
+def compare_outputs(work):
+    """The report's rows: (check, result, verdict), verdict "ok", "FAIL", "approx." or "info"."""
+    import tensorflow_transform as tft
+    from tensorflow_transform.tf_metadata import schema_utils
+
+    output_dirs = [os.path.join(work, side) for side in SIDES]
+    outputs = [tft.TFTransformOutput(directory) for directory in output_dirs]
+    ours_spec, spec = (output.transformed_feature_spec() for output in outputs)
+    differing = sorted(name for name in set(ours_spec) | set(spec) if ours_spec.get(name) != spec.get(name))
+    rows = [
+        (
+            "transformed_feature_spec",
+            "equal, %d features" % len(spec)
+            if not differing
+            else "; ".join("%s: ours %s, tf.Transform %s" % (n, ours_spec.get(n), spec.get(n)) for n in differing),
+            "ok" if not differing else "FAIL",
+        )
+    ]
+    ours_domains, domains = (output.transformed_domains() for output in outputs)
+    rows.append(
+        (
+            "transformed_domains",
+            "equal" if ours_domains == domains else "ours %s; tf.Transform %s" % (ours_domains, domains),
+            "info",
+        )
+    )
+    rows += compare_vocabularies(outputs, output_dirs)
+    if differing:
+        return rows  # the examples cannot be read alike
+    kinds = kinds_of(spec)
+    raw_spec = schema_utils.schema_as_feature_spec(read_schema(work)).feature_spec
+    ours, theirs = (transformed(output, work, raw_spec) for output in outputs)
+    rows += compare_tables("transform_raw_features", kinds, ours, theirs)
+    ours_data, theirs_data = (written(directory, spec) for directory in output_dirs)
+    count = len(next(iter(ours_data.values())))
+    rows.append(
+        (
+            "data: ours = our transform_raw_features",
+            "%d/%d examples identical, in input order" % (identical(ours_data, ours), count),
+            "info",
+        )
+    )
+    rows += compare_tables("data", kinds, canonical(ours_data, kinds), canonical(theirs_data, kinds))
+    return rows
+
+
+def print_table(header, rows):
+    print("| %s |" % " | ".join(header))
+    print("|%s" % ("---|" * len(header)))
+    for row in rows:
+        print("| %s |" % " | ".join(str(cell).replace("|", "\\|") for cell in row))
+
+
+def compare(work):
+    rows = compare_outputs(work)
+    print_table(("check", "result", "verdict"), rows)
+    return 1 if any(verdict == "FAIL" for _, _, verdict in rows) else 0
+
+
+# The driver, in this repo's venv.
+
+
+def run(python, side, work, stdout=None):
+    """Runs this script as `side` with `python`, its output in `work`/`side`.log (and stdout in
+    `stdout`, if given). Returns its exit status and wall seconds."""
+    log = os.path.join(work, side + ".log")
+    start = time.monotonic()
+    with open(log, "w") as f:
+        command = [python, os.path.abspath(__file__), "--side", side, "--work", work]
+        status = subprocess.call(command, stdout=stdout or f, stderr=f)
+    seconds = time.monotonic() - start
+    if status and not (side == "compare" and status == 1):  # compare's 1 is its verdict
+        with open(log) as f:
+            sys.stderr.write("".join(f.readlines()[-30:]))
+        raise SystemExit("%s failed (status %d): %s" % (side, status, log))
+    return status, seconds
+
+
+def main(argv):
+    if len(argv) > 1:
+        raise app.UsageError("no arguments but flags")
+    work = FLAGS.work or tempfile.mkdtemp(prefix="compare_tft-")
+    if FLAGS.side == "compare":
+        return compare(work)
+    if FLAGS.side:
+        return run_side(work, FLAGS.side)
+    for side in SIDES:  # a previous run's output: Beam would add files to it
+        shutil.rmtree(os.path.join(work, side), ignore_errors=True)
+    write_raw(work, FLAGS.examples)
+    print("%d raw examples in %d files, and %d probes, in %s\n" % (FLAGS.examples, SHARDS, len(PROBES), work))
+    timings = []
+    for side, python in (("tft", FLAGS.tft_python), ("ours", sys.executable)):
+        load = os.getloadavg()[0]
+        _, seconds = run(python, side, work)
+        with open(os.path.join(work, side + ".json")) as f:
+            job = json.load(f)["seconds"]
+        timings.append((side, "%.1f" % seconds, "%.1f" % job, "%.2f" % load))
+    sys.stdout.flush()
+    status, _ = run(FLAGS.tft_python, "compare", work, stdout=sys.stdout)
+    print()
+    print_table(("side", "process wall s (start, imports, job)", "job wall s", "load avg (1 min) before"), timings)
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(app.run(main))

@@ -1,0 +1,37 @@
+"""preprocessing_fns that the tests' coordinators import (--preprocessing_fn=helpers.transforms:NAME),
+over the examples of scripts/make_examples.py, their schema inferred: score (one value in
+every example) FixedLen [1]; query, tags, user_id and clicks (missing or lists) VarLen."""
+
+import tensorflow as tf
+
+import tf2_mapreduce.transform as tft
+
+
+def examples_fn(inputs):
+    """Every analyzer kind over make_examples.py's features."""
+    return {
+        "query_id": tft.compute_and_apply_vocabulary(inputs["query"], top_k=500),
+        "tags_id": tft.compute_and_apply_vocabulary(inputs["tags"], num_oov_buckets=3),
+        "clicks_z": tft.scale_to_z_score(inputs["clicks"]),
+        "user_bucket": tft.bucketize(inputs["user_id"], 8),
+        "score_01": tft.scale_to_0_1(inputs["score"]),
+        "users": tf.zeros_like(inputs["score"], tf.int64) + tft.size(inputs["user_id"]),
+    }
+
+
+TRANSFORMED = {
+    "query_id": tf.io.VarLenFeature(tf.int64),
+    "tags_id": tf.io.VarLenFeature(tf.int64),
+    "clicks_z": tf.io.VarLenFeature(tf.float32),
+    "user_bucket": tf.io.VarLenFeature(tf.int64),
+    "score_01": tf.io.FixedLenFeature([1], tf.float32),
+    "users": tf.io.FixedLenFeature([1], tf.int64),
+}
+
+
+def bucket_fn(inputs):
+    """Over helpers/bucket.py's records: query in every example (FixedLen [1]), user_id in most (VarLen)."""
+    return {
+        "query_id": tft.compute_and_apply_vocabulary(inputs["query"]),
+        "user_z": tft.scale_to_z_score(inputs["user_id"]),
+    }

@@ -1,0 +1,70 @@
+"""`transform`: tf.Transform's analyze-and-transform of tf.train.Example records, as a
+declarative object (the runner is `tf2_mapreduce.transform.run`): a preprocessing_fn, the
+raw examples' schema, and how many files the transformed examples are written in."""
+
+import importlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import ClassVar
+
+from tf2_mapreduce.errors import UsageError
+from tf2_mapreduce.jobs.base import Parameter
+from tf2_mapreduce.jobs.reshard import parse_num_shards
+
+__all__ = ["Transform", "function_of"]
+
+
+def _check_function(text):
+    if ":" not in str(text):
+        raise UsageError("{setting:preprocessing_fn}=%s: give MODULE:FUNCTION (a module on the path)" % (text,))
+
+
+def function_of(text) -> Callable:
+    """The function "package.module:FUNCTION" names, imported. Raises `UsageError`."""
+    _check_function(text)
+    module_name, _, attribute = text.partition(":")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as e:
+        raise UsageError("{setting:preprocessing_fn}=%s: cannot import %s: %s" % (text, module_name, e)) from None
+    function = getattr(module, attribute, None)
+    if not callable(function):
+        raise UsageError("{setting:preprocessing_fn}=%s: %s.%s is not a function" % (text, module_name, attribute))
+    return function
+
+
+@dataclass(frozen=True)
+class Transform:
+    """tf.Transform's AnalyzeAndTransformDataset and WriteTransformFn in one job: every
+    tf.train.Example of the inputs transformed by `preprocessing_fn` (a function of a
+    dict of raw features written against `tf2_mapreduce.transform`, or "module:FUNCTION")
+    and written once, in input order, in `num_shards` files of the output directory's
+    data/ (0: one per 128 MiB), beside transform_fn/ and transformed_metadata/. `schema`:
+    the raw examples' (a tensorflow-metadata Schema, a path to one in text format, or a
+    feature spec {name: tf.io.FixedLenFeature | tf.io.VarLenFeature}); None: inferred
+    from the data as TFDV does, and written as raw_schema.pbtxt."""
+
+    COMMAND: ClassVar[str] = "transform"
+    SUMMARY: ClassVar[str] = "tf.Transform's analyze-and-transform: every example transformed, written once"
+    PARAMETERS: ClassVar[tuple] = (
+        Parameter(
+            "preprocessing_fn", "MODULE:FUNCTION, written against tf2_mapreduce.transform", True, _check_function
+        ),
+        Parameter("schema", "the raw examples' tensorflow-metadata Schema, text format (default: inferred)"),
+        Parameter("num_shards", "files of data/ to write (default: one per 128 MiB written)", check=parse_num_shards),
+    )
+
+    preprocessing_fn: object
+    schema: object = None
+    num_shards: object = 0
+    name: str = "transform"
+
+    def __post_init__(self):
+        if isinstance(self.preprocessing_fn, str):
+            object.__setattr__(self, "preprocessing_fn", function_of(self.preprocessing_fn))
+        if not callable(self.preprocessing_fn):
+            raise TypeError("preprocessing_fn must be a function, not %r" % (self.preprocessing_fn,))
+        if isinstance(self.num_shards, str):
+            object.__setattr__(self, "num_shards", parse_num_shards(self.num_shards))
+        if not isinstance(self.num_shards, int) or self.num_shards < 0:
+            raise ValueError("num_shards must be an int >= 0 (0: by size), not %r" % (self.num_shards,))

@@ -1,0 +1,117 @@
+"""Exact sums of numbers, and of their squares, as counts of a few keys: every number is
+an integer times a power of two, cut into 12-bit chunks; a key is a power of two, its count
+the chunks added up. So `sum`, `mean` and `var` are exact in a table of a few hundred keys,
+whatever the number of distinct values, and come out the same in any order."""
+
+from fractions import Fraction
+
+from tf2_mapreduce.lazy_tf import tf
+
+__all__ = ["terms", "Totals"]
+
+_CHUNK = 12  # bits: a product of two chunks, doubled, stays below 2**25; 2**38 of those fit in an int64
+_TAGS = ("+", "-", "square", "finite", "nan", "inf", "-inf")
+_TAG = {name: code for code, name in enumerate(_TAGS)}
+_SHIFT = 100_000  # a key is tag * _SHIFT + exponent + _SHIFT // 2: exponents stay within +-50,000
+
+
+def _parts(values):
+    """(negative, magnitude as uint64, exponent, finite, nan, +inf, -inf, chunks) of each value."""
+    if values.dtype.is_integer:
+        values = tf.cast(values, tf.int64)
+        negative = values < 0
+        # |INT64_MIN| wraps to INT64_MIN, whose bits read unsigned are 2**63: right too.
+        magnitude = tf.bitcast(tf.abs(values), tf.uint64)
+        exponent = tf.zeros_like(values)
+        none = tf.zeros_like(negative)
+        return negative, magnitude, exponent, tf.logical_not(none), none, none, none, 6
+    if values.dtype == tf.float64:
+        bits, width, bias, int_type = tf.bitcast(values, tf.int64), 52, 1075, tf.int64
+    else:
+        bits, width, bias, int_type = tf.bitcast(tf.cast(values, tf.float32), tf.int32), 23, 150, tf.int32
+    top = (1 << (63 - width if int_type == tf.int64 else 31 - width)) - 1  # the exponent field's all-ones
+    negative = bits < 0
+    field = tf.cast(tf.bitwise.bitwise_and(tf.bitwise.right_shift(bits, width), top), tf.int64)
+    fraction = tf.cast(tf.bitwise.bitwise_and(bits, (1 << width) - 1), tf.int64)
+    normal = field > 0
+    magnitude = tf.cast(tf.where(normal, fraction + (1 << width), fraction), tf.uint64)
+    exponent = tf.where(normal, field, 1) - bias
+    finite = field < top
+    nan = tf.math.is_nan(values)
+    infinite = tf.logical_and(tf.logical_not(finite), tf.logical_not(nan))
+    chunks = -(-(width + 1) // _CHUNK)
+    return negative, magnitude, exponent, finite, nan, infinite & ~negative, infinite & negative, chunks
+
+
+def terms(values, squares=False):
+    """The keys (1-D tf.string) and counts (1-D int64) that `values` (1-D, integers or
+    floats) add to their analyzer's table: their sum, of finite values, by power of two
+    and sign; with `squares`, the sum of their squares too; how many are finite, NaN,
+    +inf and -inf. Reduced within the batch: a few keys, whatever its size."""
+    negative, magnitude, exponent, finite, nan, plus, minus, count = _parts(values)
+    chunk = [
+        tf.cast(tf.bitwise.bitwise_and(tf.bitwise.right_shift(magnitude, _CHUNK * k), (1 << _CHUNK) - 1), tf.int64)
+        for k in range(count)
+    ]
+    sign = tf.where(negative, _TAG["-"], _TAG["+"])
+    ids, counts = [], []
+
+    def add(tag, power, amount, where):
+        ids.append(tf.boolean_mask(tf.cast(tag, tf.int64) * _SHIFT + power + _SHIFT // 2, where))
+        counts.append(tf.boolean_mask(amount, where))
+
+    ones = tf.ones_like(exponent)
+    for k in range(count):
+        add(sign, exponent + _CHUNK * k, chunk[k], finite)
+    if squares:
+        for i in range(count):
+            for j in range(i, count):
+                add(
+                    ones * _TAG["square"],
+                    2 * exponent + _CHUNK * (i + j),
+                    chunk[i] * chunk[j] * (1 if i == j else 2),
+                    finite,
+                )
+    for name, where in (("finite", finite), ("nan", nan), ("inf", plus), ("-inf", minus)):
+        add(ones * _TAG[name], tf.zeros_like(exponent), ones, where)
+    ids, counts = tf.concat(ids, 0), tf.concat(counts, 0)
+    unique, index = tf.unique(ids)
+    return tf.strings.as_string(unique), tf.math.unsorted_segment_sum(counts, index, tf.size(unique))
+
+
+class Totals:
+    """What `terms` counted, added up exactly: `total` (of the finite values, a Fraction),
+    `squares`, `finite`, `nan`, `inf`, `minus_inf` (counts)."""
+
+    def __init__(self, entries):
+        self.total = self.squares = Fraction(0)
+        found = dict.fromkeys(_TAGS, 0)
+        for key, count in entries:
+            tag, power = divmod(int(key), _SHIFT)
+            power -= _SHIFT // 2
+            name = _TAGS[tag]
+            if name in ("+", "-", "square"):
+                value = count * (Fraction(2) ** power)
+                if name == "square":
+                    self.squares += value
+                else:
+                    self.total += value if name == "+" else -value
+            else:
+                found[name] += count
+        self.finite, self.nan, self.inf, self.minus_inf = (found[n] for n in ("finite", "nan", "inf", "-inf"))
+
+    def sum(self) -> float | Fraction:
+        """Every value's sum, as numpy would give it of these values: NaN with any NaN, or
+        with both infinities; an infinity with one; else exact."""
+        if self.nan or (self.inf and self.minus_inf):
+            return float("nan")
+        if self.inf or self.minus_inf:
+            return float("inf") if self.inf else float("-inf")
+        return self.total
+
+    def mean_and_var(self):
+        """The finite values' mean and population variance, exact (0 and 0 of none)."""
+        if not self.finite:
+            return Fraction(0), Fraction(0)
+        mean = self.total / self.finite
+        return mean, self.squares / self.finite - mean * mean
