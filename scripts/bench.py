@@ -962,11 +962,12 @@ def _importable(module):
 
 def report(rows, spark):
     report_layouts([r for r in rows if r["part"] == "layouts"])
-    words = [r for r in rows if r["part"] not in ("examples", "record", "layouts")]
+    words = [r for r in rows if r["part"] not in ("examples", "record", "layouts", "transform")]
     if words:
         report_words(words)
     failures = report_examples([r for r in rows if r["part"] == "examples"], "examples", TFDATA)
     failures += report_examples([r for r in rows if r["part"] == "record"], "record", TFDATA_ONE)
+    failures += report_transform([r for r in rows if r["part"] == "transform"])
     if not spark:
         print("\n(pyspark local[2] not run: pyspark or java is not installed)")
     targets(rows)
@@ -1053,6 +1054,34 @@ def report_layouts(rows):
                 r["result"].get("files", ""),
             )
         )
+
+
+def report_transform(rows):
+    """The transform part's table, against tf.Transform's side; returns its disagreements
+    (both must write every example)."""
+    if not rows:
+        return []
+    print("\n| part | run | wall s, median (min-max) | MB/s | run / tf.Transform | peak RSS MB | result |")
+    print("|---|---|---:|---:|---:|---|---|")
+    theirs = next(r for r in rows if r["run"] == TRANSFORM_TFT)
+    for r in rows:
+        rss = ", ".join("%s %.0f" % (role, mb) for role, mb in sorted(r["rss"].items()))
+        print(
+            "| transform | %s | %.2f (%.2f-%.2f) | %.0f | %.2fx | %s | %d examples written |"
+            % (
+                r["run"],
+                r["seconds"],
+                r["low"],
+                r["high"],
+                r["mb"] / r["seconds"],
+                r["seconds"] / theirs["seconds"],
+                rss,
+                r["result"]["examples"],
+            )
+        )
+    if len({r["result"]["examples"] for r in rows}) > 1:
+        return ["transform: the sides wrote different numbers of examples"]
+    return []
 
 
 def report_examples(rows, part, plain_name):

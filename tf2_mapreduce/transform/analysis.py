@@ -44,20 +44,56 @@ def _outputs_checked(outputs):
     return outputs
 
 
-def trace_calls(preprocessing_fn, feature_spec) -> list:
+def _ancestors(tensors) -> set:
+    """The names of the ops `tensors` are computed from, themselves included."""
+    seen, todo = set(), [t.op for t in tensors]
+    while todo:
+        op = todo.pop()
+        if op.name not in seen:
+            seen.add(op.name)
+            todo.extend(t.op for t in op.inputs)
+            todo.extend(op.control_inputs)
+    return seen
+
+
+def trace_calls(preprocessing_fn, feature_spec):
     """The analyzer calls (`trace.Call`s, in call order, their values left out) that
-    `preprocessing_fn` makes over `feature_spec`'s features: traced once, not run. Raises
-    `NotSupported` for what the package does not do."""
+    `preprocessing_fn` makes over `feature_spec`'s features, and the names of the features
+    their inputs are computed from: traced once, not run. Raises `NotSupported` for what
+    the package does not do."""
     analysis = trace.Analysis()
+    read = []
 
     def traced(inputs):
         with trace.tracing(analysis):
-            return _outputs_checked(preprocessing_fn(dict(inputs)))
+            _outputs_checked(preprocessing_fn(dict(inputs)))
+        used = _ancestors([call.values for call in analysis.calls])
+        for name, tensor in inputs.items():
+            parts = (
+                [tensor.indices, tensor.values, tensor.dense_shape] if isinstance(tensor, tf.SparseTensor) else [tensor]
+            )
+            if any(part.op.name in used for part in parts):
+                read.append(name)
+        return tf.constant(0)
 
     tf.function(traced, input_signature=[raw_specs(feature_spec)], autograph=False).get_concrete_function()
     for call in analysis.calls:
         call.values = None
-    return analysis.calls
+    return analysis.calls, tuple(sorted(read))
+
+
+def _stand_ins(feature_spec, batch):
+    """Features no analyzer reads, as empty stand-ins of their shape and dtype: parsing
+    them (a float embedding, say) would cost the analyze pass most of its time."""
+    out = {}
+    for name, feature in feature_spec.items():
+        if isinstance(feature, tf.io.FixedLenFeature):
+            out[name] = tf.zeros(tf.concat([[batch], tf.constant(feature.shape, tf.int32)], 0), feature.dtype)
+        else:
+            out[name] = tf.SparseTensor(
+                tf.zeros([0, 2], tf.int64), tf.zeros([0], feature.dtype), tf.stack([tf.cast(batch, tf.int64), 0])
+            )
+    return out
 
 
 def _encoded(call, values):
@@ -83,15 +119,18 @@ def _encoded(call, values):
     return tf.strings.as_string(tf.bitcast(tf.cast(values, tf.float32), tf.int32))
 
 
-def analyze_job(preprocessing_fn, feature_spec, calls, name="analyze") -> Job:
+def analyze_job(preprocessing_fn, feature_spec, calls, read, name="analyze") -> Job:
     """The job counting every value each of `calls` reads, over TFRecord files of
-    tf.Examples parsed as `feature_spec` says."""
-    spec = dict(feature_spec)
+    tf.Examples whose features `read` are parsed as `feature_spec` says (the others, which
+    no analyzer reads, are not: `_stand_ins`)."""
+    parsed = {name: feature_spec[name] for name in read}
+    unread = {name: feature for name, feature in feature_spec.items() if name not in parsed}
 
     def map_fn(records):
         analysis = trace.Analysis()
+        inputs = {**_stand_ins(unread, tf.size(records)), **tf.io.parse_example(records, parsed)}
         with trace.tracing(analysis):
-            preprocessing_fn(tf.io.parse_example(records, spec))
+            preprocessing_fn(inputs)
         values = tuple(_encoded(call, call.values) for call in analysis.calls)
         return {
             "examples": tf.size(records, out_type=tf.int64),

@@ -49,8 +49,8 @@ def run(cluster, transform, inputs, on_progress=None, output_dir=None, claimed=N
             return cluster.run(job, inputs, on_progress=on_progress, **pass_options)
 
     spec, inferred = feature_spec(transform, run_pass, options)
-    calls = analysis.trace_calls(transform.preprocessing_fn, spec)
-    job = analysis.analyze_job(transform.preprocessing_fn, spec, calls, transform.name + "-analyze")
+    calls, read = analysis.trace_calls(transform.preprocessing_fn, spec)
+    job = analysis.analyze_job(transform.preprocessing_fn, spec, calls, read, transform.name + "-analyze")
     values = analysis.results(calls, analysis.counts_of(run_pass(job, _pass_options(options, "analyze"))))
     job = materialize_job(transform.preprocessing_fn, spec, calls, values, transform.num_shards, transform.name)
     result = run_pass(job, {**_pass_options(options, "transform"), "output_dir": output_dir})
