@@ -23,7 +23,7 @@ from helpers.processes import (
 from tf2_mapreduce.outputs.directory import MANIFEST
 
 # Small files, one a map step: enough steps that a test can act while the job runs.
-NUM_FILES = 1200
+NUM_FILES = 600
 
 
 @pytest.fixture(scope="module")

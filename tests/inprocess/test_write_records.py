@@ -193,3 +193,27 @@ def test_a_resumed_run_maps_again_only_the_pieces_whose_files_are_not_in_its_out
     assert "have no files in %s" % (tmp_path / "elsewhere" / PIECES) in caplog.text
     assert written(tmp_path / "elsewhere")[0] == oracle_even_lines(texts)
     assert digest(tmp_path / "first") == digest(tmp_path / "elsewhere")
+
+
+def test_the_docs_job_that_writes_records_runs_as_written(inprocess, texts, tmp_path):
+    """docs/jobs.md's ERRORS, in a user's own file: the lines holding "error", every one
+    once, in input order."""
+    import importlib.util
+    import re
+
+    from helpers.processes import REPO
+
+    with open(os.path.join(REPO, "docs", "jobs.md"), encoding="utf-8") as f:
+        section = f.read().split("This one, in `errors.py`", 1)[1]
+    (tmp_path / "errors_job.py").write_text(re.search(r"```python\n(.*?)```", section, re.S).group(1))
+    spec = importlib.util.spec_from_file_location("errors_job", tmp_path / "errors_job.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    paths = []
+    for n in range(3):
+        path = tmp_path / ("log%d.txt" % n)
+        path.write_bytes(b"".join(b"line %d %s\n" % (k, b"error" if k % 3 == n else b"fine") for k in range(50)))
+        paths.append(str(path))
+    write(inprocess, module.ERRORS, paths, tmp_path / "out", read_size=300)
+    want = [line for p in paths for line in open(p, "rb").read().split(b"\n") if b"error" in line]
+    assert written(tmp_path / "out")[0] == want

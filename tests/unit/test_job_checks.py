@@ -19,7 +19,7 @@ from tf2_mapreduce.errors import UsageError
         (
             "nope",
             None,
-            "--job=nope: unknown job (built in: grep, linecount, longestline, recordcount, reshard, stats, vocab, wc, wordcount, wordfreq;",
+            "--job=nope: unknown job (built in: grep, linecount, longestline, recordcount, reshard, stats, transform, vocab, wc, wordcount, wordfreq;",
         ),
         ("grep", None, "--job=grep needs --pattern"),
         ("grep", "a(", "--pattern 'a(': not a valid RE2 regular expression"),

@@ -13,9 +13,8 @@ from tf2_mapreduce.lazy_tf import tf
 from tf2_mapreduce.reducers import Vocabularies
 from tf2_mapreduce.transform import sums, trace
 
-__all__ = ["raw_specs", "trace_calls", "analyze_job", "counts_of", "results", "NUMERIC", "EMPTY_VOCABULARY"]
+__all__ = ["raw_specs", "trace_calls", "analyze_job", "counts_of", "results", "EMPTY_VOCABULARY"]
 
-NUMERIC = ("min", "max", "sum", "size", "mean", "var", "quantiles")
 # tft's vocabulary of no term (`get_empy_vocabulary_dummy_value`): one dummy term.
 EMPTY_VOCABULARY = {"string": b"49d0cd50-04bb-48c0-bc6f-5b575dce351a", "int": b"-1"}
 # Strings tft leaves out of a text vocabulary: empty, or holding a newline.
@@ -44,18 +43,6 @@ def _outputs_checked(outputs):
     return outputs
 
 
-def _ancestors(tensors) -> set:
-    """The names of the ops `tensors` are computed from, themselves included."""
-    seen, todo = set(), [t.op for t in tensors]
-    while todo:
-        op = todo.pop()
-        if op.name not in seen:
-            seen.add(op.name)
-            todo.extend(t.op for t in op.inputs)
-            todo.extend(op.control_inputs)
-    return seen
-
-
 def trace_calls(preprocessing_fn, feature_spec):
     """The analyzer calls (`trace.Call`s, in call order, their values left out) that
     `preprocessing_fn` makes over `feature_spec`'s features, and the names of the features
@@ -67,7 +54,7 @@ def trace_calls(preprocessing_fn, feature_spec):
     def traced(inputs):
         with trace.tracing(analysis):
             _outputs_checked(preprocessing_fn(dict(inputs)))
-        used = _ancestors([call.values for call in analysis.calls])
+        used = trace.ancestors([call.values for call in analysis.calls])
         for name, tensor in inputs.items():
             parts = (
                 [tensor.indices, tensor.values, tensor.dense_shape] if isinstance(tensor, tf.SparseTensor) else [tensor]

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from tf2_mapreduce.errors import UsageError
 from tf2_mapreduce.lazy_tf import tf
 
-__all__ = ["Call", "Analysis", "Applying", "current", "analyzer", "values_of", "NotSupported"]
+__all__ = ["Call", "Analysis", "Applying", "current", "tracing", "analyzer", "values_of", "ancestors", "NotSupported"]
 
 
 class NotSupported(UsageError):
@@ -19,13 +19,12 @@ class NotSupported(UsageError):
 @dataclass
 class Call:
     """One analyzer call of a preprocessing_fn: its `kind` ("min", "vocabulary"...), the
-    `values` it reads (1-D, flattened; a tensor of the analysis trace), their dtype, its
-    parameters, and the name scope it was called in (vocabulary files are named for it)."""
+    `values` it reads (1-D, flattened; a tensor of the analysis trace), their dtype and
+    its parameters (a vocabulary's file name among them, named for its name scope)."""
 
     kind: str
     dtype: object
     params: dict = field(default_factory=dict)
-    scope: str = ""
     values: object = None
 
 
@@ -51,17 +50,7 @@ class Analysis:
         return stand_in
 
     def _depends_on_a_result(self, tensor):
-        seen, todo = set(), [tensor.op]
-        while todo:
-            op = todo.pop()
-            if op.name in self._stand_ins:
-                return True
-            if op.name in seen:
-                continue
-            seen.add(op.name)
-            todo.extend(t.op for t in op.inputs)
-            todo.extend(op.control_inputs)
-        return False
+        return not ancestors([tensor]).isdisjoint(self._stand_ins)
 
 
 class Applying:
@@ -124,6 +113,18 @@ class Applying:
         return output
 
 
+def ancestors(tensors) -> set:
+    """The names of the ops `tensors` are computed from, theirs included."""
+    seen, todo = set(), [t.op for t in tensors]
+    while todo:
+        op = todo.pop()
+        if op.name not in seen:
+            seen.add(op.name)
+            todo.extend(t.op for t in op.inputs)
+            todo.extend(op.control_inputs)
+    return seen
+
+
 _state = threading.local()
 
 
@@ -164,6 +165,6 @@ def analyzer(kind, x, stand_in, params=None):
     trace = current()
     values = values_of(x)
     if isinstance(trace, Analysis):
-        call = Call(kind, values.dtype, dict(params or {}), tf.compat.v1.get_default_graph().get_name_scope())
+        call = Call(kind, values.dtype, dict(params or {}))
         return trace.record(call, values, stand_in)
     return trace.result(kind)
