@@ -27,7 +27,11 @@ def _job_help():
 
 
 def _parameter_help(users):
-    return " ".join("For --job=%s: %s." % (command, parameter.help) for command, parameter in users)
+    """A parameter's help: each job's words for it, said once for the jobs that share them."""
+    by_help = {}
+    for command, parameter in users:
+        by_help.setdefault(parameter.help, []).append(command)
+    return " ".join("For --job=%s: %s." % (" or ".join(commands), text) for text, commands in by_help.items())
 
 
 # The job.
