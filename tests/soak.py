@@ -20,6 +20,7 @@ Exit status 0 when every round passed.
 import argparse
 import collections
 import gzip
+import hashlib
 import json
 import os
 import random
@@ -48,6 +49,11 @@ from tf2_mapreduce.outputs import files as output  # noqa: E402  (its unescape r
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 JOBS = ("wordcount", "wc", "wordfreq", "vocab", "stats", "reshard", "transform")
 EXAMPLE_JOBS = ("vocab", "stats", "reshard", "transform")  # over the tf.Example shards, written to a directory
+# The jobs that write records, and their flags: their data/ is checked against a fault-free run's.
+WRITING = {
+    "reshard": ("--num_shards=3",),
+    "transform": ("--num_shards=3", "--preprocessing_fn=helpers.transforms:examples_fn"),
+}
 # Enough that the example jobs map for a few progress reports, so that a fault drawn
 # "running" strikes while they run (with 800, stats mapped for under a second).
 EXAMPLES_PER_SHARD = 3000
@@ -71,6 +77,15 @@ SHUTDOWN_TIMEOUT = 20  # the coordinator's --shutdown_timeout: a restarted worke
 CONNECT_TIMEOUT = 20  # the coordinator's --connect_timeout: how long it waits for a worker killed before the job
 PROGRESS_SHARE = re.compile(r"\] \d+/\d+ files \((\d+)%\)")  # a progress report's share of the input done
 MARK = "TF2MR_SOAK"  # in every child's environment: how leftovers of a round are found
+
+
+class Expected(collections.namedtuple("Expected", "per_file counts vocab stats records references read_size")):
+    """What a round's result must be (`oracle`), and the --read_size of the round."""
+
+    __slots__ = ()
+
+    def __new__(cls, per_file, counts, vocab, stats, records, references, read_size=None):
+        return super().__new__(cls, per_file, counts, vocab, stats, records, references, read_size)
 
 
 class Failed(Exception):
@@ -180,7 +195,38 @@ def oracle(paths, examples):
         per_file[path] = (lines, len(words), len(data))
         counts.update(words)
     records = [record for path in sorted(examples) for record in oracles.read_tfrecords(path)]
-    return per_file, counts, vocab, oracle_stats.figures(oracle_stats.records_of(examples)), records
+    figures = oracle_stats.figures(oracle_stats.records_of(examples))
+    return Expected(per_file, counts, vocab, figures, records, References(os.path.dirname(examples[0])))
+
+
+class References:
+    """The data/ a fault-free run of a job that writes records writes, by its sha256: made
+    once per job and --read_size (where the pieces are cut), on an in-process cluster."""
+
+    def __init__(self, examples):
+        self.examples = examples
+        self._digests = {}
+
+    def digest(self, job, read_size):
+        if (job, read_size) not in self._digests:
+            out = tempfile.mkdtemp(prefix="tf2_mapreduce-soak-reference-")
+            argv = [sys.executable, "-m", "tf2_mapreduce.coordinator", "--job=" + job, "--input", self.examples]
+            argv += ["--output_dir", os.path.join(out, "out"), "--read_size=%d" % read_size, *WRITING[job]]
+            env = dict(os.environ, PYTHONPATH=os.path.join(REPO, "tests"))
+            subprocess.run(argv, check=True, capture_output=True, timeout=COORDINATOR_TIMEOUT, env=env)
+            self._digests[job, read_size] = data_digest(os.path.join(out, "out"))
+            shutil.rmtree(out)
+        return self._digests[job, read_size]
+
+
+def data_digest(directory):
+    """The sha256 of data/'s files, names and bytes, in name order."""
+    h = hashlib.sha256()
+    data = os.path.join(directory, "data")
+    for name in sorted(os.listdir(data)):
+        with open(os.path.join(data, name), "rb") as f:
+            h.update(name.encode() + b"\0" + f.read())
+    return h.hexdigest()
 
 
 def holdable(term):
@@ -316,7 +362,11 @@ def check_transformed(directory, records):
 def check_result(job, path, expected, local=lambda path: path):
     """Raises `Failed` unless the result file at `path` is the oracle's, whole; `local`
     maps a path the result names to the corpus's (the bucket's copy to the file)."""
-    per_file, counts, vocab, stats, records = expected
+    per_file, counts, vocab, stats, records = expected[:5]
+    if job in WRITING:
+        reference = expected.references.digest(job, expected.read_size)
+        if data_digest(path) != reference:
+            raise Failed("data/ is not the bytes a fault-free run wrote")
     if job == "reshard":
         check_records(path, records)
         return
@@ -415,7 +465,7 @@ class Round:
     def __init__(self, number, seed, job, fault, corpus, expected, work_dir):
         self.number, self.job, self.fault = number, job, fault
         self.rng = random.Random("%d:%d:run" % (seed, number))
-        self.corpus, self.expected = corpus, expected
+        self.corpus = corpus
         self.dir = os.path.join(work_dir, "round-%03d" % number)
         os.makedirs(self.dir)
         self.mark = "%d:%d" % (os.getpid(), number)
@@ -434,10 +484,13 @@ class Round:
         self.after_the_end = set()
         self.children = []
         self.runs = 0
+        checkpoint_every, files_per_step = self.rng.uniform(0.3, 3.0), self.rng.randint(1, 4)
+        read_size = self.rng.choice([16 << 10, 64 << 10, 256 << 10])
+        self.expected = expected._replace(read_size=read_size)
         self.flags = [
-            "--checkpoint_every=%.1f" % self.rng.uniform(0.3, 3.0),
-            "--files_per_step=%d" % self.rng.randint(1, 4),
-            "--read_size=%d" % self.rng.choice([16 << 10, 64 << 10, 256 << 10]),
+            "--checkpoint_every=%.1f" % checkpoint_every,
+            "--files_per_step=%d" % files_per_step,
+            "--read_size=%d" % read_size,
             "--progress_every=0.1",
             "--worker_timeout=60",
             "--connect_timeout=%d" % CONNECT_TIMEOUT,
@@ -512,8 +565,7 @@ class Round:
             "--output_dir" if job in EXAMPLE_JOBS else "--output",
             output,
             *(["--features=" + ",".join(name for name, _ in FEATURES)] if job == "vocab" else []),
-            *(["--num_shards=3"] if job in ("reshard", "transform") else []),
-            *(["--preprocessing_fn=helpers.transforms:examples_fn"] if job == "transform" else []),
+            *WRITING.get(job, ()),
             "--checkpoint_dir",
             checkpoint_dir,
             *self.flags,

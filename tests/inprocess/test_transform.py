@@ -244,4 +244,44 @@ def test_what_is_not_supported_fails_when_traced_naming_it(inprocess, raw, tmp_p
         inprocess.run(mr.Transform(nested, SPEC), [raw[0]], output_dir=str(tmp_path / "out"))
     with pytest.raises(UsageError, match="give it an output directory"):
         inprocess.run(mr.Transform(preprocessing_fn, SPEC), [raw[0]])
+
+    def hashed(inputs):
+        return {"h": tft.hash_strings(inputs["s"], 10)}
+
+    with pytest.raises(
+        UsageError, match="failed when traced: AttributeError: tf2_mapreduce.transform has no hash_strings"
+    ):
+        inprocess.run(mr.Transform(hashed, SPEC), [raw[0]], output_dir=str(tmp_path / "out"))
+    with pytest.raises(UsageError, match="failed when traced: KeyError: 'nope'"):
+        inprocess.run(
+            mr.Transform(lambda inputs: {"x": inputs["nope"]}, SPEC), [raw[0]], output_dir=str(tmp_path / "out")
+        )
     assert not os.path.exists(tmp_path / "out" / "data")
+
+
+def test_an_analyzer_over_vocabulary_ids_is_refused_and_a_fn_without_analyzers_runs(inprocess, raw, tmp_path):
+    def over_ids(inputs):
+        return {"z": tft.scale_to_z_score(tft.compute_and_apply_vocabulary(inputs["s"]))}
+
+    with pytest.raises(NotSupported, match="over what another analyzer's result computed"):
+        inprocess.run(mr.Transform(over_ids, SPEC), [raw[0]], output_dir=str(tmp_path / "ids"))
+
+    def plain(inputs):
+        return {"twice": inputs["n"] * 2}
+
+    result = inprocess.run(mr.Transform(plain, SPEC, num_shards=1), [raw[0]], output_dir=str(tmp_path / "plain"))
+    got = [row["twice"][0] for row in data_rows(str(tmp_path / "plain"))]
+    assert got == [row["n"][0] * 2 for row in parsed(raw[1])] and result.total == 1001
+
+
+def test_a_checkpoint_of_another_preprocessing_fn_is_refused(inprocess, raw, tmp_path):
+    checkpoint = str(tmp_path / "ckpt")
+    inprocess.run(
+        mr.Transform(preprocessing_fn, SPEC), [raw[0]], output_dir=str(tmp_path / "a"), checkpoint_dir=checkpoint
+    )
+
+    def other(inputs):
+        return {"x_z": tft.scale_to_z_score(inputs["x"])}
+
+    with pytest.raises(UsageError, match="checkpoint"):
+        inprocess.run(mr.Transform(other, SPEC), [raw[0]], output_dir=str(tmp_path / "b"), checkpoint_dir=checkpoint)

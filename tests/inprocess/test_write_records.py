@@ -156,7 +156,7 @@ def test_a_write_that_fails_fails_the_job_naming_the_output_not_an_input(inproce
     out.mkdir()
     # A directory that nobody, root included, can create files in.
     os.symlink("/proc/1", out / PIECES)
-    with pytest.raises(OutputError, match=r"%s/\d+-0.tfrecord.gz: .*" % (out / PIECES)) as failed:
+    with pytest.raises(OutputError, match=r"%s/\d+-\d+-0.tfrecord.gz: .*" % (out / PIECES)) as failed:
         run_job(inprocess, JOB, texts, output_dir=str(out), on_error="skip")
     assert failed.value.exit_code == 1
 

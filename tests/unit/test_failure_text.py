@@ -193,3 +193,19 @@ def test_a_misaligned_tfrecord_range_fails_the_job_whatever_on_error_says():
     # A corrupt record alone is skipped as any input fault is.
     decision = failures.FailurePolicy("skip").steps(corrupt, [([8], corrupt)], {}, pieces.get, lambda p: (path, 3942))
     assert decision.fail is None and decision.skip == {8: "corrupted record at 2162"}
+
+
+def test_an_output_that_cannot_be_written_is_named_with_its_spaces_and_fails_the_job():
+    message = (
+        "{{function_node __wrapped__}} tf2_mapreduce: cannot write output /data/My Drive/out/.tf2_mapreduce-pieces/"
+        "3-77-0.tfrecord.gz: /data/My Drive/out/.tf2_mapreduce-pieces/3-77-0.tfrecord.gz; No space left on device\n"
+        "\t [[{{node Tf2MapreduceWriteRecords}}]]"
+    )
+    error = failures.output_failure(message)
+    assert error.path == "/data/My Drive/out/.tf2_mapreduce-pieces/3-77-0.tfrecord.gz"
+    assert error.reason.endswith("; No space left on device")
+    policy = failures.FailurePolicy("skip")
+    op_error = tf.errors.FailedPreconditionError(None, None, message)
+    assert policy.round(op_error, {}) == failures.OUTPUT_FAULT
+    decision = policy.steps(op_error, [([3], op_error)], {}, str, lambda piece: ("in.tfrecord", 10))
+    assert decision.fail is not None and not decision.skip  # never an input skipped for it

@@ -14,7 +14,6 @@ from tf2_mapreduce.outputs.files import put_in_place
 __all__ = [
     "DATA",
     "SHARD_BYTES",
-    "COMPRESSION",
     "pieces_dir",
     "piece_path",
     "write_piece",
@@ -35,7 +34,6 @@ SHARD_BYTES = 128 << 20
 # Not GZIP files joined: TensorFlow's reader stops early in some files of several members.
 _GZIP_HEADER = bytes([0x1F, 0x8B, 8, 0, 0, 0, 0, 0, 0, 3])  # deflate, no flags, no time, Unix
 _FINAL_BLOCK = bytes([3, 0])  # an empty final block (fixed Huffman codes)
-COMPRESSION = "GZIP"  # what a shard is, to a reader
 _SUFFIX = ".tfrecord.gz"
 
 
@@ -48,13 +46,14 @@ def pieces_dir(output_dir: str) -> str:
     return _join(output_dir, PIECES)
 
 
-def piece_path(directory, attempt, part):
-    """The file of `part` (0, 1...) of the records an `attempt` of a map step wrote for a
-    piece, in `directory` (`pieces_dir`): Python ints give a str, tensors a tf.string."""
+def piece_path(directory, piece, attempt, part):
+    """The file of `part` (0, 1...) of the records an `attempt` of a map step wrote for
+    `piece`, in `directory` (`pieces_dir`): Python ints give a str, tensors a tf.string.
+    Named for the piece too: two pieces' attempts never share a name, whatever their ids."""
     if isinstance(attempt, int):
-        return _join(directory, "%d-%d%s" % (attempt, part, _SUFFIX))
-    parts = [directory.rstrip("/") + "/", tf.strings.as_string(attempt), "-", tf.strings.as_string(part), _SUFFIX]
-    return tf.strings.join(parts)
+        return _join(directory, "%d-%d-%d%s" % (piece, attempt, part, _SUFFIX))
+    numbers = [tf.strings.as_string(n) for n in (piece, attempt, part)]
+    return tf.strings.join([directory.rstrip("/") + "/", numbers[0], "-", numbers[1], "-", numbers[2], _SUFFIX])
 
 
 def write_piece(path, records, crc=0):
@@ -125,17 +124,17 @@ def _read(path):
     return storage.retrying(read, path)
 
 
-def _write_shard(target, directory, rows):
-    """Writes the pieces' files of `rows` ((bytes, attempt, parts, crc, length) each, in
-    order) as one GZIP member, the file `target`, written aside and put in place."""
+def _write_shard(target, directory, pieces, rows):
+    """Writes the files of `pieces`, their `rows` ((bytes, attempt, parts, crc, length)
+    each, in order), as one GZIP member, the file `target`, written aside and put in place."""
     temporary = target + ".tmp"
     out = tf.io.gfile.GFile(temporary, "wb")
     out.write(_GZIP_HEADER)
     crc = length = 0
-    for size, attempt, parts, piece_crc, piece_length in rows.tolist():
+    for piece, (size, attempt, parts, piece_crc, piece_length) in zip(pieces.tolist(), rows.tolist()):
         written = 0
         for part in range(parts):
-            path = piece_path(directory, attempt, part)
+            path = piece_path(directory, piece, attempt, part)
             try:
                 data = _read(path)
             except tf.errors.NotFoundError:
@@ -165,16 +164,18 @@ def missing(directory, rows, done) -> np.ndarray:
     gone = []
     for piece in np.flatnonzero(done).tolist():
         attempt, parts = int(rows[piece, 2]), int(rows[piece, 3])
-        if any(piece_path("", attempt, part).lstrip("/") not in names for part in range(parts)):
+        if any(piece_path("", piece, attempt, part).lstrip("/") not in names for part in range(parts)):
             gone.append(piece)
     return np.asarray(gone, dtype=np.int64)
 
 
-def write(directory, rows, staging, num_shards) -> dict:
-    """Writes the shards of a `Records` job into `staging/data/`: `rows`, the committed
-    pieces' rows (`reducers.records.PIECE_FIELDS`) in piece order, read from their files in
-    `directory` (`pieces_dir`). Blocking; raises `OutputError` naming a file that cannot
-    be written or a piece's file that is gone. Returns the summary: records, shards, bytes."""
+def write(directory, pieces, rows, staging, num_shards) -> dict:
+    """Writes the shards of a `Records` job into `staging/data/`: the committed `pieces`
+    (their ids, in order) and their `rows` (`reducers.records.PIECE_FIELDS`), read from
+    their files in `directory` (`pieces_dir`). Blocking; raises `OutputError` naming a file
+    that cannot be written or a piece's file that is gone. Returns the summary: records,
+    shards, bytes."""
+    pieces = np.asarray(pieces, dtype=np.int64)
     rows = np.asarray(rows, dtype=np.int64).reshape(-1, 6)
     bounds = cuts(rows[:, 1], num_shards)
     count = len(bounds) - 1
@@ -182,7 +183,8 @@ def write(directory, rows, staging, num_shards) -> dict:
     try:
         storage.retrying(lambda: tf.io.gfile.makedirs(data), data)
         for k in range(count):
-            _write_shard(_join(data, shard_name(k, count)), directory, rows[bounds[k] : bounds[k + 1], 1:])
+            chosen = slice(bounds[k], bounds[k + 1])
+            _write_shard(_join(data, shard_name(k, count)), directory, pieces[chosen], rows[chosen, 1:])
     except (OutputError, storage.StorageOutage):
         raise
     except Exception as e:  # noqa: BLE001 - OSError locally, TensorFlow's errors elsewhere

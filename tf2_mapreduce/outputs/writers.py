@@ -5,6 +5,8 @@ import functools
 import json
 import os
 
+import numpy as np
+
 from tf2_mapreduce.errors import UsageError
 from tf2_mapreduce.outputs import words
 from tf2_mapreduce.reducers import Fold, KeySum, Records, Statistics, Vocabularies
@@ -157,5 +159,6 @@ def _(reducer: Records, result, output_dir, top_k, min_count, file_format, docum
     from tf2_mapreduce.outputs import shards
 
     state = result._state
-    rows = state.values()[state.done()]
-    return shards.write(shards.pieces_dir(result._run.options.output_dir), rows, output_dir, reducer.num_shards)
+    done = state.done()
+    pieces = shards.pieces_dir(result._run.options.output_dir)
+    return shards.write(pieces, np.flatnonzero(done), state.values()[done], output_dir, reducer.num_shards)

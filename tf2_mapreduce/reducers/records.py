@@ -63,10 +63,13 @@ class Records(Reducer):
     def create_state(self, sizes, ps_devices, run_id):
         from tf2_mapreduce.state.slots import PieceSlots
 
-        # Summed for progress: the records and bytes written so far (the rest mean nothing summed).
-        return PieceSlots(
-            sizes, ps_devices, len(PIECE_FIELDS), lambda v: tf.reduce_sum(v, axis=0), (0,) * len(PIECE_FIELDS)
-        )
+        # Summed for progress: the records and bytes written so far; the rest mean nothing summed.
+        summed = [1, 1] + [0] * (len(PIECE_FIELDS) - 2)
+
+        def fold(values):
+            return tf.reduce_sum(values * tf.constant(summed, tf.int64), axis=0)
+
+        return PieceSlots(sizes, ps_devices, len(PIECE_FIELDS), fold, (0,) * len(PIECE_FIELDS))
 
     def value(self, figures):
         return int(figures.value[0])

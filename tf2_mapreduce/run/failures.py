@@ -117,7 +117,8 @@ def map_output(message: str):
     return codecs.escape_decode(text.encode("utf-8"))[0].decode("utf-8", "replace")
 
 
-_CANNOT_WRITE_LINE = re.compile(re.escape(CANNOT_WRITE) + r"(\S+): (.*)")
+# The path may hold spaces; the native op follows it with ": " (native/write_records.cc).
+_CANNOT_WRITE_LINE = re.compile(re.escape(CANNOT_WRITE) + r"(.+?): (.*)")
 
 
 def output_failure(message: str):
@@ -169,7 +170,7 @@ class FailurePolicy:
 
     def round(self, error, ps_down: dict) -> str:
         """What the round's `error` (the one join() raised) is: `RETRY`, `CLUSTER`,
-        `MISSING_OP`, `MAP_OUTPUT_FAULT`, `OUTAGE` or `STEPS`. `ps_down`: {ps index: why} of the ps tasks that do not
+        `MISSING_OP`, `MAP_OUTPUT_FAULT`, `OUTPUT_FAULT`, `OUTAGE` or `STEPS`. `ps_down`: {ps index: why} of the ps tasks that do not
         accept connections (`ps_health.PsHealth.down`). A ps that an error names but that
         answers is no lost ps: workers name one whose restart their channel has not yet
         noticed, and the round is retried (`RETRY`, for connectivity errors)."""

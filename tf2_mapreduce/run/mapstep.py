@@ -55,32 +55,35 @@ def _map_piece(job, map_fn, text):
 
 
 def _attempts(n):
-    """A random id for each of `n` pieces of this run of a step: a step run again writes
-    files of other names, so no file is written twice (`reducers.Records`)."""
-    return tf.random.uniform([n], minval=1, maxval=tf.int64.max, dtype=tf.int64)
+    """An id for each of `n` pieces of this run of a step: random, the time mixed in (a
+    seed set before the step was traced makes every worker's random ids the same), so
+    that a step run again writes files of other names (`reducers.Records`)."""
+    drawn = tf.random.uniform([n], minval=1, maxval=tf.int64.max, dtype=tf.int64)
+    now = tf.bitcast(tf.timestamp(), tf.int64)
+    return tf.bitwise.bitwise_and(tf.bitwise.bitwise_xor(drawn, now), tf.int64.max)
 
 
-def _written(records, directory, attempt, part, crc):
-    """`records` written as the piece file `part` of `attempt`, the CRC-32 of what came
-    before it in the piece being `crc`: (records, bytes, crc, length)."""
-    size, crc, length = shards.write_piece(shards.piece_path(directory, attempt, part), records, crc)
+def _written(records, directory, piece, attempt, part, crc):
+    """`records` written as the file `part` of `attempt` of `piece`, the CRC-32 of what
+    came before it in the piece being `crc`: (records, bytes, crc, length)."""
+    size, crc, length = shards.write_piece(shards.piece_path(directory, piece, attempt, part), records, crc)
     return tf.size(records, out_type=tf.int64), size, crc, length
 
 
-def _write_piece(job, map_fn, text, directory, attempt):
+def _write_piece(job, map_fn, text, directory, piece, attempt):
     """A writing job's map step over one piece: its records written as one file; the
     piece's slot row (`reducers.records.PIECE_FIELDS`)."""
-    records, size, crc, length = _written(_mapped(job, map_fn, text[None], 1), directory, attempt, 0, 0)
+    records, size, crc, length = _written(_mapped(job, map_fn, text[None], 1), directory, piece, attempt, 0, 0)
     return tf.stack([records, size, attempt, 1, crc, length])
 
 
-def _write_stream(job, map_fn, piece, compression, read_size, directory, attempt):
+def _write_stream(job, map_fn, piece, compression, read_size, directory, piece_id, attempt):
     """A writing job's map step over one streamed piece: a file per batch, in order, so
     that no more than a batch's records are held."""
 
     def add(row, batch):
         records = _mapped(job, map_fn, batch, tf.size(batch))
-        records, size, crc, length = _written(records, directory, attempt, row[3], row[4])
+        records, size, crc, length = _written(records, directory, piece_id, attempt, row[3], row[4])
         return tf.stack([row[0] + records, row[1] + size, attempt, row[3] + 1, crc, row[5] + length])
 
     start = tf.stack([tf.constant(0, tf.int64), 0, attempt, 0, 0, 0])
@@ -123,20 +126,20 @@ def build(job, run_state, kind, compression="", read_size=8 << 20, directory=Non
                 committed = job.reducer.combine_step(_mapped(job, map_fn, texts, tf.size(texts)))
             else:
                 committed = tf.map_fn(
-                    lambda one: _write_piece(job, map_fn, one[0], directory, one[1]),
-                    (texts, attempts),
+                    lambda one: _write_piece(job, map_fn, one[0], directory, one[1], one[2]),
+                    (texts, ids, attempts),
                     fn_output_signature=signature,
                     parallel_iterations=PIECES_IN_FLIGHT,
                 )
             checks = [changed_files.check(ids, sizes, tf.cast(tf.strings.length(texts), tf.int64))]
         else:
-            pieces = (paths, starts, ends, sizes, attempts)
+            pieces = (paths, starts, ends, sizes, ids, attempts)
             if kind == "range":
 
                 def map_one(piece):
                     text = read_range(*piece[:4])
                     if directory is not None:
-                        return _write_piece(job, map_fn, text, directory, piece[4])
+                        return _write_piece(job, map_fn, text, directory, *piece[4:])
                     return _map_piece(job, map_fn, text)
             else:
                 now = file_sizes(paths)
@@ -145,7 +148,7 @@ def build(job, run_state, kind, compression="", read_size=8 << 20, directory=Non
 
                 def map_one(piece):
                     if directory is not None:
-                        return _write_stream(job, map_fn, piece[:4], compression, read_size, directory, piece[4])
+                        return _write_stream(job, map_fn, piece[:4], compression, read_size, directory, *piece[4:])
                     return _map_stream(job, map_fn, piece[:4], compression, read_size)
 
             outputs = tf.map_fn(map_one, pieces, fn_output_signature=signature, parallel_iterations=PIECES_IN_FLIGHT)

@@ -49,6 +49,8 @@ def prepare(job, found, options=Options()) -> Prepared:
             raise UsageError("job %s writes records: give it an output directory ({setting:output_dir})" % job.name)
         if native.unavailable():
             raise UsageError("job %s writes records, which needs the native ops: %s" % (job.name, native.unavailable()))
+        if job.map_input != "batch":
+            raise UsageError("job %s writes records: its map_fn maps batches (map_input='batch')" % job.name)
     return Prepared(job.prepared(found.files, options.compression), found, options)
 
 

@@ -19,7 +19,8 @@ class PieceSlots:
     while pending), then the piece's value. A map step writes its pieces' rows with
     `scatter_update` (never `scatter_add`, which is not atomic on the ps,
     docs/runtime.md), so running it twice writes the same rows again: the result is
-    exactly-once however often a step is retried. One update writes marker and value
+    exactly-once however often a step is retried. (A `Records` job's row names the
+    attempt that wrote the piece's files: the last written wins, and each names whole files.) One update writes marker and value
     together, so any snapshot of the rows is a consistent set of finished pieces with
     their values, whatever the values are.
 

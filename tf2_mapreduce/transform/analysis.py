@@ -7,10 +7,12 @@ from fractions import Fraction
 
 import numpy as np
 
+from tf2_mapreduce.errors import Error, UsageError
 from tf2_mapreduce.inputs.formats import TFRECORD
 from tf2_mapreduce.jobs.base import Job
 from tf2_mapreduce.lazy_tf import tf
 from tf2_mapreduce.reducers import Vocabularies
+from tf2_mapreduce.transform import schema as schemas
 from tf2_mapreduce.transform import sums, trace
 
 __all__ = ["raw_specs", "trace_calls", "analyze_job", "counts_of", "results", "EMPTY_VOCABULARY"]
@@ -53,7 +55,12 @@ def trace_calls(preprocessing_fn, feature_spec):
 
     def traced(inputs):
         with trace.tracing(analysis):
-            _outputs_checked(preprocessing_fn(dict(inputs)))
+            outputs = _outputs_checked(preprocessing_fn(dict(inputs)))
+        schemas.transformed(outputs, {})  # what tf.Examples cannot hold is refused here, before any pass
+        named = [call.params["filename"] for call in analysis.calls if call.kind == "vocabulary"]
+        for filename in named:
+            if named.count(filename) > 1:
+                raise trace.NotSupported("two vocabularies are named %s: give each its own vocab_filename" % filename)
         used = trace.ancestors([call.values for call in analysis.calls])
         for name, tensor in inputs.items():
             parts = (
@@ -63,7 +70,15 @@ def trace_calls(preprocessing_fn, feature_spec):
                 read.append(name)
         return tf.constant(0)
 
-    tf.function(traced, input_signature=[raw_specs(feature_spec)], autograph=False).get_concrete_function()
+    try:
+        tf.function(traced, input_signature=[raw_specs(feature_spec)], autograph=False).get_concrete_function()
+    except Error:
+        raise
+    except Exception as e:  # noqa: BLE001 - the user's function: what it raised, in one line
+        cause = str(e).strip().splitlines()[0] if str(e).strip() else ""
+        raise UsageError(
+            "{setting:preprocessing_fn}: failed when traced: %s%s" % (type(e).__name__, ": " + cause if cause else "")
+        ) from e
     for call in analysis.calls:
         call.values = None
     return analysis.calls, tuple(sorted(read))
@@ -106,7 +121,7 @@ def _encoded(call, values):
     return tf.strings.as_string(tf.bitcast(tf.cast(values, tf.float32), tf.int32))
 
 
-def analyze_job(preprocessing_fn, feature_spec, calls, read, name="analyze") -> Job:
+def analyze_job(preprocessing_fn, feature_spec, calls, read, name="analyze", config=None) -> Job:
     """The job counting every value each of `calls` reads, over TFRecord files of
     tf.Examples whose features `read` are parsed as `feature_spec` says (the others, which
     no analyzer reads, are not: `_stand_ins`)."""
@@ -115,7 +130,9 @@ def analyze_job(preprocessing_fn, feature_spec, calls, read, name="analyze") -> 
 
     def map_fn(records):
         analysis = trace.Analysis()
-        inputs = {**_stand_ins(unread, tf.size(records)), **tf.io.parse_example(records, parsed)}
+        inputs = _stand_ins(unread, tf.size(records))
+        if parsed:
+            inputs.update(tf.io.parse_example(records, parsed))
         with trace.tracing(analysis):
             preprocessing_fn(inputs)
         values = tuple(_encoded(call, call.values) for call in analysis.calls)
@@ -129,6 +146,7 @@ def analyze_job(preprocessing_fn, feature_spec, calls, read, name="analyze") -> 
     return Job(
         name=name,
         map_fn=map_fn,
+        config=dict(config or {}),
         reducer=Vocabularies(features=names, optional=names),
         records=TFRECORD,
         autograph=False,
@@ -153,7 +171,10 @@ def _rounded(value, dtype):
     wide = np.float64(float(value))
     if dtype == np.float64 or not isinstance(value, Fraction) or not np.isfinite(wide):
         return dtype(wide)
-    near = np.float32(wide)
+    with np.errstate(over="ignore"):
+        near = np.float32(wide)
+    if not np.isfinite(near):  # beyond float32's range: its infinity, as a float32 sum gives
+        return near
     candidates = [np.nextafter(near, np.float32(-np.inf)), near, np.nextafter(near, np.float32(np.inf))]
     finite = [c for c in candidates if np.isfinite(c)]
     return min(finite, key=lambda c: (abs(Fraction(float(c)) - value), int(np.array(c).view(np.int32)) & 1))

@@ -107,7 +107,10 @@ def apply_vocabulary(
     with tf.name_scope(name or "apply_vocab"):
         state = trace.current()
         if isinstance(state, trace.Analysis):
-            return _map_values(x, lambda v: tf.zeros_like(v, tf.int64))
+            # Ids that depend on the vocabulary's stand-in: an analyzer over them is refused
+            # (`trace.Analysis`), never counted over zeros.
+            unknown = tf.cast(tf.strings.length(deferred_vocab_filename_tensor), tf.int64) * 0
+            return _map_values(x, lambda v: tf.zeros_like(v, tf.int64) + unknown)
         table, domain = state.table(
             deferred_vocab_filename_tensor, trace.values_of(x).dtype, default_value, num_oov_buckets
         )

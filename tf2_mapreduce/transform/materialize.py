@@ -50,7 +50,7 @@ def _step_tables(values):
     return make_table
 
 
-def materialize_job(preprocessing_fn, feature_spec, calls, values, num_shards=0, name="transform") -> Job:
+def materialize_job(preprocessing_fn, feature_spec, calls, values, num_shards=0, name="transform", config=None) -> Job:
     """The job writing every raw example of TFRecord files (parsed as `feature_spec` says)
     transformed by `preprocessing_fn`, its analyzers' `calls` having given `values`."""
     spec = dict(feature_spec)
@@ -66,6 +66,7 @@ def materialize_job(preprocessing_fn, feature_spec, calls, values, num_shards=0,
         name=name,
         map_fn=map_fn,
         reducer=Records(num_shards=num_shards, unit="examples"),
+        config=dict(config or {}),
         records=TFRECORD,
         autograph=False,
         description="raw examples transformed and written",

@@ -3,9 +3,14 @@ of statistics), the analyze pass, the analyzers' results, the transform pass wri
 example once, then the output directory put in place whole (data/, transform_fn/,
 transformed_metadata/), as tft_beam's AnalyzeAndTransformDataset and WriteTransformFn."""
 
+import hashlib
+import marshal
+
+from tf2_mapreduce import storage
 from tf2_mapreduce.errors import UsageError
 from tf2_mapreduce.jobs.stats import Stats
 from tf2_mapreduce.lazy_tf import tf
+from tf2_mapreduce.outputs.directory import ResultDirectory
 from tf2_mapreduce.transform import analysis, saved
 from tf2_mapreduce.transform import schema as schemas
 from tf2_mapreduce.transform.materialize import materialize_job
@@ -21,6 +26,31 @@ def _pass_options(options, name):
     return {**options, "checkpoint_dir": checkpoint_dir.rstrip("/") + "/" + name}
 
 
+def _code(function) -> bytes:
+    """A function's code and constants, its nested functions' too: what a change to it changes."""
+    code = getattr(function, "__code__", None)
+    if code is None:
+        return repr(function).encode()
+    return marshal.dumps(code)
+
+
+def fingerprint(preprocessing_fn, spec, calls) -> str:
+    """What ties a checkpoint of a transform's passes to it: the preprocessing_fn's name and
+    code, the raw features' spec and the analyzers it calls. A rerun with another of
+    these is refused its checkpoints, as a job's with other parameters is."""
+    described = [
+        getattr(preprocessing_fn, "__module__", ""),
+        getattr(preprocessing_fn, "__qualname__", ""),
+        sorted((name, repr(feature)) for name, feature in spec.items()),
+        [(call.kind, call.dtype.name, sorted(call.params.items())) for call in calls],
+    ]
+    return hashlib.sha256(_code(preprocessing_fn) + repr(described).encode()).hexdigest()
+
+
+def _comparable(value):
+    return value if isinstance(value, list) else (str(getattr(value, "dtype", "")), bytes(getattr(value, "data", b"")))
+
+
 def feature_spec(transform, run_pass, options):
     """The raw features' spec of `transform`, and the schema inferred (None where it was
     given): a pass of statistics (`run_pass`) when it must be inferred."""
@@ -29,7 +59,9 @@ def feature_spec(transform, run_pass, options):
     if transform.schema is not None:
         given = schemas.read(transform.schema) if isinstance(transform.schema, str) else transform.schema
         return schemas.feature_spec(given), None
-    inferred = schemas.inferred(run_pass(Stats(), _pass_options(options, "schema")).total)
+    statistics = run_pass(Stats(), _pass_options(options, "schema"))
+    statistics.release()
+    inferred = schemas.inferred(statistics.total)
     return schemas.feature_spec(inferred), inferred
 
 
@@ -43,20 +75,32 @@ def run(cluster, transform, inputs, on_progress=None, output_dir=None, claimed=N
     written. Blocking."""
     if not output_dir:
         raise UsageError("a Transform writes its output: give it an output directory ({setting:output_dir})")
+    if claimed is None:  # claimed before any pass: the map steps write into it as they run
+        with ResultDirectory(output_dir) as claimed:
+            return run(cluster, transform, inputs, on_progress, output_dir, claimed, run_pass, **options)
     if run_pass is None:
 
         def run_pass(job, pass_options):
             return cluster.run(job, inputs, on_progress=on_progress, **pass_options)
 
     spec, inferred = feature_spec(transform, run_pass, options)
-    calls, read = analysis.trace_calls(transform.preprocessing_fn, spec)
-    job = analysis.analyze_job(transform.preprocessing_fn, spec, calls, read, transform.name + "-analyze")
-    values = analysis.results(calls, analysis.counts_of(run_pass(job, _pass_options(options, "analyze"))))
-    job = materialize_job(transform.preprocessing_fn, spec, calls, values, transform.num_shards, transform.name)
+    fn = transform.preprocessing_fn
+    calls, read = analysis.trace_calls(fn, spec)
+    identity = {"preprocessing_fn": fingerprint(fn, spec, calls)}
+    values = []
+    if calls:
+        job = analysis.analyze_job(fn, spec, calls, read, transform.name + "-analyze", identity)
+        counted = run_pass(job, _pass_options(options, "analyze"))
+        values = analysis.results(calls, analysis.counts_of(counted))
+        counted.release()  # a key per distinct value, on the ps tasks: not needed by the transform pass
+    identity["analyzers"] = hashlib.sha256(repr([_comparable(v) for v in values]).encode()).hexdigest()
+    job = materialize_job(fn, spec, calls, values, transform.num_shards, transform.name, identity)
     result = run_pass(job, {**_pass_options(options, "transform"), "output_dir": output_dir})
 
     def also(staging):
-        written = {"vocabularies": saved.write(transform.preprocessing_fn, spec, calls, values, staging)}
+        # Safe to repeat through an outage of the storage: the same files, written again.
+        vocabularies = storage.retrying(lambda: saved.write(fn, spec, calls, values, staging), staging)
+        written = {"vocabularies": vocabularies}
         if inferred is not None:
             with tf.io.gfile.GFile(staging.rstrip("/") + "/" + schemas.RAW_SCHEMA, "w") as f:
                 f.write(schemas.text(inferred))

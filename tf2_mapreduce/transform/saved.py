@@ -8,10 +8,11 @@ import os
 import tempfile
 
 from tf2_mapreduce.lazy_tf import tf
+from tf2_mapreduce.transform import schema as schemas
 from tf2_mapreduce.transform import trace
 from tf2_mapreduce.transform.analysis import raw_specs
 
-__all__ = ["TRANSFORM_FN", "METADATA", "write", "vocabulary_lines", "transformed_schema"]
+__all__ = ["TRANSFORM_FN", "METADATA", "write", "vocabulary_lines"]
 
 TRANSFORM_FN = "transform_fn"
 METADATA = "transformed_metadata"
@@ -31,47 +32,6 @@ def _file_table(path, key_dtype, default_value, num_oov_buckets):
     return tf.lookup.StaticHashTable(initializer, default_value)
 
 
-def _feature(schema, name, output, domains):
-    from tensorflow_metadata.proto.v0 import schema_pb2
-
-    values = output.values if isinstance(output, tf.SparseTensor) else output
-    kinds = {tf.int64: schema_pb2.INT, tf.float32: schema_pb2.FLOAT, tf.string: schema_pb2.BYTES}
-    if values.dtype not in kinds:
-        raise trace.NotSupported(
-            "preprocessing_fn output %s is %s: tf.Examples hold int64, float32 and strings only"
-            % (name, values.dtype.name)
-        )
-    feature = schema.feature.add(name=name, type=kinds[values.dtype])
-    domain = domains.get(values.ref())
-    if domain is not None:
-        feature.int_domain.min, feature.int_domain.max = domain
-        feature.int_domain.is_categorical = True
-    if isinstance(output, tf.SparseTensor):
-        if output.shape.rank != 2:
-            raise trace.NotSupported("preprocessing_fn output %s: a SparseTensor of rank 2 only" % name)
-        return
-    if output.shape.rank is None or output.shape.rank < 1 or not output.shape[1:].is_fully_defined():
-        raise trace.NotSupported(
-            "preprocessing_fn output %s has shape %s: a batch of a fixed shape each" % (name, output.shape)
-        )
-    feature.presence.min_fraction = 1.0
-    feature.shape.SetInParent()
-    for size in output.shape[1:]:
-        feature.shape.dim.add(size=size)
-
-
-def transformed_schema(outputs: dict, domains: dict):
-    """The schema of a transform's `outputs` ({name: Tensor or SparseTensor}, batched), as
-    tft writes it (`schema_utils.schema_from_feature_spec`): a dense output FixedLen of
-    its shape, a sparse one VarLen, ids of a vocabulary or of buckets with their range."""
-    from tensorflow_metadata.proto.v0 import schema_pb2
-
-    schema = schema_pb2.Schema()
-    for name in sorted(outputs):
-        _feature(schema, name, outputs[name], domains)
-    return schema
-
-
 def write(preprocessing_fn, feature_spec, calls, values, directory) -> dict:
     """Writes `directory`/transform_fn and `directory`/transformed_metadata for
     `preprocessing_fn` over `feature_spec`, its analyzers' `calls` having given `values`.
@@ -83,8 +43,6 @@ def write(preprocessing_fn, feature_spec, calls, values, directory) -> dict:
     for index, call in enumerate(calls):
         if call.kind == "vocabulary":
             path = os.path.join(assets, call.params["filename"])
-            if path in paths.values():
-                raise trace.NotSupported("two vocabularies are named %s: give each its own vocab_filename" % path)
             with open(path, "wb") as f:
                 f.write(vocabulary_lines(values[index]))
             paths[index] = path
@@ -98,7 +56,7 @@ def write(preprocessing_fn, feature_spec, calls, values, directory) -> dict:
         return table
 
     applying = trace.Applying(calls, values, make_table)
-    schemas = []
+    written = []
 
     def transform_fn(inputs):
         applying.restart()
@@ -107,12 +65,12 @@ def write(preprocessing_fn, feature_spec, calls, values, directory) -> dict:
         if not isinstance(outputs, dict):
             raise trace.NotSupported("preprocessing_fn must return a dict of features")
         # Here, where the outputs are still the tensors the mappers marked.
-        schemas.append(transformed_schema(outputs, applying.domains))
+        written.append(schemas.transformed(outputs, applying.domains))
         return dict(outputs)
 
     module.transform_fn = tf.function(transform_fn, input_signature=[raw_specs(feature_spec)], autograph=False)
     module.transform_fn.get_concrete_function()
-    schema = schemas[0]
+    schema = written[0]
     tf.saved_model.save(module, os.path.join(directory, TRANSFORM_FN))
     metadata = os.path.join(directory, METADATA)
     tf.io.gfile.makedirs(metadata)

@@ -1,12 +1,13 @@
 """Raw examples' schemas: a tensorflow-metadata `Schema` (text format, as TFDV's
 `write_schema_text` and tft's `schema_utils` write it) read into FixedLen / VarLen features
-as tft's `schema_as_feature_spec` reads it, or inferred from statistics as TFDV infers one."""
+as tft's `schema_as_feature_spec` reads it, or inferred from statistics as TFDV infers one;
+and the transformed features' schema, as tft writes it."""
 
 from tf2_mapreduce.errors import UsageError
 from tf2_mapreduce.lazy_tf import tf
 from tf2_mapreduce.transform.trace import NotSupported
 
-__all__ = ["read", "feature_spec", "inferred", "text", "RAW_SCHEMA"]
+__all__ = ["read", "feature_spec", "inferred", "transformed", "text", "RAW_SCHEMA"]
 
 RAW_SCHEMA = "raw_schema.pbtxt"  # the schema inferred, written beside the transform's output
 
@@ -97,3 +98,44 @@ def text(schema) -> str:
     from google.protobuf import text_format
 
     return text_format.MessageToString(schema)
+
+
+def _feature(schema, name, output, domains):
+    from tensorflow_metadata.proto.v0 import schema_pb2
+
+    values = output.values if isinstance(output, tf.SparseTensor) else output
+    kinds = {tf.int64: schema_pb2.INT, tf.float32: schema_pb2.FLOAT, tf.string: schema_pb2.BYTES}
+    if values.dtype not in kinds:
+        raise NotSupported(
+            "preprocessing_fn output %s is %s: tf.Examples hold int64, float32 and strings only"
+            % (name, values.dtype.name)
+        )
+    feature = schema.feature.add(name=name, type=kinds[values.dtype])
+    domain = domains.get(values.ref())
+    if domain is not None:
+        feature.int_domain.min, feature.int_domain.max = domain
+        feature.int_domain.is_categorical = True
+    if isinstance(output, tf.SparseTensor):
+        if output.shape.rank != 2:
+            raise NotSupported("preprocessing_fn output %s: a SparseTensor of rank 2 only" % name)
+        return
+    if output.shape.rank is None or output.shape.rank < 1 or not output.shape[1:].is_fully_defined():
+        raise NotSupported(
+            "preprocessing_fn output %s has shape %s: a batch of a fixed shape each" % (name, output.shape)
+        )
+    feature.presence.min_fraction = 1.0
+    feature.shape.SetInParent()
+    for size in output.shape[1:]:
+        feature.shape.dim.add(size=size)
+
+
+def transformed(outputs: dict, domains: dict):
+    """The schema of a transform's `outputs` ({name: Tensor or SparseTensor}, batched), as
+    tft writes it (`schema_utils.schema_from_feature_spec`): a dense output FixedLen of
+    its shape, a sparse one VarLen, ids of a vocabulary or of buckets with their range."""
+    from tensorflow_metadata.proto.v0 import schema_pb2
+
+    schema = schema_pb2.Schema()
+    for name in sorted(outputs):
+        _feature(schema, name, outputs[name], domains)
+    return schema
