@@ -29,11 +29,8 @@ HEARTBEAT_EVERY = 1.0  # seconds; servers' --idle_timeout must be well above it
 SEND_TIMEOUT = 5.0  # seconds; a message to a task that does not answer in time fails
 RETRY_EVERY = 0.5  # seconds between attempts to tell a task that the job is over
 # Seconds a server that was told waits for its answer to be taken before it exits
-# anyway: a coordinator whose message went through takes it at once, but one whose wait
-# for the answer ran out (a loaded machine) tries again, with a new session, and must find
-# the server still there to take it: else it reports a task it told as not told (seen once
-# in CI, with the soak on the other core). Longer than two attempts.
-ANSWER_GRACE = 3 * SEND_TIMEOUT
+# anyway: a coordinator whose message went through takes it at once.
+ANSWER_GRACE = SEND_TIMEOUT
 
 
 @dataclass(frozen=True)
