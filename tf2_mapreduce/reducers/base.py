@@ -18,6 +18,7 @@ __all__ = [
     "NO_FILES",
     "MapOutputError",
     "assert_in_graph",
+    "as_tensor",
     "count_text",
     "label",
 ]
@@ -147,6 +148,17 @@ def label(reducer) -> str:
     """A reducer as a message names it: its repr where it is a dataclass (`Sum(unit='words')`),
     else its class's name."""
     return repr(reducer) if hasattr(reducer, "__dataclass_fields__") else type(reducer).__name__
+
+
+def as_tensor(output, job: str, needs: str):
+    """`output`, what a job's map_fn returned, as a tensor; a `MapOutputError` saying what it
+    returned and what the reducer `needs` where it cannot be one."""
+    if isinstance(output, tf.Tensor):
+        return output
+    try:
+        return tf.convert_to_tensor(output)
+    except (TypeError, ValueError):
+        raise MapOutputError("job %s: map_fn returned a %s, but %s" % (job, type(output).__name__, needs)) from None
 
 
 def assert_in_graph(ok, text, output):

@@ -11,6 +11,7 @@ from tf2_mapreduce.reducers.base import (
     MapOutputError,
     PerFile,
     Reducer,
+    as_tensor,
     assert_in_graph,
     count_text,
     label,
@@ -61,13 +62,7 @@ class Fold(Reducer):
             item,
             ", %d" % self.width if self.width else "",
         )
-        if not isinstance(output, tf.Tensor):
-            try:
-                output = tf.convert_to_tensor(output)
-            except (TypeError, ValueError):
-                raise MapOutputError(
-                    "job %s: map_fn returned a %s, but %s" % (job, type(output).__name__, needs)
-                ) from None
+        output = as_tensor(output, job, needs)
         if output.dtype != tf.int64:
             if output.dtype.name not in _WIDENED:
                 raise MapOutputError("job %s: map_fn returned %s values, but %s" % (job, output.dtype.name, needs))

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from tf2_mapreduce.lazy_tf import tf
-from tf2_mapreduce.reducers.base import Collected, MapOutputError, PerFile, Reducer, label
+from tf2_mapreduce.reducers.base import Collected, MapOutputError, PerFile, Reducer, as_tensor, label
 
 __all__ = ["Records", "PIECE_FIELDS"]
 
@@ -44,13 +44,7 @@ class Records(Reducer):
 
     def check(self, output, items, job, item="text"):
         needs = "%s needs the serialized records of a batch, a 1-D tf.string" % label(self)
-        if not isinstance(output, tf.Tensor):
-            try:
-                output = tf.convert_to_tensor(output)
-            except (TypeError, ValueError):
-                raise MapOutputError(
-                    "job %s: map_fn returned a %s, but %s" % (job, type(output).__name__, needs)
-                ) from None
+        output = as_tensor(output, job, needs)
         if output.dtype != tf.string:
             raise MapOutputError("job %s: map_fn returned %s values, but %s" % (job, output.dtype.name, needs))
         if output.shape.rank != 1:
