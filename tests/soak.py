@@ -20,7 +20,6 @@ Exit status 0 when every round passed.
 import argparse
 import collections
 import gzip
-import hashlib
 import json
 import os
 import random
@@ -214,19 +213,9 @@ class References:
             argv += ["--output_dir", os.path.join(out, "out"), "--read_size=%d" % read_size, *WRITING[job]]
             env = dict(os.environ, PYTHONPATH=os.path.join(REPO, "tests"))
             subprocess.run(argv, check=True, capture_output=True, timeout=COORDINATOR_TIMEOUT, env=env)
-            self._digests[job, read_size] = data_digest(os.path.join(out, "out"))
+            self._digests[job, read_size] = oracles.data_digest(os.path.join(out, "out"))
             shutil.rmtree(out)
         return self._digests[job, read_size]
-
-
-def data_digest(directory):
-    """The sha256 of data/'s files, names and bytes, in name order."""
-    h = hashlib.sha256()
-    data = os.path.join(directory, "data")
-    for name in sorted(os.listdir(data)):
-        with open(os.path.join(data, name), "rb") as f:
-            h.update(name.encode() + b"\0" + f.read())
-    return h.hexdigest()
 
 
 def holdable(term):
@@ -316,7 +305,7 @@ def check_transformed(directory, records):
     order, bit for bit as the saved transform_fn maps it, and the query vocabulary is tft's
     of the examples' queries (counted by protobuf)."""
     import tensorflow as tf
-    from helpers.transforms import TRANSFORMED
+    from helpers.transforms import RAW, TRANSFORMED, first_difference
 
     data = os.path.join(directory, "data")
     try:
@@ -326,25 +315,13 @@ def check_transformed(directory, records):
     got = [record for name in names for record in oracles.read_tfrecords(os.path.join(data, name))]
     if len(got) != len(records):
         raise Failed("%d examples written, %d read" % (len(got), len(records)))
-    spec = {
-        "query": tf.io.VarLenFeature(tf.string),
-        "tags": tf.io.VarLenFeature(tf.string),
-        "user_id": tf.io.VarLenFeature(tf.int64),
-        "clicks": tf.io.VarLenFeature(tf.int64),
-        "score": tf.io.FixedLenFeature([1], tf.float32),
-    }
     served = tf.saved_model.load(os.path.join(directory, "transform_fn")).transform_fn(
-        tf.io.parse_example(records, spec)
+        tf.io.parse_example(records, RAW)
     )
     written = tf.io.parse_example(got, TRANSFORMED)
-    for name in TRANSFORMED:
-        a, b = served[name], written[name]
-        if isinstance(a, tf.SparseTensor):
-            if a.indices.numpy().tolist() != b.indices.numpy().tolist():
-                raise Failed("%s: the examples written are not the inputs' in order" % name)
-            a, b = a.values, b.values
-        if a.numpy().tobytes() != b.numpy().tobytes():
-            raise Failed("%s: the examples written differ from what transform_fn makes of the inputs" % name)
+    differing = first_difference(served, written, TRANSFORMED)
+    if differing:
+        raise Failed("%s: the examples written are not what transform_fn makes of the inputs, in order" % differing)
     queries = collections.Counter(
         q
         for record in records
@@ -365,7 +342,7 @@ def check_result(job, path, expected, local=lambda path: path):
     per_file, counts, vocab, stats, records = expected[:5]
     if job in WRITING:
         reference = expected.references.digest(job, expected.read_size)
-        if data_digest(path) != reference:
+        if oracles.data_digest(path) != reference:
             raise Failed("data/ is not the bytes a fault-free run wrote")
     if job == "reshard":
         check_records(path, records)

@@ -4,13 +4,12 @@ checkpoint). Each time data/ must hold every input record once, in input order (
 plain Python), byte for byte what a fault-free run on another number of workers wrote,
 and nothing else may be left in the output directory."""
 
-import hashlib
 import os
 import random
 
 import pytest
 from helpers.corpora import write_records
-from helpers.oracles import read_tfrecords
+from helpers.oracles import data_digest, data_records, read_tfrecords
 from helpers.processes import (
     GONE_WORKER_SHUTDOWN,
     ConfiguredCluster,
@@ -45,27 +44,14 @@ def shards(tmp_path_factory):
         task_env(),
     )
     assert run.returncode == 0, run.stderr
-    assert written(reference) == records
-    return directory, paths, records, digest(reference)
-
-
-def written(output_dir):
-    names = sorted(os.listdir(os.path.join(output_dir, "data")))
-    return [r for name in names for r in read_tfrecords(os.path.join(output_dir, "data", name))]
-
-
-def digest(output_dir):
-    h = hashlib.sha256()
-    for name in sorted(os.listdir(os.path.join(output_dir, "data"))):
-        with open(os.path.join(output_dir, "data", name), "rb") as f:
-            h.update(name.encode() + b"\0" + f.read())
-    return h.hexdigest()
+    assert data_records(reference) == records
+    return directory, paths, records, data_digest(reference)
 
 
 def assert_exact(output_dir, shards):
     assert sorted(os.listdir(output_dir)) == [MANIFEST, "data"]  # no piece file, nothing staged
-    assert written(output_dir) == shards[2]
-    assert digest(output_dir) == shards[3]
+    assert data_records(output_dir) == shards[2]
+    assert data_digest(output_dir) == shards[3]
 
 
 def job_args(shards, output_dir, *extra):

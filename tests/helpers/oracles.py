@@ -4,6 +4,7 @@ against them."""
 
 import collections
 import gzip
+import hashlib
 import json
 import os
 import struct
@@ -168,3 +169,19 @@ def assert_vocabularies(directory, oracle, top_k=None, min_count=1):
         )
         assert table.lookup(terms).numpy().tolist() == list(range(len(written))) + [-1]
     return summary
+
+
+def data_digest(directory):
+    """The sha256 of a writing job's data/ under `directory`: its files' names and bytes, in name order."""
+    h = hashlib.sha256()
+    data = os.path.join(directory, "data")
+    for name in sorted(os.listdir(data)):
+        with open(os.path.join(data, name), "rb") as f:
+            h.update(name.encode() + b"\0" + f.read())
+    return h.hexdigest()
+
+
+def data_records(directory):
+    """The records of a writing job's data/ under `directory`, shard by shard, read in plain Python."""
+    data = os.path.join(directory, "data")
+    return [r for name in sorted(os.listdir(data)) for r in read_tfrecords(os.path.join(data, name))]

@@ -35,3 +35,28 @@ def bucket_fn(inputs):
         "query_id": tft.compute_and_apply_vocabulary(inputs["query"]),
         "user_z": tft.scale_to_z_score(inputs["user_id"]),
     }
+
+
+# make_examples.py's raw features, as a schema inferred from them reads them.
+RAW = {
+    "query": tf.io.VarLenFeature(tf.string),
+    "tags": tf.io.VarLenFeature(tf.string),
+    "user_id": tf.io.VarLenFeature(tf.int64),
+    "clicks": tf.io.VarLenFeature(tf.int64),
+    "score": tf.io.FixedLenFeature([1], tf.float32),
+}
+
+
+def first_difference(served, written, names):
+    """The first of `names` whose values (and, for a SparseTensor, places) differ between
+    `served` (what transform_fn made of the raw examples) and `written` (the examples
+    parsed from data/), bit for bit, floats too; None if none does."""
+    for name in names:
+        a, b = served[name], written[name]
+        if isinstance(a, tf.SparseTensor):
+            if a.indices.numpy().tolist() != b.indices.numpy().tolist():
+                return name
+            a, b = a.values, b.values
+        if a.numpy().tobytes() != b.numpy().tobytes():
+            return name
+    return None

@@ -4,14 +4,13 @@ the same bytes however the pieces are packed into steps. On the in-process clust
 
 import glob
 import gzip
-import hashlib
 import os
 
 import numpy as np
 import pytest
 import tensorflow as tf
 from helpers.corpora import write_corpus, write_examples
-from helpers.oracles import read_tfrecords
+from helpers.oracles import data_digest, read_tfrecords
 from helpers.processes import run_job
 
 import tf2_mapreduce as mr
@@ -64,14 +63,6 @@ def written(output_dir):
     return records, names
 
 
-def digest(output_dir):
-    h = hashlib.sha256()
-    for name in sorted(os.listdir(os.path.join(output_dir, shards.DATA))):
-        with open(os.path.join(output_dir, shards.DATA, name), "rb") as f:
-            h.update(name.encode() + b"\0" + f.read())
-    return h.hexdigest()
-
-
 def write(cluster, job, paths, output_dir, **options):
     result = run_job(cluster, job, paths, output_dir=str(output_dir), **options)
     return result, result.write_dir(str(output_dir))
@@ -97,7 +88,7 @@ def test_the_same_bytes_however_pieces_are_packed_into_steps(inprocess, texts, t
     digests = set()
     for n, options in enumerate(({}, {"max_pieces": 1}, {"split_size": 5000})):
         write(inprocess, JOB, texts, tmp_path / str(n), read_size=4096, **options)
-        digests.add(digest(tmp_path / str(n)))
+        digests.add(data_digest(tmp_path / str(n)))
     assert len(digests) == 1
 
 
@@ -192,7 +183,7 @@ def test_a_resumed_run_maps_again_only_the_pieces_whose_files_are_not_in_its_out
     assert elsewhere.resumed_from is not None and sum(elsewhere.steps_per_worker) > 0
     assert "have no files in %s" % (tmp_path / "elsewhere" / PIECES) in caplog.text
     assert written(tmp_path / "elsewhere")[0] == oracle_even_lines(texts)
-    assert digest(tmp_path / "first") == digest(tmp_path / "elsewhere")
+    assert data_digest(tmp_path / "first") == data_digest(tmp_path / "elsewhere")
 
 
 def test_the_docs_job_that_writes_records_runs_as_written(inprocess, texts, tmp_path):
