@@ -80,9 +80,10 @@ def tft_command(tft_python, pattern, schema, output_dir):
     ]
 
 
-def run_tft(pattern, schema_path, output_dir):
-    """tf.Transform's side, in its venv: analyze and transform, the transform written, the
-    examples encoded and written as GZIP'd TFRecord files."""
+def run_tft(pattern, schema_path, output_dir, make_fn=preprocessing_fn):
+    """tf.Transform's side, in its venv: analyze and transform with `make_fn(tft)`, the
+    transform written, the examples encoded and written as GZIP'd TFRecord files of
+    `output_dir`/data (scripts/compare_tft.py's side too)."""
     import apache_beam as beam
     import tensorflow_transform as tft
     import tensorflow_transform.beam as tft_beam
@@ -100,7 +101,7 @@ def run_tft(pattern, schema_path, output_dir):
             (data, metadata), transform_fn = (
                 raw,
                 source.TensorAdapterConfig(),
-            ) | tft_beam.AnalyzeAndTransformDataset(preprocessing_fn(tft), output_record_batches=True)
+            ) | tft_beam.AnalyzeAndTransformDataset(make_fn(tft), output_record_batches=True)
             _ = transform_fn | tft_beam.WriteTransformFn(output_dir)
             encoder = example_coder.RecordBatchToExamplesEncoder(metadata.schema)
             _ = (

@@ -147,30 +147,11 @@ def write_raw(work, count):
 
 
 def run_tft(work, out):
-    import apache_beam as beam
-    import tensorflow_transform as tft
-    import tensorflow_transform.beam as tft_beam
-    from tfx_bsl.coders import example_coder
-    from tfx_bsl.public import tfxio
-
-    source = tfxio.TFExampleRecord(file_pattern=raw_pattern(work), schema=read_schema(work))
     # Beam 2.77's DirectRunner tries Prism first (a binary it downloads), then the FnApiRunner:
     # its log (tft.log) says which ran.
-    with beam.Pipeline(runner="DirectRunner") as pipeline:
-        with tft_beam.Context(temp_dir=os.path.join(work, "tft-tmp")):
-            raw = pipeline | "Read" >> source.BeamSource()
-            (data, metadata), transform_fn = (
-                raw,
-                source.TensorAdapterConfig(),
-            ) | tft_beam.AnalyzeAndTransformDataset(preprocessing_fn(tft), output_record_batches=True)
-            _ = transform_fn | tft_beam.WriteTransformFn(out)
-            encoder = example_coder.RecordBatchToExamplesEncoder(metadata.schema)
-            _ = (
-                data
-                | "Encode"
-                >> beam.FlatMap(lambda batch: encoder.encode(batch[0]))  # (record batch, passthrough features)
-                | "Write" >> beam.io.WriteToTFRecord(os.path.join(out, "data", "part"), file_name_suffix=".tfrecord.gz")
-            )
+    import bench_transform
+
+    bench_transform.run_tft(raw_pattern(work), schema_path(work), out, preprocessing_fn)
 
 
 def run_ours(work, out):
