@@ -157,12 +157,12 @@ def test_an_earlier_coordinators_late_end_of_job_message_is_ignored(tmp_path, pr
         while not all(heartbeats.last_answer(role, index) for role, index in cluster.tasks):
             assert time.monotonic() < deadline, "the servers never answered a heartbeat"
             time.sleep(0.1)  # heartbeats go out every second
-    assert server_channel.request_exit(tasks, earlier) == {}
+    assert server_channel.request_exit(tasks, earlier, within=30) == {}
     for role, index in cluster.tasks:
         while "ignoring the end of an earlier coordinator's job" not in cluster.log(role, index):
             assert cluster.servers[role, index].poll() is None, cluster.log(role, index)
             time.sleep(0.1)  # polls the server's log for the line it writes
-    assert server_channel.request_exit(tasks, current) == {}
+    assert server_channel.request_exit(tasks, current, within=30) == {}
     assert cluster.exit_codes() == {task: 0 for task in cluster.tasks}
 
 
@@ -192,3 +192,51 @@ def test_a_worker_killed_while_being_told_and_back_1_to_6s_later_is_told_and_exi
     assert failed == [{}]
     assert cluster.exit_codes() == {task: 0 for task in cluster.tasks}
     assert "the job is over, exiting" in cluster.log("worker", 0)
+
+
+def test_an_answer_taken_by_a_dequeue_left_behind_is_given_again_and_the_server_exits_0(tmp_path, processes):
+    """The race CI found under load, built on purpose: a coordinator's wait for a server's
+    answer that timed out can still take that answer on the server (TF cancels the
+    dequeue late). Here a dequeue left pending on the worker's answer queue takes the
+    answer to "the job is over"; the server, not acknowledged, must answer again when
+    told again, and only then exit."""
+    import tensorflow as tf
+
+    from tf2_mapreduce.cluster import channel as server_channel
+    from tf2_mapreduce.cluster import spec as cluster_spec
+
+    cluster, tasks = serving_pair(tmp_path, processes)
+    device = cluster_spec.task_name("worker", 0)
+    graph = tf.Graph()
+    with graph.as_default(), tf.device(device + "/device:CPU:0"):
+        answers = tf.raw_ops.FIFOQueueV2(
+            component_types=[tf.int64], shapes=[[]], capacity=-1, shared_name=server_channel.ANSWER_QUEUE
+        )
+        # Wants two answers and takes them one by one: once it holds the first (ours),
+        # it is known to be waiting on the server for the next.
+        left_behind = tf.raw_ops.QueueDequeueManyV2(handle=answers, n=2, component_types=[tf.int64])
+        ours = tf.raw_ops.QueueEnqueueV2(handle=answers, components=[tf.constant(-1, tf.int64)])
+        waiting = tf.raw_ops.QueueSizeV2(handle=answers)
+    # Bounded, closing too (without a timeout, closing a session on a server gone blocks for ever).
+    config = tf.compat.v1.ConfigProto(device_filters=[device], operation_timeout_in_ms=5000)
+    session = tf.compat.v1.Session("grpc://" + cluster.addresses["worker", 0], graph=graph, config=config)
+    taken = []
+
+    def leave_behind():
+        options = tf.compat.v1.RunOptions(timeout_in_ms=int(SERVER_EXIT_TIMEOUT * 1000))
+        taken.append(list(session.run(left_behind, options=options)[0]))
+        session.close()  # while the server waits to be told again
+
+    thread = threading.Thread(target=leave_behind, daemon=True)
+    thread.start()
+    session.run(ours)
+    deadline = time.monotonic() + SERVER_EXIT_TIMEOUT
+    while session.run(waiting):
+        assert time.monotonic() < deadline, "the dequeue left behind never started"
+        time.sleep(0.05)  # polls the queue for the dequeue to take our element
+    current = server_channel.new_coordinator_id()
+    assert server_channel.request_exit(tasks, current, within=30) == {}
+    thread.join(SERVER_EXIT_TIMEOUT)
+    assert taken == [[-1, current]], "the dequeue left behind did not take the server's answer"
+    assert cluster.exit_codes() == {task: 0 for task in cluster.tasks}
+    assert cluster.log("worker", 0).count("the job is over, exiting") == 1

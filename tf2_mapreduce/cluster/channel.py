@@ -1,8 +1,13 @@
 """Messages from the coordinator to the ps and worker servers: heartbeats while a job
 runs, and "the job is over". TF's gRPC servers cannot be stopped or queried from outside,
 so each server blocks on a queue on its own device and the coordinator enqueues into it.
-A server answers "the job is over" on a second queue: only that answer tells the
-coordinator the server heard it.
+
+"The job is over" is a handshake: the server answers on a second queue, and exits only
+once the coordinator acknowledges that answer (or, the coordinator gone, after
+`ACK_GRACE` s). An answer can be lost: a dequeue that timed out on the coordinator's
+side may still take it on the server's. The coordinator then tells the server again and
+the server, still there, answers again; so only an answer counts as told, and a slow
+server is never mistaken for a gone one.
 
 Every message carries its coordinator's id, the time it started in nanoseconds, so a
 server can tell an earlier coordinator's late "job over" from the current one's.
@@ -17,25 +22,38 @@ import tensorflow as tf
 from tf2_mapreduce.cluster import spec as cluster_spec
 from tf2_mapreduce.errors import op_error_cause
 
-__all__ = ["Heartbeats", "ControlQueue", "Message", "request_exit", "new_coordinator_id", "JOB_OVER", "HEARTBEAT"]
+__all__ = [
+    "Heartbeats",
+    "ControlQueue",
+    "Message",
+    "request_exit",
+    "new_coordinator_id",
+    "JOB_OVER",
+    "HEARTBEAT",
+    "ACK",
+    "ACK_GRACE",
+]
 
 CONTROL_QUEUE = "tf2_mapreduce_control"
 ANSWER_QUEUE = "tf2_mapreduce_control_answer"  # a server's answers to "the job is over"
 JOB_OVER = 1
 HEARTBEAT = 2
+ACK = 3  # the coordinator took the server's answer to JOB_OVER: the server may exit
 HEARTBEAT_EVERY = 1.0  # seconds; servers' --idle_timeout must be well above it
 
 
 SEND_TIMEOUT = 5.0  # seconds; a message to a task that does not answer in time fails
 RETRY_EVERY = 0.5  # seconds between attempts to tell a task that the job is over
-# Seconds a server that was told waits for its answer to be taken before it exits
-# anyway: a coordinator whose message went through takes it at once.
-ANSWER_GRACE = SEND_TIMEOUT
+# Seconds a told server waits for its coordinator's next word (ACK, or JOB_OVER again)
+# before it exits anyway. An attempt to tell takes at most a send and an answer's wait
+# (SEND_TIMEOUT each) and the next comes RETRY_EVERY s later: twice that, so that a
+# live coordinator is always heard.
+ACK_GRACE = 2 * (2 * SEND_TIMEOUT + RETRY_EVERY)
 
 
 @dataclass(frozen=True)
 class Message:
-    kind: int  # JOB_OVER or HEARTBEAT
+    kind: int  # JOB_OVER, HEARTBEAT or ACK
     coordinator: int  # the sending coordinator's id (`new_coordinator_id`)
 
 
@@ -103,10 +121,19 @@ class _Channel:
             self.session = None  # a restarted task needs a new session
             raise
 
+    def close(self):
+        """Closes the session, if any. Blocks for up to its timeout when the task is gone."""
+        if self.session is not None:
+            session, self.session = self.session, None
+            try:
+                session.close()
+            except tf.errors.OpError:
+                pass  # the task is gone: nothing of the session is left to release
+
     def tell(self, message, timeout=SEND_TIMEOUT):
-        """Sends `message` (JOB_OVER) and blocks until the task answers that it heard
-        it; raises ConnectionError or tf.errors.OpError otherwise (DeadlineExceededError:
-        no answer within `timeout` s)."""
+        """Sends `message` (JOB_OVER), blocks until the task answers that it heard it,
+        then acknowledges the answer; raises ConnectionError or tf.errors.OpError if
+        there was no answer (DeadlineExceededError: none within `timeout` s)."""
         self.send(message, timeout)
         options = tf.compat.v1.RunOptions(timeout_in_ms=int(timeout * 1000))
         try:
@@ -115,32 +142,31 @@ class _Channel:
         except tf.errors.OpError:
             self.session = None
             raise
-
-
-def _tell_job_over(channel, message, deadline):
-    """Tells one task that the job is over, trying until `deadline` (monotonic): a
-    worker being restarted, or whose link is down, may answer a few seconds later.
-    Only the task's answer counts: a task that cannot be reached may be coming back.
-    Returns None once the task was told, else the last reason it could not be."""
-    while True:
         try:
-            channel.tell(message)
-            return None
-        except ConnectionError as e:
-            reason = str(e)
-        except tf.errors.OpError as e:
-            reason = op_error_cause(e)
-        if time.monotonic() + RETRY_EVERY >= deadline:
-            return reason
-        time.sleep(RETRY_EVERY)  # a retry interval for a task that is down, not a wait for a result
+            self.send(Message(ACK, message.coordinator), timeout)
+        except (ConnectionError, tf.errors.OpError):
+            pass  # the task answered, so it was told; unacknowledged, it exits after ACK_GRACE s
 
 
-def request_exit(cluster, coordinator, within=0.0, on_retry=None):
+def _try_telling(channel, message):
+    """One attempt to tell a task that the job is over: None once told (it answered),
+    else (why not, whether the task refused the connection)."""
+    try:
+        channel.tell(message)
+        return None
+    except ConnectionError as e:
+        return str(e), True
+    except tf.errors.OpError as e:
+        return op_error_cause(e), False
+
+
+def request_exit(cluster, coordinator, within=0.0, on_retry=None, gone_is_final=False):
     """Tells every ps and worker of `cluster` that the job of `coordinator` (its id)
     is over, all at once; a task that cannot be told at first is tried again until
-    `within` s have passed.
+    `within` s have passed. With `gone_is_final`, a task that refuses connections is
+    not tried again (a local child cannot come back once gone).
 
-    Blocking, at most about `within` + `SEND_TIMEOUT` s in all (one attempt each
+    Blocking, at most about `within` + 2 * `SEND_TIMEOUT` s in all (one attempt each
     when `within` is 0). `on_retry(role, index, address, reason)` is called once
     for each task whose first attempt failed. Returns {(role, index): reason} for
     the tasks that could not be told in time, such as tasks that are gone.
@@ -149,21 +175,32 @@ def request_exit(cluster, coordinator, within=0.0, on_retry=None):
     message = Message(JOB_OVER, coordinator)
     failed = {}
 
-    def tell(role, index, address):
+    def tell(role, index, address, done):
+        # A task may be coming back (a worker being restarted, a link down), or answer
+        # after an attempt gave up (a loaded one): only its answer counts as told.
         channel = _Channel(role, index, address)
-        reason = _tell_job_over(channel, message, time.monotonic())
-        if reason is not None and within > 0:
-            if on_retry:
-                on_retry(role, index, address, reason)
-            reason = _tell_job_over(channel, message, deadline)
-        if reason is not None:
-            failed[role, index] = reason
+        try:
+            failure = _try_telling(channel, message)
+            if failure and within > 0 and not (gone_is_final and failure[1]):
+                if on_retry:
+                    on_retry(role, index, address, failure[0])
+                while failure and not (gone_is_final and failure[1]) and time.monotonic() + RETRY_EVERY < deadline:
+                    time.sleep(RETRY_EVERY)  # a retry interval for a task that is down, not a wait for a result
+                    failure = _try_telling(channel, message)
+            if failure:
+                failed[role, index] = failure[0]
+        finally:
+            done.set()
+        # Closing the session waits out its timeout when the server has exited, as a
+        # told one does: left to this daemon thread, not waited for.
+        channel.close()
 
-    threads = [threading.Thread(target=tell, args=task, daemon=True) for task in cluster.tasks(roles=("worker", "ps"))]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    told = []
+    for task in cluster.tasks(roles=("worker", "ps")):
+        told.append(threading.Event())
+        threading.Thread(target=tell, args=(*task, told[-1]), daemon=True).start()
+    for done in told:
+        done.wait()
     return failed
 
 
@@ -240,20 +277,16 @@ class ControlQueue:
         self._graph = tf.Graph()
         with self._graph.as_default():
             self._dequeue = tf.raw_ops.QueueDequeueV2(handle=_queue(device), component_types=[tf.int64, tf.int64])
-            answers = _queue(device, ANSWER_QUEUE)
             self._coordinator = tf.compat.v1.placeholder(tf.int64, [])
-            self._answer = tf.raw_ops.QueueEnqueueV2(handle=answers, components=[self._coordinator])
-            self._answers_left = tf.raw_ops.QueueSizeV2(handle=answers)
+            self._answer = tf.raw_ops.QueueEnqueueV2(
+                handle=_queue(device, ANSWER_QUEUE), components=[self._coordinator]
+            )
         self._session = _session(server.target, self._graph, device)
 
-    def answer(self, message, grace=ANSWER_GRACE):
-        """Answers `message` (JOB_OVER: it was heard), then blocks until its coordinator
-        took the answer, or for `grace` s at most: a server that exits at once would
-        cut its answer off."""
+    def answer(self, message):
+        """Answers `message` (JOB_OVER: it was heard). Not blocking: the coordinator
+        acknowledges the answer with an ACK message on this queue."""
         self._session.run(self._answer, {self._coordinator: message.coordinator})
-        deadline = time.monotonic() + grace
-        while self._session.run(self._answers_left) and time.monotonic() < deadline:
-            time.sleep(0.02)  # polls the queue: TF has no op that waits for a queue to empty
 
     def next(self, timeout=None):
         """Blocks for the next `Message`; None after `timeout` s."""

@@ -108,8 +108,9 @@ def check_native(spec):
 
 
 def tell_job_over(spec, coordinator_id, servers, shutdown_timeout):
-    """Tells every server of `spec` that the job is over; local `servers` get one attempt
-    each (children cannot come back once gone) and a moment to exit. Blocking."""
+    """Tells every server of `spec` that the job is over, trying for `shutdown_timeout` s;
+    local `servers` are not tried again once gone (children cannot come back) and get a
+    moment to exit. Blocking."""
     from tf2_mapreduce.cluster import channel as server_channel
 
     def on_retry(role, index, address, why):
@@ -118,14 +119,16 @@ def tell_job_over(spec, coordinator_id, servers, shutdown_timeout):
             % (role, index, address, why, shutdown_timeout)
         )
 
-    within = 0 if servers is not None else shutdown_timeout
-    failed = server_channel.request_exit(spec, coordinator_id, within=within, on_retry=on_retry)
+    local = servers is not None
+    failed = server_channel.request_exit(
+        spec, coordinator_id, within=shutdown_timeout, on_retry=on_retry, gone_is_final=local
+    )
     for (role, index), why in sorted(failed.items()):
         log.warning(
             "could not tell %s %d that the job is over: %s; it exits after its {setting:idle_timeout}"
             % (role, index, why)
         )
-    if servers is not None:
+    if local:
         for (role, index), (code, tail) in sorted(servers.await_exit(LOCAL_EXIT_TIMEOUT).items()):
             status = "did not exit" if code is None else "exited with status %d" % code
             log.warning("local %s %d %s: %s" % (role, index, status, tail))

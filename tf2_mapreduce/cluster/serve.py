@@ -2,6 +2,8 @@
 ParameterServerStrategy that, unlike a bare `tf.distribute.Server`, returns once a
 coordinator says the job is over (`python -m tf2_mapreduce.server` runs it)."""
 
+import time
+
 from tf2_mapreduce import native
 from tf2_mapreduce.cluster import spec as cluster_spec
 from tf2_mapreduce.errors import ClusterError, op_error_cause
@@ -46,26 +48,45 @@ def serve(cluster, keep_serving=False, idle_timeout=0, log=print):
     log("tf2_mapreduce server: %s %d serving on %s (cluster: %s)" % (role, index, cluster.address, cluster.describe()))
     queue = server_channel.ControlQueue(server, role, index)
     newest = 0  # the id of the newest coordinator heard from
+    ended = 0  # the id of the last coordinator whose end of job was heard
+    acknowledge_by = None  # once told to exit: when to stop waiting for the ACK
     while True:
-        message = queue.next(timeout=idle_timeout)
+        if acknowledge_by is None:
+            message = queue.next(timeout=idle_timeout)
+        else:
+            message = queue.next(timeout=max(acknowledge_by - time.monotonic(), 0.001))
         if message is None:
+            if acknowledge_by is not None:
+                log(
+                    "tf2_mapreduce server: %s %d: the coordinator did not acknowledge the end of its job in %gs; exiting"
+                    % (role, index, server_channel.ACK_GRACE)
+                )
+                return 0
             log(
                 "tf2_mapreduce server: %s %d: no coordinator for %gs (--idle_timeout), exiting"
                 % (role, index, idle_timeout)
             )
             return IDLE_EXIT
+        if message.kind == server_channel.ACK:
+            if acknowledge_by is not None and message.coordinator == ended:
+                return 0
+            continue
         if message.kind != server_channel.JOB_OVER:
             newest = max(newest, message.coordinator)
             continue
+        # Answered each time it is heard: a coordinator tells again when it missed an answer.
+        queue.answer(message)
         if message.coordinator < newest:
             # A coordinator that ended keeps telling tasks it could not reach for a
             # while; a newer one may be running its own job here meanwhile.
             log("tf2_mapreduce server: %s %d: ignoring the end of an earlier coordinator's job" % (role, index))
-            queue.answer(message, grace=0)
             continue
+        newest = message.coordinator
+        if message.coordinator != ended:
+            ended = message.coordinator
+            log(
+                "tf2_mapreduce server: %s %d: the job is over, %s"
+                % (role, index, "serving the next (--keep_serving)" if keep_serving else "exiting")
+            )
         if not keep_serving:
-            log("tf2_mapreduce server: %s %d: the job is over, exiting" % (role, index))
-            queue.answer(message)
-            return 0
-        queue.answer(message, grace=0)
-        log("tf2_mapreduce server: %s %d: the job is over, serving the next (--keep_serving)" % (role, index))
+            acknowledge_by = time.monotonic() + server_channel.ACK_GRACE
