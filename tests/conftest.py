@@ -20,10 +20,13 @@ CLUSTER_TESTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "cluste
 @pytest.hookimpl(tryfirst=True)  # before -m selects by the markers
 def pytest_collection_modifyitems(items):
     """Marks `cluster` every test under tests/cluster, and only those: the directory is
-    the tier (deselected by -m "not cluster" as the marker is)."""
+    the tier (deselected by -m "not cluster" as the marker is). Runs the soak first: it is
+    one test of minutes, and begun last it kept one core busy after the other had run out
+    of tests to take (xdist hands each worker its share in collection order)."""
     for item in items:
         if os.path.commonpath([str(item.path), CLUSTER_TESTS]) == CLUSTER_TESTS:
             item.add_marker(pytest.mark.cluster)
+    items.sort(key=lambda item: item.get_closest_marker("soak") is None)
 
 
 @pytest.fixture(autouse=True)
