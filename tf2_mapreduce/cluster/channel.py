@@ -7,7 +7,7 @@ once the coordinator acknowledges that answer (or, the coordinator gone, after
 `ACK_GRACE` s). An answer can be lost: a dequeue that timed out on the coordinator's
 side may still take it on the server's. The coordinator then tells the server again and
 the server, still there, answers again; so only an answer counts as told, and a slow
-server is never mistaken for a gone one.
+server is told again, within --shutdown_timeout, rather than taken for gone.
 
 Every message carries its coordinator's id, the time it started in nanoseconds, so a
 server can tell an earlier coordinator's late "job over" from the current one's.
@@ -45,10 +45,10 @@ HEARTBEAT_EVERY = 1.0  # seconds; servers' --idle_timeout must be well above it
 SEND_TIMEOUT = 5.0  # seconds; a message to a task that does not answer in time fails
 RETRY_EVERY = 0.5  # seconds between attempts to tell a task that the job is over
 # Seconds a told server waits for its coordinator's next word (ACK, or JOB_OVER again)
-# before it exits anyway. An attempt to tell takes at most a send and an answer's wait
-# (SEND_TIMEOUT each) and the next comes RETRY_EVERY s later: twice that, so that a
-# live coordinator is always heard.
-ACK_GRACE = 2 * (2 * SEND_TIMEOUT + RETRY_EVERY)
+# before it exits anyway. Between two words of a live coordinator: at most a failed
+# attempt (a 1 s probe, a send and an answer's wait, and dropping the failed session:
+# SEND_TIMEOUT each), then RETRY_EVERY s, 16.5 s in all; a margin above that.
+ACK_GRACE = 21.0
 
 
 @dataclass(frozen=True)
@@ -166,7 +166,7 @@ def request_exit(cluster, coordinator, within=0.0, on_retry=None, gone_is_final=
     `within` s have passed. With `gone_is_final`, a task that refuses connections is
     not tried again (a local child cannot come back once gone).
 
-    Blocking, at most about `within` + 2 * `SEND_TIMEOUT` s in all (one attempt each
+    Blocking, at most about `within` + 4 * `SEND_TIMEOUT` s in all (one attempt each
     when `within` is 0). `on_retry(role, index, address, reason)` is called once
     for each task whose first attempt failed. Returns {(role, index): reason} for
     the tasks that could not be told in time, such as tasks that are gone.
@@ -189,11 +189,15 @@ def request_exit(cluster, coordinator, within=0.0, on_retry=None, gone_is_final=
                     failure = _try_telling(channel, message)
             if failure:
                 failed[role, index] = failure[0]
+        except Exception as e:  # not told, whatever went wrong
+            failed[role, index] = "%s: %s" % (type(e).__name__, e)
         finally:
             done.set()
-        # Closing the session waits out its timeout when the server has exited, as a
-        # told one does: left to this daemon thread, not waited for.
-        channel.close()
+        # Closing the session waits out its timeout (SEND_TIMEOUT) when the server has
+        # exited, as a told one does: done apart, not waited for here; not a daemon, so
+        # that an interpreter that exits meanwhile waits for it rather than tearing
+        # TensorFlow down under it.
+        threading.Thread(target=channel.close, name="tf2_mapreduce-close-%s%d" % (role, index)).start()
 
     told = []
     for task in cluster.tasks(roles=("worker", "ps")):

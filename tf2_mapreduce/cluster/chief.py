@@ -125,8 +125,8 @@ def tell_job_over(spec, coordinator_id, servers, shutdown_timeout):
     )
     for (role, index), why in sorted(failed.items()):
         log.warning(
-            "could not tell %s %d that the job is over: %s; it exits after its {setting:idle_timeout}"
-            % (role, index, why)
+            "could not tell %s %d that the job is over: %s; it exits after its {setting:idle_timeout} "
+            "(within %gs if it heard)" % (role, index, why, server_channel.ACK_GRACE)
         )
     if local:
         for (role, index), (code, tail) in sorted(servers.await_exit(LOCAL_EXIT_TIMEOUT).items()):

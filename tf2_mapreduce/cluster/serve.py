@@ -14,7 +14,8 @@ IDLE_EXIT = 4
 
 
 def serve(cluster, keep_serving=False, idle_timeout=0, log=print):
-    """Starts this task's server; blocks until a coordinator says the job is over.
+    """Starts this task's server; blocks until a coordinator says the job is over and
+    acknowledges the server's answer (or, gone, stays silent for `ACK_GRACE` s).
 
     Returns the exit status: 0 when told the job is over, `IDLE_EXIT` when no
     coordinator was heard from for `idle_timeout` seconds (0: wait forever). With
