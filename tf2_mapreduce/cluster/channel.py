@@ -178,8 +178,9 @@ def request_exit(cluster, coordinator, within=0.0, on_retry=None, gone_is_final=
     def tell(role, index, address, done):
         # A task may be coming back (a worker being restarted, a link down), or answer
         # after an attempt gave up (a loaded one): only its answer counts as told.
-        channel = _Channel(role, index, address)
+        channel = None
         try:
+            channel = _Channel(role, index, address)
             failure = _try_telling(channel, message)
             if failure and within > 0 and not (gone_is_final and failure[1]):
                 if on_retry:
@@ -197,7 +198,8 @@ def request_exit(cluster, coordinator, within=0.0, on_retry=None, gone_is_final=
         # exited, as a told one does: done apart, not waited for here; not a daemon, so
         # that an interpreter that exits meanwhile waits for it rather than tearing
         # TensorFlow down under it.
-        threading.Thread(target=channel.close, name="tf2_mapreduce-close-%s%d" % (role, index)).start()
+        if channel is not None:
+            threading.Thread(target=channel.close, name="tf2_mapreduce-close-%s%d" % (role, index)).start()
 
     told = []
     for task in cluster.tasks(roles=("worker", "ps")):
