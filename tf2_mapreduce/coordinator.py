@@ -80,9 +80,10 @@ flags.DEFINE_string(
 flags.DEFINE_string(
     "output_dir",
     None,
-    "For wordfreq, vocab and stats: write the result's files into this directory, which then holds that "
-    "result alone (made if absent; an earlier result there is replaced whole; other files are refused): "
-    "vocabularies as TensorFlow's lookups load them, or stats.pb (TFDV's), stats.json and stats.html.",
+    "For jobs that write files (wordfreq, vocab, stats, reshard, transform): write the result's files into this "
+    "directory, which then holds that result alone (made if absent; an earlier result there is replaced whole; "
+    "other files are refused): vocabularies as TensorFlow's lookups load them; stats.pb (TFDV's), stats.json and "
+    "stats.html; data/ of GZIP'd TFRecord files; transform_fn/ and transformed_metadata/ as tf.Transform's.",
 )
 flags.DEFINE_enum(
     "vocabulary_format",
@@ -179,6 +180,10 @@ PROGRAM = help.Program(
         ("python -m tf2_mapreduce.coordinator", "count the words of the sample corpus"),
         ("python -m tf2_mapreduce.coordinator --job=wordfreq corpus/ --output=freq.tsv", "every word's count"),
         ("python -m tf2_mapreduce.coordinator --job=stats 'shards/*.tfrecord.gz' --output_dir=stats/", "TFDV's stats"),
+        (
+            "python -m tf2_mapreduce.coordinator --job=transform --preprocessing_fn=mod:fn train/ --output_dir=tx/",
+            "tf.Transform's analyze-and-transform of train/'s tf.Examples by the preprocessing_fn fn of mod.py",
+        ),
     ),
     groups=(
         ("job", ("job", *jobs.parameters(), "top_k", "min_count")),
@@ -193,6 +198,9 @@ PROGRAM = help.Program(
         ),
         ("cluster", (*cluster_flags.NAMES, "connect_timeout", "keep_serving", "shutdown_timeout")),
     ),
+    exits="0 done, 1 the job failed while running, 2 bad usage or input, 3 the cluster failed (the same command "
+    "resumes), 75 storage could not be reached for --storage_timeout (the same command resumes), 130/143 stopped "
+    "by SIGINT/SIGTERM",
 )
 
 

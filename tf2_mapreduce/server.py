@@ -33,7 +33,7 @@ PROGRAM = help.Program(
     prefix="tf2_mapreduce server: ",
     usage="python -m tf2_mapreduce.server [flags]",
     summary="Serves as a ps or worker task of a cluster (its role from TF_CONFIG or --cluster_resolver) until a "
-    "coordinator says the job is over: exit 0; 2 bad TF_CONFIG or flags, 3 cannot serve, 4 idle.",
+    "coordinator says the job is over.",
     examples=(
         ('TF_CONFIG=\'{..."task": {"type": "ps", "index": 0}}\' python -m tf2_mapreduce.server', "a ps task"),
         ("python -m tf2_mapreduce.server --cluster_resolver=slurm --port=2222", "a task of a Slurm job step"),
@@ -42,6 +42,7 @@ PROGRAM = help.Program(
         ("serving", ("keep_serving", "idle_timeout", "verbosity")),
         ("cluster", cluster_flags.NAMES),
     ),
+    exits="0 a coordinator said the job is over, 2 bad TF_CONFIG or flags, 3 cannot serve, 4 idle for --idle_timeout",
 )
 
 

@@ -62,36 +62,68 @@ def test_bad_usage_exits_2_with_one_line(args, error):
     assert run.stderr.splitlines() == [run.stderr.splitlines()[0]] and error in run.stderr, run.stderr
 
 
+def without_tensorflow(tmp_path):
+    """The environment of a coordinator for which TensorFlow cannot be imported: a check
+    that fails in it fails before the import (seconds), as every check needing no cluster must."""
+    fake = tmp_path / "no_tensorflow" / "tensorflow"
+    fake.mkdir(parents=True)
+    (fake / "__init__.py").write_text("raise ImportError('TensorFlow imported before a check that needs none')\n")
+    path = os.pathsep.join(filter(None, [str(fake.parent), os.environ.get("PYTHONPATH")]))
+    return task_env(PYTHONPATH=path)
+
+
 @pytest.mark.parametrize(
     "args, error",
     [
         (["--job=wordcnt"], "--job=wordcnt: unknown job (built in: grep, "),
         (["--features=query"], "--features is only for --job=stats or vocab"),
         (["--job=grep"], "--job=grep needs --pattern"),
-        (["--job=grep", "--pattern=("], "--pattern '(': not a valid RE2 regular expression: missing ): ("),
         (["--job=vocab", "--features=a:float"], "--features: a has type 'float'"),
         (["--output=/proc/x.json"], "--output /proc/x.json: cannot be written there: "),
         (
             ["--output=/nonexistent-dir/x.json"],
             "--output /nonexistent-dir/x.json: directory /nonexistent-dir does not exist",
         ),
-        (["--output=%s" % REPO], "--output %s: is a directory" % REPO),
-        (["--output_dir=/proc/vocab"], "--output_dir /proc/vocab: cannot be made: "),
+        (["--job=wordfreq", "--output=%s" % REPO], "--output %s: is a directory" % REPO),
+        (["--job=vocab", "--features=a", "--output_dir=/proc/vocab"], "--output_dir /proc/vocab: cannot be made: "),
         (["--keep_serving"], "--keep_serving needs a configured cluster"),
+        (["--job=wc", "--output=wc.tsv"], "--output wc.tsv: this job writes JSON; name the file *.json"),
+        (
+            ["--job=vocab", "--features=a", "--output=v.json"],
+            "this job writes a vocabulary per feature: use --output_dir",
+        ),
+        (["--job=wordcount", "--output_dir=out"], "--output_dir is for jobs that write files"),
+        (["--job=reshard", "--output=r.json"], "--output: this job writes records into files: use --output_dir"),
+        (["--job=transform"], "--job=transform needs --preprocessing_fn"),
+        (["--job=transform", "--preprocessing_fn=nocolon"], "--preprocessing_fn=nocolon: give MODULE:FUNCTION"),
+        (
+            ["--job=transform", "--preprocessing_fn=json:dumps", "--output=x.json"],
+            "--job=transform writes a directory: give --output_dir, not --output",
+        ),
+        (
+            ["--job=transform", "--preprocessing_fn=no_such_module_x.fns:f", "--output_dir=out"],
+            "--preprocessing_fn=no_such_module_x.fns:f: cannot import no_such_module_x: No module named",
+        ),
+        (
+            ["--job=transform", "--preprocessing_fn=json:dumps", "--schema=/nonexistent/s.pbtxt", "--output_dir=out"],
+            "--schema /nonexistent/s.pbtxt: cannot be read: No such file or directory",
+        ),
     ],
 )
-def test_checks_that_need_no_cluster_fail_before_anything_starts(args, error):
-    run = run_cli(args, env=task_env())
+def test_checks_that_need_no_cluster_fail_before_tensorflow_is_imported(tmp_path, args, error):
+    run = run_cli(args, env=without_tensorflow(tmp_path), timeout=60)
     assert run.returncode == 2, run.stderr
     lines = run.stderr.splitlines()
     assert lines == ["tf2_mapreduce: error: " + lines[0].split("error: ", 1)[1]] and error in lines[0], run.stderr
+    assert not os.path.exists(os.path.join(REPO, "out")), "an output claimed by a job that was refused"
 
 
-def test_an_output_the_job_cannot_write_is_refused_before_the_cluster_starts(tmp_path):
-    run = run_cli(["--job=wc", "--output", str(tmp_path / "wc.tsv")], env=task_env())
+def test_a_bad_pattern_is_refused_before_the_cluster_starts(tmp_path):
+    # Compiling it takes TensorFlow's RE2: after the import, before any server.
+    run = run_cli(["--job=grep", "--pattern=(", "--local_cluster=processes"], env=task_env())
     assert run.returncode == 2, run.stderr
-    assert "error: --output %s: this job writes JSON; name the file *.json" % (tmp_path / "wc.tsv") in run.stderr
-    assert "started a local cluster" not in run.stderr and not os.listdir(tmp_path)
+    assert "tf2_mapreduce: error: --pattern '(': not a valid RE2 regular expression: missing ): (" in run.stderr
+    assert "started a local cluster" not in run.stderr and servers_of(run.pid) == []
 
 
 def test_a_bad_setting_of_the_native_ops_is_refused():

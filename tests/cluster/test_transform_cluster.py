@@ -104,29 +104,3 @@ def test_a_worker_killed_mid_pass_leaves_the_bytes_of_a_fault_free_run(tmp_path,
     assert os.listdir(out / "transform_fn" / "assets") == os.listdir(
         os.path.join(reference[0], "transform_fn", "assets")
     )
-
-
-@pytest.mark.parametrize(
-    "extra, message",
-    [
-        (
-            ["--preprocessing_fn=nowhere:fn"],
-            "--preprocessing_fn=nowhere:fn: cannot import nowhere: No module named 'nowhere'",
-        ),
-        (["--preprocessing_fn=nocolon"], "--preprocessing_fn=nocolon: give MODULE:FUNCTION"),
-        (
-            ["--preprocessing_fn=helpers.transforms:examples_fn", "--schema=/nonexistent/schema.pbtxt"],
-            "--schema /nonexistent/schema.pbtxt: cannot be read",
-        ),
-    ],
-)
-def test_bad_transform_flags_are_one_line_exit_2(tmp_path, examples, extra, message):
-    run = run_cli(["--job=transform", examples[0], "--output_dir", str(tmp_path / "out")] + extra, env())
-    assert run.returncode == 2, run.stderr
-    errors = [line for line in run.stderr.splitlines() if "error" in line]
-    assert len(errors) == 1 and message in errors[0], run.stderr
-
-
-def test_transform_needs_an_output_dir(tmp_path, examples):
-    run = run_cli(ARGS + [examples[0], "--output", str(tmp_path / "x.json")], env())
-    assert run.returncode == 2 and "--job=transform writes a directory: give --output_dir, not --output" in run.stderr

@@ -11,6 +11,7 @@ import tensorflow as tf
 import tf2_mapreduce as mr
 from tf2_mapreduce import jobs
 from tf2_mapreduce.errors import UsageError
+from tf2_mapreduce.inputs.files import Files
 
 
 @pytest.mark.parametrize(
@@ -30,7 +31,7 @@ from tf2_mapreduce.errors import UsageError
 )
 def test_job_names_are_checked(name, pattern, message):
     with pytest.raises(UsageError) as error:
-        jobs.resolve(name, {"pattern": pattern})
+        jobs.resolve(name, {"pattern": pattern}).prepared(Files([], [], []))  # a pattern: when prepared
     # The CLI names its flags; Python callers see the names of the settings.
     assert message in error.value.cli_message()
     assert message.replace("--", "") in str(error.value)

@@ -22,14 +22,15 @@ ABSL_SHOWN = ("verbosity",)
 @dataclass(frozen=True)
 class Program:
     """A program's help: its name in messages (`prefix`), how it is run (`usage`), what
-    it does (`summary`), examples as (command, what it does), and its flags in groups
-    as (heading, flag names)."""
+    it does (`summary`), examples as (command, what it does), its flags in groups
+    as (heading, flag names), and what its exit statuses mean (`exits`)."""
 
     prefix: str
     usage: str
     summary: str
     examples: tuple
     groups: tuple
+    exits: str
 
 
 def _value(flag):
@@ -80,8 +81,9 @@ def render(program: Program, values: flags.FlagValues) -> str:
         for name in names:
             if name in values:
                 lines += _flag_lines(values[name])
-    lines += ["", "Exit status: 0 done, 1 the job failed while running, 2 bad usage or input, 3 the cluster failed,"]
-    lines += ["130/143 stopped by SIGINT/SIGTERM. --helpfull lists every flag, absl's included."]
+    lines += [""] + textwrap.wrap(
+        "Exit status: %s. --helpfull lists every flag, absl's included." % program.exits, WIDTH
+    )
     return "\n".join(lines) + "\n"
 
 

@@ -17,7 +17,7 @@ from tf2_mapreduce.cluster.spec import ROLES, TASK_ENV
 from tf2_mapreduce.errors import Error, Interrupted, UsageError
 from tf2_mapreduce.inputs import background
 from tf2_mapreduce.inputs.files import local_path, sample_corpus
-from tf2_mapreduce.jobs.transform import Transform
+from tf2_mapreduce.jobs.transform import Transform, check_findable
 from tf2_mapreduce.outputs.directory import ResultDirectory
 
 __all__ = ["Command", "LOCAL_ONLY", "OPTIONS"]
@@ -39,6 +39,7 @@ class Command:
         self.stop_requests = []
         self.listing = self.cluster = self.output_dir = None
         self.found = None  # the inputs listed, for a `Transform`'s passes
+        self.job = None  # a built-in job, made before TensorFlow is imported
         self.configured = None  # how the cluster was configured, None for a local one
         self.build_seconds = 0.0
 
@@ -83,7 +84,7 @@ class Command:
         native.load()  # the first run on a machine builds the native ops, and says so
         if native.built_here():
             self.build_seconds = time.monotonic() - before
-        job = jobs.resolve(v.job, self._parameters())  # a bad pattern is told before the listing
+        job = self.job or self._user_job()
         found = self._inputs()
         if self.configured:
             # Connected first: whether every task has the native ops decides which inputs fit.
@@ -102,6 +103,7 @@ class Command:
         """Every check of the flags that needs neither TensorFlow nor a cluster; raises `UsageError`."""
         v = self.values
         jobs.check(v.job, self._parameters())
+        self._check_job_outputs()
         native.mode()
         if self.configured:
             for name in LOCAL_ONLY:
@@ -114,6 +116,40 @@ class Command:
                 "--keep_serving needs a configured cluster (TF_CONFIG...); a local cluster ends with its job"
             )
         self._claim_outputs(local=True)
+
+    def _check_job_outputs(self):
+        """`--output` and `--output_dir` as the job writes its result. A built-in job is
+        made here, without TensorFlow; a transform imports its preprocessing_fn's module
+        (and so TensorFlow) only once the listing is forked, and a user's job too
+        (`_user_job`)."""
+        v = self.values
+        if v.job == Transform.COMMAND:
+            if v.output or not v.output_dir:
+                raise UsageError(
+                    "{setting:job}=transform writes a directory: give {setting:output_dir}, not {setting:output}"
+                )
+            check_findable(v.preprocessing_fn, v.schema)
+        elif v.job in jobs.built_in():
+            self.job = jobs.resolve(v.job, self._parameters())
+            self._check_writes(self.job)
+
+    def _user_job(self):
+        """The job of a user's module ("module:ATTRIBUTE"), or a transform, made once
+        TensorFlow is imported; its outputs checked as `_check_job_outputs` checks a built-in job's."""
+        job = jobs.resolve(self.values.job, self._parameters())
+        if not isinstance(job, Transform):
+            self._check_writes(job)
+        return job
+
+    def _check_writes(self, job):
+        """Raises `UsageError` unless the result of `job` can be written as `--output` and `--output_dir` ask."""
+        from tf2_mapreduce.outputs import writers
+
+        v = self.values
+        if v.output:
+            writers.check_output(job.reducer, v.output)
+        if v.output_dir:
+            writers.check_output_dir(job.reducer)
 
     def _claim_outputs(self, local):
         """Checks that `--output` can be written and claims `--output_dir` for this job:
@@ -157,16 +193,9 @@ class Command:
     def _prepare(self, job, found):
         """`job` fit to the inputs `found`; fails before the cluster starts where it cannot
         be run or its result cannot be written as asked."""
-        from tf2_mapreduce.outputs import writers
-
-        v = self.values
         if isinstance(job, Transform):
             return self._prepare_transform(job, found)
-        prepared = self.cluster.prepare(job, found, max_pieces=v.files_per_step, **self._options())
-        if v.output:
-            writers.check_output(prepared.job.reducer, v.output)
-        if v.output_dir:
-            writers.check_output_dir(prepared.job.reducer)
+        prepared = self.cluster.prepare(job, found, max_pieces=self.values.files_per_step, **self._options())
         self._claim_outputs(local=False)
         return prepared
 
@@ -176,11 +205,6 @@ class Command:
     def _prepare_transform(self, transform, found):
         """A `Transform` runs its passes as it goes: what can be checked before is its
         output and the ops its map steps need."""
-        v = self.values
-        if v.output or not v.output_dir:
-            raise UsageError(
-                "{setting:job}=transform writes a directory: give {setting:output_dir}, not {setting:output}"
-            )
         if native.unavailable():
             raise UsageError("{setting:job}=transform needs the native ops: %s" % native.unavailable())
         self._claim_outputs(local=False)

@@ -91,8 +91,10 @@ class Grep(Job):
     """Lines that `pattern` (RE2 syntax) matches in full, per file and overall.
 
     Lines are matched as UTF-8 text, as RE2 does: a line that is not valid UTF-8
-    matches only a pattern that consumes its invalid bytes (with \\C). Raises
-    `UsageError` if the pattern does not compile.
+    matches only a pattern that consumes its invalid bytes (with \\C). A pattern that
+    does not compile is refused when the job is prepared for its inputs (`prepared`),
+    before anything runs: compiling it takes TensorFlow's RE2, and the CLI makes its
+    job before it imports TensorFlow.
     """
 
     COMMAND = "grep"
@@ -100,13 +102,6 @@ class Grep(Job):
     PARAMETERS = (Parameter("pattern", "an RE2 regular expression that whole lines must match", required=True),)
 
     def __init__(self, pattern: str):
-        try:
-            with quiet.filtered_stderr(quiet.is_log_line):  # RE2 logs its own complaint
-                tf.strings.regex_full_match(tf.constant([""]), pattern)
-        except tf.errors.InvalidArgumentError as e:
-            why = op_error_cause(e).split(", error: ", 1)[-1]
-            raise UsageError("{setting:pattern} %r: not a valid RE2 regular expression: %s" % (pattern, why)) from None
-
         def matching_lines(text):
             return tf.reduce_sum(tf.cast(tf.strings.regex_full_match(_lines(text), pattern), tf.int64))
 
@@ -118,3 +113,14 @@ class Grep(Job):
             config={"pattern": pattern},
             autograph=False,
         )
+
+    def prepared(self, files, compression="auto") -> "Job":
+        """Itself, once its pattern compiles; raises `UsageError` saying why it does not."""
+        pattern = self.config["pattern"]
+        try:
+            with quiet.filtered_stderr(quiet.is_log_line):  # RE2 logs its own complaint
+                tf.strings.regex_full_match(tf.constant([""]), pattern)
+        except tf.errors.InvalidArgumentError as e:
+            why = op_error_cause(e).split(", error: ", 1)[-1]
+            raise UsageError("{setting:pattern} %r: not a valid RE2 regular expression: %s" % (pattern, why)) from None
+        return self

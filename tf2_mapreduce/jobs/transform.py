@@ -3,15 +3,17 @@ declarative object (the runner is `tf2_mapreduce.transform.run`): a preprocessin
 raw examples' schema, and how many files the transformed examples are written in."""
 
 import importlib
+import importlib.util
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import ClassVar
 
 from tf2_mapreduce.errors import UsageError
+from tf2_mapreduce.inputs.files import local_path
 from tf2_mapreduce.jobs.base import Parameter
 from tf2_mapreduce.jobs.reshard import parse_num_shards
 
-__all__ = ["Transform", "function_of"]
+__all__ = ["Transform", "function_of", "check_findable"]
 
 
 def _check_function(text):
@@ -31,6 +33,29 @@ def function_of(text) -> Callable:
     if not callable(function):
         raise UsageError("{setting:preprocessing_fn}=%s: %s.%s is not a function" % (text, module_name, attribute))
     return function
+
+
+def check_findable(preprocessing_fn: str, schema: str | None) -> None:
+    """Raises `UsageError` where the module of `preprocessing_fn` ("module:FUNCTION")
+    cannot be found or a local `schema` file cannot be read, without importing the
+    module (it imports TensorFlow: seconds) or TensorFlow: the CLI says these at once.
+    What only an import tells (the function itself) is `function_of`'s."""
+    top = preprocessing_fn.partition(":")[0].split(".")[0]
+    try:
+        found = importlib.util.find_spec(top) is not None
+    except (ImportError, ValueError):
+        found = False
+    if not found:
+        raise UsageError(
+            "{setting:preprocessing_fn}=%s: cannot import %s: No module named %r" % (preprocessing_fn, top, top)
+        )
+    path = local_path(schema) if schema else None
+    if path is not None:
+        try:
+            with open(path, "rb"):
+                pass
+        except OSError as e:
+            raise UsageError("{setting:schema} %s: cannot be read: %s" % (schema, e.strerror)) from None
 
 
 @dataclass(frozen=True)
