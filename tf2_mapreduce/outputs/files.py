@@ -12,7 +12,7 @@ import tempfile
 from tf2_mapreduce import storage
 from tf2_mapreduce.errors import OutputError, UsageError, cause_of
 from tf2_mapreduce.inputs import lookup
-from tf2_mapreduce.inputs.files import local_path
+from tf2_mapreduce.paths import join, local_path
 
 __all__ = [
     "escape",
@@ -124,7 +124,7 @@ def _gfile():
 def _probe(directory, setting, target):
     """Writes and removes a small file in `directory`: a target that cannot be written is
     refused before the job, not found after it (its work lost)."""
-    probe = os.path.join(directory or ".", ".tf2_mapreduce-probe-%d" % os.getpid())
+    probe = join(directory or ".", ".tf2_mapreduce-probe-%d" % os.getpid())
     local = local_path(probe)
     try:
         if local is not None:
