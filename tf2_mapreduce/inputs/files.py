@@ -10,7 +10,7 @@ import numpy as np
 
 from tf2_mapreduce.paths import local_path  # its home is `paths`; imported from here too
 
-__all__ = ["InputFile", "Files", "Inputs", "encode_path", "local_path", "sample_corpus", "tf_error"]
+__all__ = ["InputFile", "Files", "Inputs", "local_path", "sample_corpus", "tf_error"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,8 +101,3 @@ def tf_error(name="OpError"):
     while it is not imported, no TF error can have been raised."""
     tf = sys.modules.get("tensorflow")
     return getattr(tf.errors, name) if tf is not None else _NeverRaised
-
-
-def encode_path(path):
-    """The bytes TensorFlow must be given for `path` (local names may be any bytes)."""
-    return os.fsencode(path)

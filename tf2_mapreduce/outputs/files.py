@@ -19,7 +19,6 @@ __all__ = [
     "unescape",
     "sorted_entries",
     "check_path",
-    "check_directory",
     "AtomicFile",
     "put_in_place",
     "discard",
@@ -155,22 +154,6 @@ def check_path(path, setting="{setting:output}"):
     if parent and local_path(parent) is not None and not lookup.isdir(parent):
         raise UsageError("%s %s: directory %s does not exist" % (setting, path, parent))
     _probe(parent, setting, path)
-
-
-def check_directory(path, setting="{setting:output_dir}"):
-    """Fails before the job where files cannot be written under the directory `path`
-    (made if it does not exist). Raises `UsageError`."""
-    local = local_path(path)
-    try:
-        if local is not None:
-            os.makedirs(local, exist_ok=True)
-        else:
-            storage.retrying(lambda: _gfile().makedirs(path), path)
-    except storage.StorageOutage:
-        raise
-    except Exception as e:  # noqa: BLE001 - as in _probe
-        raise UsageError("%s %s: cannot be made: %s" % (setting, path, cause_of(e))) from None
-    _probe(path, setting, path)
 
 
 class _Writes:
