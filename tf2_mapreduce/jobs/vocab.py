@@ -5,7 +5,7 @@ from tf2_mapreduce.errors import UsageError
 from tf2_mapreduce.feature_kinds import find
 from tf2_mapreduce.inputs.formats import TFRECORD
 from tf2_mapreduce.jobs.base import Job, Parameter
-from tf2_mapreduce.jobs.examples import absent_error, as_config, detect_types, parse_features
+from tf2_mapreduce.jobs.features import absent_error, as_config, detect_types, parse_features
 from tf2_mapreduce.lazy_tf import tf
 from tf2_mapreduce.reducers import Vocabularies
 
