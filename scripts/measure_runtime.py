@@ -20,7 +20,7 @@ COORDINATOR_TIMEOUT = 120  # seconds for one coordinator process, import of Tens
 # (id, key in a coordinator's report, expected value, the fact).
 FACTS = [
     ("R1", "default_table", 1, "MutableHashTable made eagerly (table_<n>): the new process gets the old one's entries"),
-    ("R2", "run_table", 0, "state.key_table.RunTable with a fresh shared name per run: new and empty"),
+    ("R2", "run_table", 0, "state.count_table.RunTable with a fresh shared name per run: new and empty"),
     ("R3", "variable", 0, "tf.Variable made eagerly, same name= in both processes: new, initial value"),
     ("R4", "kept_table", 1, "a table of a fixed shared name outlives the process that made it"),
     ("R5", "released_table", 0, "the same, freed by DestroyResourceOp: the name is then a new, empty table"),
@@ -63,7 +63,7 @@ def as_coordinator(jobs, run):
 
     import tensorflow as tf
 
-    from tf2_mapreduce.state.key_table import RunTable
+    from tf2_mapreduce.state.count_table import RunTable
 
     resolver = tf.distribute.cluster_resolver.SimpleClusterResolver(
         tf.train.ClusterSpec(jobs), task_type="chief", task_id=0, rpc_layer="grpc"

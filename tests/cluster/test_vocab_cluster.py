@@ -121,10 +121,10 @@ def test_the_vocab_walkthrough_of_the_docs_runs_as_written(tmp_path):
 API_SCRIPT = """
 import json, sys
 import tf2_mapreduce as mr
-from tf2_mapreduce.jobs import examples
+from tf2_mapreduce.jobs import features
 
 shards, out = sys.argv[1:3]
-wanted = examples.detect_types("query,tags,user_id", [shards + "/part-00000.tfrecord.gz"])
+wanted = features.detect_types("query,tags,user_id", [shards + "/part-00000.tfrecord.gz"])
 with mr.Cluster.local(num_ps=2) as cluster:
     handle = cluster.submit(mr.Vocab(wanted), [shards], max_pieces=3)
     result = handle.wait(240)

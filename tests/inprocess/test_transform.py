@@ -15,13 +15,12 @@ from fractions import Fraction
 import numpy as np
 import pytest
 import tensorflow as tf
-from helpers.oracles import read_tfrecords
+from helpers.oracles import read_tfrecords, tft_ordered
 from helpers.transforms import first_difference
 
 import tf2_mapreduce as mr
 import tf2_mapreduce.transform as tft
 from tf2_mapreduce.errors import UsageError
-from tf2_mapreduce.reducers.keys import tft_key
 from tf2_mapreduce.transform import NotSupported
 
 SPEC = {
@@ -123,7 +122,7 @@ def vocabulary(values, top_k=None, threshold=None):
     """tft's vocabulary of `values`: strings that are empty or hold a newline left out;
     count descending, then bytes descending."""
     counts = Counter(v for v in values if v and b"\n" not in v and b"\r" not in v)
-    kept = sorted(((t, c) for t, c in counts.items() if not threshold or c >= threshold), key=lambda e: tft_key(*e))
+    kept = [(t, c) for t, c in tft_ordered(counts) if not threshold or c >= threshold]
     return [t for t, _ in kept][:top_k]
 
 

@@ -130,7 +130,7 @@ def test_wordfreq_writes_a_vocabulary_that_lookups_load(inprocess, tmp_path):
 
 
 def test_vocab_needs_features_of_a_type_it_can_count(inprocess, vocab_shards, tmp_path):
-    from tf2_mapreduce.jobs import examples as features
+    from tf2_mapreduce.jobs import features
 
     _, paths, _ = vocab_shards
     assert features.parse_features("a, b?:int64,c:d:string") == [

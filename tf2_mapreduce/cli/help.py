@@ -15,8 +15,6 @@ __all__ = ["Program", "parse", "render", "USAGE_EXIT"]
 USAGE_EXIT = 2  # bad usage, as the README's exit statuses say
 WIDTH = 100
 HELP_FLAGS = ("-h", "--help", "-help", "--helpshort", "-?")
-# absl's own flags a user of these programs may want, shown in their group.
-ABSL_SHOWN = ("verbosity",)
 
 
 @dataclass(frozen=True)

@@ -16,9 +16,10 @@ from tf2_mapreduce.cluster import sources as cluster_sources
 from tf2_mapreduce.cluster.spec import ROLES, TASK_ENV
 from tf2_mapreduce.errors import Error, Interrupted, UsageError
 from tf2_mapreduce.inputs import background
-from tf2_mapreduce.inputs.files import local_path, sample_corpus
+from tf2_mapreduce.inputs.files import sample_corpus
 from tf2_mapreduce.jobs.transform import Transform, check_findable
 from tf2_mapreduce.outputs.directory import ResultDirectory
+from tf2_mapreduce.paths import local_path
 
 __all__ = ["Command", "LOCAL_ONLY", "OPTIONS"]
 

@@ -11,6 +11,7 @@ import socket
 import struct
 
 from tf2_mapreduce.errors import ClusterError
+from tf2_mapreduce.paths import local_path, needs_network
 
 __all__ = ["enter_private_network", "network_path", "isolate"]
 
@@ -20,7 +21,6 @@ SIOCGIFFLAGS = 0x8913
 SIOCSIFFLAGS = 0x8914
 IFF_UP = 0x1
 IFREQ = "16sH22x"  # struct ifreq: the interface name, then ifr_flags in the union
-OFFLINE_SCHEMES = ("file://", "ram://")  # tf.io.gfile filesystems that need no network
 
 
 def _unshare(flags):
@@ -75,19 +75,16 @@ def network_path(specs):
     """The first of `specs` (input specs and output paths; None is skipped) that a
     private network would cut off: a path on a remote filesystem (gs://, s3://,
     hdfs://...), given directly or listed in a local @list file; else None."""
-
-    def remote(path):
-        return "://" in path and not path.startswith(OFFLINE_SCHEMES)
-
     for spec in filter(None, specs):
-        if remote(spec):
+        if needs_network(spec):
             return spec
-        if spec.startswith("@") and not remote(spec[1:]):
+        listed = local_path(spec[1:]) if spec.startswith("@") else None
+        if listed is not None:
             try:
-                with open(spec[1:].removeprefix("file://"), "rb") as f:
+                with open(listed, "rb") as f:
                     for line in f:
                         path = line.strip().decode("utf-8", "replace")
-                        if remote(path):
+                        if needs_network(path):
                             return path
             except OSError:
                 pass  # reported with its path when the inputs are listed

@@ -22,9 +22,17 @@ def serve(cluster, keep_serving=False, idle_timeout=0, log=print):
     `keep_serving`, the end of a job is ignored and the server serves the next one.
     Raises `ClusterError` if the server cannot start (its port is taken, say).
     """
-    import tensorflow as tf
-
     from tf2_mapreduce.cluster import channel as server_channel
+
+    server = _start(cluster, log)
+    queue = server_channel.ControlQueue(server, cluster.task_type, cluster.task_index)
+    task = "%s %d" % (cluster.task_type, cluster.task_index)
+    return _until_told(queue, task, keep_serving, idle_timeout, log)
+
+
+def _start(cluster, log):
+    """This task's server, started, its native ops loaded first. Raises `ClusterError`."""
+    import tensorflow as tf
 
     role, index = cluster.task_type, cluster.task_index
     # Before serving: a map step that arrives must find the native ops registered. Said
@@ -47,7 +55,14 @@ def serve(cluster, keep_serving=False, idle_timeout=0, log=print):
         cause = op_error_cause(e) if isinstance(e, tf.errors.OpError) else str(e)
         raise ClusterError("%s %d cannot serve on %s: %s" % (role, index, cluster.address, cause)) from None
     log("tf2_mapreduce server: %s %d serving on %s (cluster: %s)" % (role, index, cluster.address, cluster.describe()))
-    queue = server_channel.ControlQueue(server, role, index)
+    return server
+
+
+def _until_told(queue, task, keep_serving, idle_timeout, log):
+    """Reads the coordinators' messages on `queue` until one says the job is over and
+    acknowledges the answer (`serve`'s exit status), or none is heard for `idle_timeout` s."""
+    from tf2_mapreduce.cluster import channel as server_channel
+
     newest = 0  # the id of the newest coordinator heard from
     ended = 0  # the id of the last coordinator whose end of job was heard
     acknowledge_by = None  # once told to exit: when to stop waiting for the ACK
@@ -59,14 +74,11 @@ def serve(cluster, keep_serving=False, idle_timeout=0, log=print):
         if message is None:
             if acknowledge_by is not None:
                 log(
-                    "tf2_mapreduce server: %s %d: the coordinator did not acknowledge the end of its job in %gs; exiting"
-                    % (role, index, server_channel.ACK_GRACE)
+                    "tf2_mapreduce server: %s: the coordinator did not acknowledge the end of its job in %gs; exiting"
+                    % (task, server_channel.ACK_GRACE)
                 )
                 return 0
-            log(
-                "tf2_mapreduce server: %s %d: no coordinator for %gs (--idle_timeout), exiting"
-                % (role, index, idle_timeout)
-            )
+            log("tf2_mapreduce server: %s: no coordinator for %gs (--idle_timeout), exiting" % (task, idle_timeout))
             return IDLE_EXIT
         if message.kind == server_channel.ACK:
             if acknowledge_by is not None and message.coordinator == ended:
@@ -80,14 +92,14 @@ def serve(cluster, keep_serving=False, idle_timeout=0, log=print):
         if message.coordinator < newest:
             # A coordinator that ended keeps telling tasks it could not reach for a
             # while; a newer one may be running its own job here meanwhile.
-            log("tf2_mapreduce server: %s %d: ignoring the end of an earlier coordinator's job" % (role, index))
+            log("tf2_mapreduce server: %s: ignoring the end of an earlier coordinator's job" % task)
             continue
         newest = message.coordinator
         if message.coordinator != ended:
             ended = message.coordinator
             log(
-                "tf2_mapreduce server: %s %d: the job is over, %s"
-                % (role, index, "serving the next (--keep_serving)" if keep_serving else "exiting")
+                "tf2_mapreduce server: %s: the job is over, %s"
+                % (task, "serving the next (--keep_serving)" if keep_serving else "exiting")
             )
         if not keep_serving:
             acknowledge_by = time.monotonic() + server_channel.ACK_GRACE

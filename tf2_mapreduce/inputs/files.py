@@ -1,5 +1,5 @@
 """Input files as the rest of the package sees them: their paths, sizes and times as
-columns (`Files`), what a listing found and left out (`Inputs`), and paths' forms."""
+columns (`Files`), what a listing found and left out (`Inputs`)."""
 
 import os
 import sys
@@ -8,7 +8,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-__all__ = ["InputFile", "Files", "Inputs", "encode_path", "local_path", "sample_corpus", "tf_error"]
+from tf2_mapreduce.paths import local_path  # its home is `paths`; imported from here too
+
+__all__ = ["InputFile", "Files", "Inputs", "local_path", "sample_corpus", "tf_error"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,15 +101,3 @@ def tf_error(name="OpError"):
     while it is not imported, no TF error can have been raised."""
     tf = sys.modules.get("tensorflow")
     return getattr(tf.errors, name) if tf is not None else _NeverRaised
-
-
-def local_path(path):
-    """The local filesystem path of `path`, or None for a path of another filesystem."""
-    if path.startswith("file://"):
-        return path[len("file://") :]
-    return None if "://" in path else path
-
-
-def encode_path(path):
-    """The bytes TensorFlow must be given for `path` (local names may be any bytes)."""
-    return os.fsencode(path)

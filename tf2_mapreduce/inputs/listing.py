@@ -17,8 +17,9 @@ import numpy as np
 
 from tf2_mapreduce.errors import InputError, cause_of
 from tf2_mapreduce.inputs import local_stats, lookup
-from tf2_mapreduce.inputs.files import Files, Inputs, local_path, tf_error
+from tf2_mapreduce.inputs.files import Files, Inputs, tf_error
 from tf2_mapreduce.inputs.walk import RealPaths, is_hidden, names_and_subdirectories, split_hidden
+from tf2_mapreduce.paths import has_scheme, local_path
 from tf2_mapreduce.storage import retrying
 
 __all__ = ["ON_ERROR", "GLOB_CHARS", "expand"]
@@ -285,7 +286,7 @@ class _Expander:
         # Runs of plain local paths are statted in bulk; the rest line by line.
         run = []
         for number, line in lines + [(None, None)]:
-            if line is not None and "://" not in line and not GLOB_CHARS & set(line):
+            if line is not None and not has_scheme(line) and not GLOB_CHARS & set(line):
                 run.append((number, line))
                 continue
             if run:

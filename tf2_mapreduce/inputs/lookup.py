@@ -8,7 +8,8 @@ import stat
 
 from tf2_mapreduce.errors import InputError, cause_of
 from tf2_mapreduce.inputs import local_stats
-from tf2_mapreduce.inputs.files import local_path, tf_error
+from tf2_mapreduce.inputs.files import tf_error
+from tf2_mapreduce.paths import local_path
 from tf2_mapreduce.storage import retrying
 
 __all__ = ["Directory", "stat_file", "isdir", "children", "tf"]

@@ -12,7 +12,7 @@ import tensorflow as tf
 
 from tf2_mapreduce import native
 from tf2_mapreduce.errors import UsageError
-from tf2_mapreduce.inputs.files import local_path
+from tf2_mapreduce.paths import local_path
 
 __all__ = [
     "chunks",

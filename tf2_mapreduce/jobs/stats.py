@@ -4,7 +4,7 @@ ones) in one pass, as TFDV defines them."""
 from tf2_mapreduce import native
 from tf2_mapreduce.inputs.formats import TFRECORD
 from tf2_mapreduce.jobs.base import Job, Parameter
-from tf2_mapreduce.jobs.examples import absent_error, as_config, parse_names
+from tf2_mapreduce.jobs.features import absent_error, as_config, parse_names
 from tf2_mapreduce.lazy_tf import tf
 from tf2_mapreduce.reducers import Statistics
 

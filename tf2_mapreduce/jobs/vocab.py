@@ -2,9 +2,10 @@
 of them in one pass over TFRecord files, written as vocabulary files."""
 
 from tf2_mapreduce.errors import UsageError
+from tf2_mapreduce.feature_kinds import find
 from tf2_mapreduce.inputs.formats import TFRECORD
 from tf2_mapreduce.jobs.base import Job, Parameter
-from tf2_mapreduce.jobs.examples import absent_error, as_config, detect_types, parse_features
+from tf2_mapreduce.jobs.features import absent_error, as_config, detect_types, parse_features
 from tf2_mapreduce.lazy_tf import tf
 from tf2_mapreduce.reducers import Vocabularies
 
@@ -13,8 +14,10 @@ __all__ = ["Vocab"]
 
 def _map_fn(features):
     """The map step of a vocabulary of `features` (typed `Feature`s) over a batch of records."""
-    dtypes = {"string": tf.string, "bytes": tf.string, "int64": tf.int64}
-    spec = {f.name: tf.io.RaggedFeature(dtypes[f.type], row_splits_dtype=tf.int64) for f in features}
+    spec = {
+        f.name: tf.io.RaggedFeature((find(dtype=f.type) or find(name=f.type)).tf_dtype, row_splits_dtype=tf.int64)
+        for f in features
+    }
 
     def map_fn(records):
         parsed = tf.io.parse_example(records, spec)

@@ -12,14 +12,13 @@ import tempfile
 from tf2_mapreduce import storage
 from tf2_mapreduce.errors import OutputError, UsageError, cause_of
 from tf2_mapreduce.inputs import lookup
-from tf2_mapreduce.inputs.files import local_path
+from tf2_mapreduce.paths import join, local_path
 
 __all__ = [
     "escape",
     "unescape",
     "sorted_entries",
     "check_path",
-    "check_directory",
     "AtomicFile",
     "put_in_place",
     "discard",
@@ -124,7 +123,7 @@ def _gfile():
 def _probe(directory, setting, target):
     """Writes and removes a small file in `directory`: a target that cannot be written is
     refused before the job, not found after it (its work lost)."""
-    probe = os.path.join(directory or ".", ".tf2_mapreduce-probe-%d" % os.getpid())
+    probe = join(directory or ".", ".tf2_mapreduce-probe-%d" % os.getpid())
     local = local_path(probe)
     try:
         if local is not None:
@@ -155,22 +154,6 @@ def check_path(path, setting="{setting:output}"):
     if parent and local_path(parent) is not None and not lookup.isdir(parent):
         raise UsageError("%s %s: directory %s does not exist" % (setting, path, parent))
     _probe(parent, setting, path)
-
-
-def check_directory(path, setting="{setting:output_dir}"):
-    """Fails before the job where files cannot be written under the directory `path`
-    (made if it does not exist). Raises `UsageError`."""
-    local = local_path(path)
-    try:
-        if local is not None:
-            os.makedirs(local, exist_ok=True)
-        else:
-            storage.retrying(lambda: _gfile().makedirs(path), path)
-    except storage.StorageOutage:
-        raise
-    except Exception as e:  # noqa: BLE001 - as in _probe
-        raise UsageError("%s %s: cannot be made: %s" % (setting, path, cause_of(e))) from None
-    _probe(path, setting, path)
 
 
 class _Writes:

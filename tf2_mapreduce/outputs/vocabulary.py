@@ -11,6 +11,7 @@ import urllib.parse
 from tf2_mapreduce.errors import UsageError
 from tf2_mapreduce.lazy_tf import tf
 from tf2_mapreduce.outputs import files as output
+from tf2_mapreduce.paths import join
 
 __all__ = ["FILE_FORMATS", "SUMMARY", "holdable", "file_names", "summarize", "write", "write_summary"]
 
@@ -100,7 +101,7 @@ class _Vocabulary:
                 self._files.append((None, self._unwritable))
 
     def _open(self, directory, kind, writer):
-        return writer(os.path.join(directory, self.names[kind]))
+        return writer(join(directory, self.names[kind]))
 
     @staticmethod
     def _add_vocabulary(f, term, count):
@@ -201,5 +202,5 @@ def write(space, entries, output_dir, top_k=None, min_count=1, file_format="text
 
 def write_summary(output_dir, summary):
     """Writes `summary` as `summary.json` under `output_dir`, atomically."""
-    with output.AtomicFile(os.path.join(output_dir, SUMMARY)) as f:
+    with output.AtomicFile(join(output_dir, SUMMARY)) as f:
         f.write(json.dumps(summary, indent=1) + "\n")

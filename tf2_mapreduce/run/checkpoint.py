@@ -12,6 +12,7 @@ import tensorflow as tf
 from tf2_mapreduce import log, storage
 from tf2_mapreduce.errors import UsageError, connectivity_errors, first_line
 from tf2_mapreduce.outputs import files as output
+from tf2_mapreduce.paths import join
 
 __all__ = ["JobCheckpoint", "manifest"]
 
@@ -80,7 +81,7 @@ def _listed(directory):
 
     def read():
         try:
-            with tf.io.gfile.GFile(os.path.join(directory, "checkpoint"), "r") as f:
+            with tf.io.gfile.GFile(join(directory, "checkpoint"), "r") as f:
                 return f.read()
         except tf.errors.NotFoundError:
             return ""
@@ -140,7 +141,7 @@ class JobCheckpoint:
         )
 
     def _check_manifest(self):
-        path = os.path.join(self.directory, MANIFEST)
+        path = join(self.directory, MANIFEST)
         if tf.io.gfile.exists(path):
             with tf.io.gfile.GFile(path, "r") as f:
                 try:
@@ -150,7 +151,7 @@ class JobCheckpoint:
             if _fingerprint(old) != self._expected:
                 raise self._refuse(_difference(old, self.manifest))
             return
-        if tf.io.gfile.exists(os.path.join(self.directory, "checkpoint")):
+        if tf.io.gfile.exists(join(self.directory, "checkpoint")):
             raise self._refuse("it has checkpoints but no %s" % MANIFEST)
         tf.io.gfile.makedirs(self.directory)
         temporary = "%s.tmp-%d" % (path, os.getpid())

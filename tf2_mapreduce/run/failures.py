@@ -21,7 +21,7 @@ from tf2_mapreduce.errors import (
     connectivity_errors,
     op_error_cause,
 )
-from tf2_mapreduce.state.key_table import COMMITTED_IN_PART
+from tf2_mapreduce.state.count_table import COMMITTED_IN_PART
 from tf2_mapreduce.storage import OUTAGE_MARK
 
 __all__ = [

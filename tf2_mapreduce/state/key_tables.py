@@ -9,7 +9,7 @@ import tensorflow as tf
 
 from tf2_mapreduce.errors import ClusterError
 from tf2_mapreduce.state.base import CheckpointState, Figures, destroy, run_function
-from tf2_mapreduce.state.key_table import RunTable
+from tf2_mapreduce.state.count_table import RunTable
 
 __all__ = ["KeyTables", "CHUNK"]
 

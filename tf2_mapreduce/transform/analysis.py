@@ -11,6 +11,7 @@ from tf2_mapreduce.errors import Error, UsageError
 from tf2_mapreduce.inputs.formats import TFRECORD
 from tf2_mapreduce.jobs.base import Job
 from tf2_mapreduce.lazy_tf import tf
+from tf2_mapreduce.numerics import Extremes
 from tf2_mapreduce.reducers import Vocabularies
 from tf2_mapreduce.transform import schema as schemas
 from tf2_mapreduce.transform import sums, trace
@@ -199,7 +200,10 @@ def _numeric(call, entries):
                 return np.array(math.inf if call.kind == "min" else -math.inf, numpy_type)
             most = np.iinfo(numpy_type).max
             return np.array(most if call.kind == "min" else -most, numpy_type)
-        return np.array(min(values) if call.kind == "min" else max(values), numpy_type)
+        extremes = Extremes()
+        for value in values:  # each batch's least (greatest)
+            extremes.add(value)
+        return np.array(extremes.low if call.kind == "min" else extremes.high, numpy_type)
     totals = sums.Totals(entries)
     if call.kind == "sum":
         return _rounded(totals.sum(), _sum_dtype(dtype))

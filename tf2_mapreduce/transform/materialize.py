@@ -6,7 +6,7 @@ vocabularies as constant tables instead of asset files."""
 from tf2_mapreduce.inputs.formats import TFRECORD
 from tf2_mapreduce.jobs.base import Job
 from tf2_mapreduce.lazy_tf import tf
-from tf2_mapreduce.outputs import examples
+from tf2_mapreduce.outputs import example_encoding
 from tf2_mapreduce.reducers import Records
 from tf2_mapreduce.transform import trace
 
@@ -60,7 +60,7 @@ def materialize_job(preprocessing_fn, feature_spec, calls, values, num_shards=0,
         applying = trace.Applying(calls, values, make_table)
         with trace.tracing(applying):
             outputs = preprocessing_fn(tf.io.parse_example(records, spec))
-        return examples.encode(dict(outputs), tf.size(records))
+        return example_encoding.encode(dict(outputs), tf.size(records))
 
     return Job(
         name=name,

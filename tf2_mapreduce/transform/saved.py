@@ -8,6 +8,7 @@ import os
 import tempfile
 
 from tf2_mapreduce.lazy_tf import tf
+from tf2_mapreduce.paths import join
 from tf2_mapreduce.transform import schema as schemas
 from tf2_mapreduce.transform import trace
 from tf2_mapreduce.transform.analysis import raw_specs
@@ -71,14 +72,14 @@ def write(preprocessing_fn, feature_spec, calls, values, directory) -> dict:
     module.transform_fn = tf.function(transform_fn, input_signature=[raw_specs(feature_spec)], autograph=False)
     module.transform_fn.get_concrete_function()
     schema = written[0]
-    tf.saved_model.save(module, os.path.join(directory, TRANSFORM_FN))
-    metadata = os.path.join(directory, METADATA)
+    tf.saved_model.save(module, join(directory, TRANSFORM_FN))
+    metadata = join(directory, METADATA)
     tf.io.gfile.makedirs(metadata)
-    with tf.io.gfile.GFile(os.path.join(metadata, "schema.pbtxt"), "w") as f:
+    with tf.io.gfile.GFile(join(metadata, "schema.pbtxt"), "w") as f:
         f.write(text_format.MessageToString(schema))
     names = {calls[i].params["filename"]: os.path.basename(p) for i, p in paths.items()}
     if names:
-        with tf.io.gfile.GFile(os.path.join(metadata, "asset_map"), "w") as f:
+        with tf.io.gfile.GFile(join(metadata, "asset_map"), "w") as f:
             f.write(json.dumps(names))
     for path in paths.values():
         os.remove(path)

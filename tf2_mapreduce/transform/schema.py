@@ -4,6 +4,7 @@ as tft's `schema_as_feature_spec` reads it, or inferred from statistics as TFDV 
 and the transformed features' schema, as tft writes it."""
 
 from tf2_mapreduce.errors import UsageError
+from tf2_mapreduce.feature_kinds import find
 from tf2_mapreduce.lazy_tf import tf
 from tf2_mapreduce.transform.trace import NotSupported
 
@@ -43,13 +44,13 @@ def feature_spec(schema) -> dict:
 
     if schema.sparse_feature:
         raise NotSupported("schema: sparse_feature %s is not supported" % schema.sparse_feature[0].name)
-    dtypes = {schema_pb2.INT: tf.int64, schema_pb2.FLOAT: tf.float32, schema_pb2.BYTES: tf.string}
     spec = {}
     for feature in schema.feature:
         stage = schema_pb2.LifecycleStage.Name(feature.lifecycle_stage)
         if feature.deprecated or stage in _LEFT_OUT:
             continue
-        if feature.type not in dtypes:
+        kind = find(schema_type=schema_pb2.FeatureType.Name(feature.type))
+        if kind is None:
             raise NotSupported(
                 "schema: feature %s is of type %s; INT, FLOAT and BYTES only"
                 % (feature.name, schema_pb2.FeatureType.Name(feature.type))
@@ -60,9 +61,9 @@ def feature_spec(schema) -> dict:
                     "schema: feature %s has a shape but presence.min_fraction %g, not 1: a feature that may be "
                     "missing has no shape (VarLen)" % (feature.name, feature.presence.min_fraction)
                 )
-            spec[feature.name] = tf.io.FixedLenFeature([d.size for d in feature.shape.dim], dtypes[feature.type])
+            spec[feature.name] = tf.io.FixedLenFeature([d.size for d in feature.shape.dim], kind.tf_dtype)
         else:
-            spec[feature.name] = tf.io.VarLenFeature(dtypes[feature.type])
+            spec[feature.name] = tf.io.VarLenFeature(kind.tf_dtype)
     return spec
 
 
@@ -73,12 +74,11 @@ def inferred(stats):
     [k]), else a value_count. Domains are not inferred."""
     from tensorflow_metadata.proto.v0 import schema_pb2
 
-    kinds = {"int64": schema_pb2.INT, "float": schema_pb2.FLOAT, "bytes": schema_pb2.BYTES}
     schema = schema_pb2.Schema()
     for name, figures in stats.features.items():
         if figures.type is None:
             continue
-        feature = schema.feature.add(name=name, type=kinds[figures.type])
+        feature = schema.feature.add(name=name, type=schema_pb2.FeatureType.Value(find(name=figures.type).schema_type))
         feature.presence.min_count = 1 if figures.num_present else 0
         if not figures.num_present:
             continue
@@ -104,13 +104,13 @@ def _feature(schema, name, output, domains):
     from tensorflow_metadata.proto.v0 import schema_pb2
 
     values = output.values if isinstance(output, tf.SparseTensor) else output
-    kinds = {tf.int64: schema_pb2.INT, tf.float32: schema_pb2.FLOAT, tf.string: schema_pb2.BYTES}
-    if values.dtype not in kinds:
+    kind = find(dtype=values.dtype.name)
+    if kind is None:
         raise NotSupported(
             "preprocessing_fn output %s is %s: tf.Examples hold int64, float32 and strings only"
             % (name, values.dtype.name)
         )
-    feature = schema.feature.add(name=name, type=kinds[values.dtype])
+    feature = schema.feature.add(name=name, type=schema_pb2.FeatureType.Value(kind.schema_type))
     domain = domains.get(values.ref())
     if domain is not None:
         feature.int_domain.min, feature.int_domain.max = domain

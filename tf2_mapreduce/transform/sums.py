@@ -6,6 +6,7 @@ whatever the number of distinct values, and come out the same in any order."""
 from fractions import Fraction
 
 from tf2_mapreduce.lazy_tf import tf
+from tf2_mapreduce.numerics import Moments
 
 __all__ = ["terms", "Totals"]
 
@@ -84,21 +85,21 @@ class Totals:
     `squares`, `finite`, `nan`, `inf`, `minus_inf` (counts)."""
 
     def __init__(self, entries):
-        self.total = self.squares = Fraction(0)
+        moments = Moments()
         found = dict.fromkeys(_TAGS, 0)
         for key, count in entries:
             tag, power = divmod(int(key), _SHIFT)
             power -= _SHIFT // 2
             name = _TAGS[tag]
-            if name in ("+", "-", "square"):
-                value = count * (Fraction(2) ** power)
-                if name == "square":
-                    self.squares += value
-                else:
-                    self.total += value if name == "+" else -value
+            if name == "square":
+                moments.add_square(power, count)
+            elif name in ("+", "-"):
+                moments.add_sum(power, count if name == "+" else -count)
             else:
                 found[name] += count
+        self.total, self.squares = moments.total, moments.squares
         self.finite, self.nan, self.inf, self.minus_inf = (found[n] for n in ("finite", "nan", "inf", "-inf"))
+        self._moments = moments
 
     def sum(self) -> float | Fraction:
         """Every value's sum, as numpy would give it of these values: NaN with any NaN, or
@@ -111,7 +112,4 @@ class Totals:
 
     def mean_and_var(self):
         """The finite values' mean and population variance, exact (0 and 0 of none)."""
-        if not self.finite:
-            return Fraction(0), Fraction(0)
-        mean = self.total / self.finite
-        return mean, self.squares / self.finite - mean * mean
+        return self._moments.mean_and_var(self.finite)

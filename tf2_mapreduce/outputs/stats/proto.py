@@ -7,11 +7,12 @@ mean (NaN then) and deviation (0 then) there.
 
 import math
 
+from tf2_mapreduce.feature_kinds import find
+
 __all__ = ["to_proto", "INVALID_UTF8", "display"]
 
 # What TFDV puts in place of a value that a proto string field cannot hold.
 INVALID_UTF8 = "__BYTES_VALUE__"
-_TYPES = {"int64": "INT", "float": "FLOAT", "bytes": "STRING"}
 
 
 def display(value: bytes) -> str:
@@ -94,7 +95,8 @@ def to_proto(stats):
         proto = dataset.features.add()
         proto.path.step.append(feature.name)
         # A feature that never has a list set is a STRING in TFDV, with common figures only.
-        proto.type = statistics_pb2.FeatureNameStatistics.Type.Value(_TYPES.get(feature.type, "STRING"))
+        kind = find(name=feature.type)
+        proto.type = statistics_pb2.FeatureNameStatistics.Type.Value(kind.statistics_type if kind else "STRING")
         if feature.numeric is not None:
             _common(proto.num_stats.common_stats, feature)
             _numeric(proto.num_stats, feature.numeric)

@@ -5,10 +5,10 @@ import array
 import functools
 import heapq
 import math
-from fractions import Fraction
 
 import numpy as np
 
+from tf2_mapreduce.numerics import Extremes, Moments
 from tf2_mapreduce.reducers.keys import tft_key
 from tf2_mapreduce.reducers.statistics import histograms
 from tf2_mapreduce.reducers.statistics.model import (
@@ -24,43 +24,38 @@ from tf2_mapreduce.reducers.statistics.model import (
 
 __all__ = ["Builder", "FloatSums"]
 
-_FLOAT_SCALE = 149  # a float32 times 2**149 is an integer
+_SQUARE_SHIFT = {0: 24, 1: 12, 2: 0}  # a square's term: a*a, 2*a*b, b*b of m = a * 2**12 + b
 
 
 def _python(value):
     return value.item() if isinstance(value, np.generic) else value
 
 
+def _power(exponent):
+    """The power of two of a float32's mantissa, from its biased exponent."""
+    return max(exponent, 1) - 150
+
+
 class FloatSums:
-    """What stays exact of a float feature counted by bucket: its finite values' sum and
-    sum of squares as integers per biased exponent e (a value is m * 2**(max(e, 1) - 150),
-    m = a * 2**12 + b), and its least and greatest value. Filled by `add_*`."""
+    """What stays exact of a float feature counted by bucket, as the statistics keys give it:
+    its finite values' sum and sum of squares (`moments`) from integers per biased exponent
+    e (a value is m * 2**(max(e, 1) - 150), m = a * 2**12 + b), and its least and greatest
+    value (`extremes`). Filled by `add_*`."""
 
     def __init__(self):
-        self.sums = {}  # (sign, e) -> sum of m
-        self.squares = {}  # (term, e) -> sum of a*a (term 0), 2*a*b (1), b*b (2)
-        self.low = self.high = None
+        self.moments = Moments()
+        self.extremes = Extremes()
 
     def add_sum(self, sign, exponent, total):
-        self.sums[sign, exponent] = self.sums.get((sign, exponent), 0) + total
+        self.moments.add_sum(_power(exponent), -total if sign == "-" else total)
 
     def add_square(self, term, exponent, total):
-        self.squares[term, exponent] = self.squares.get((term, exponent), 0) + total
+        """`total`: the sum of a*a (term 0), 2*a*b (1) or b*b (2) of the values of `exponent`."""
+        self.moments.add_square(_SQUARE_SHIFT[term] + 2 * _power(exponent), total)
 
     def add_extreme(self, value):
         """A batch's least or greatest value (a float)."""
-        key = (value, not math.copysign(1.0, value) < 0)  # -0.0 before 0.0
-        if self.low is None or key < self.low[0]:
-            self.low = (key, value)
-        if self.high is None or key > self.high[0]:
-            self.high = (key, value)
-
-    def moments(self):
-        """(sum, sum of squares) of the finite values, scaled by 2**149 and 2**298."""
-        total = sum((-m if sign == "-" else m) << (max(e, 1) - 1) for (sign, e), m in self.sums.items())
-        shift = {0: 24, 1: 12, 2: 0}
-        squares = sum(t << (shift[term] + 2 * (max(e, 1) - 1)) for (term, e), t in self.squares.items())
-        return total, squares
+        self.extremes.add(value)
 
 
 def _buckets(buckets):
@@ -85,19 +80,18 @@ def _numeric(values, counts, is_float, exact=None):
     mean = std_dev = low = high = None
     if n:
         if is_float:
-            s, squares = exact.moments()
-            scale = 2**_FLOAT_SCALE
-            low, high = exact.low[1], exact.high[1]
+            moments = exact.moments
+            low, high = exact.extremes.low, exact.extremes.high
             # A bucket is toward zero from its values: the extremes' buckets may be beyond them.
             values = np.where(finite, np.clip(values, np.float32(low), np.float32(high)), values)
         else:
             scaled, weights = [int(v) for v in values.tolist()], [int(c) for c in counts.tolist()]
-            s = sum(v * c for v, c in zip(scaled, weights))
-            squares = sum(v * v * c for v, c in zip(scaled, weights))
-            scale = 1
+            moments = Moments()
+            moments.add_sum(0, sum(v * c for v, c in zip(scaled, weights)))
+            moments.add_square(0, sum(v * v * c for v, c in zip(scaled, weights)))
             low, high = _python(values[0]), _python(values[-1])
-        mean = float(Fraction(s, n * scale))
-        std_dev = math.sqrt(float(Fraction(n * squares - s * s, n * n * scale * scale)))
+        mean, variance = moments.mean_and_var(n)
+        mean, std_dev = float(mean), math.sqrt(float(variance))
     ranked = len(values) > 0  # values but NaN: infinities are values of the quantiles
     return NumericStats(
         count=total,

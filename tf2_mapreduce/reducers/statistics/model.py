@@ -13,9 +13,11 @@ zero), and a value falls in the histogram bucket of its own bucket.
 
 from dataclasses import dataclass, field
 
+from tf2_mapreduce.feature_kinds import KINDS
+
 __all__ = ["NumericStats", "StringStats", "FeatureStats", "DatasetStats", "KIND_NAMES", "FLOAT_BITS", "FLOAT_ERROR"]
 
-KIND_NAMES = {"b": "bytes", "f": "float", "i": "int64", "x": None}  # as the statistics keys name them
+KIND_NAMES = {kind.letter: kind.name for kind in KINDS} | {"x": None}  # by the statistics keys' letters; "x": no list
 NUM_TOP_VALUES = 20  # top values of a bytes feature kept (TFDV's default)
 NUM_RANK_BUCKETS = 1000  # ranks of a bytes feature's rank histogram (TFDV's default)
 FLOAT_BITS = 10  # bits after a float's leading one that its bucket keeps (native/example_features.cc)

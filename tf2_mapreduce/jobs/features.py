@@ -7,6 +7,7 @@ import difflib
 from typing import NamedTuple
 
 from tf2_mapreduce.errors import UsageError
+from tf2_mapreduce.feature_kinds import FLOAT, find
 from tf2_mapreduce.lazy_tf import tf
 from tf2_mapreduce.storage import retrying
 
@@ -91,11 +92,6 @@ def as_config(features) -> list:
     return [f.name + (OPTIONAL if f.optional else "") + (":%s" % f.type if f.type else "") for f in features]
 
 
-def _kind_of(feature):
-    kind = feature.WhichOneof("kind")
-    return {"bytes_list": "string", "int64_list": "int64", "float_list": "float"}.get(kind)
-
-
 def _examples(paths, compression, most):
     """Up to `most` `tf.train.Example`s from the first readable files of `paths`. A file
     that cannot be read, or a record that is not an Example, is passed over: the job
@@ -138,14 +134,17 @@ def detect_types(features, paths, compression="auto", most=SAMPLE_RECORDS) -> li
             seen += 1
             for name in untyped - found.keys():
                 if name in example.features.feature:
-                    kind = _kind_of(example.features.feature[name])
-                    if kind:
+                    kind = find(field=example.features.feature[name].WhichOneof("kind"))
+                    if kind is not None:
                         found[name] = kind
             if not untyped - found.keys():
                 break
     typed = []
     for f in features:
-        kind = f.type or found.get(f.name)
+        if f.type:
+            typed.append(f)
+            continue
+        kind = found.get(f.name)
         if kind is None:
             written = f.name + (OPTIONAL if f.optional else "")
             raise UsageError(
@@ -153,11 +152,11 @@ def detect_types(features, paths, compression="auto", most=SAMPLE_RECORDS) -> li
                 "if it is further on, give its type (%s:string or %s:int64)"
                 % (f.name, seen, _closest_first(f.name, feature_names(paths, compression, most)), written, written)
             )
-        if kind == "float":
+        if kind is FLOAT:
             raise UsageError(
                 "{setting:features}: %s holds floats; vocabularies are of string and int64 features" % f.name
             )
-        typed.append(f._replace(type=kind))
+        typed.append(f._replace(type=kind.dtype))
     return typed
 
 

@@ -2,6 +2,7 @@
 fixed shape per example, or 2-D SparseTensors): for a map step that writes them."""
 
 from tf2_mapreduce.errors import UsageError
+from tf2_mapreduce.feature_kinds import BYTES, FLOAT, INT64, KINDS, find
 from tf2_mapreduce.lazy_tf import tf
 
 __all__ = ["encode"]
@@ -30,16 +31,17 @@ def encode(features: dict, batch):
     if library is None:
         raise UsageError("writing tf.train.Example records needs the native ops: %s" % native.unavailable())
     batch = tf.cast(batch, tf.int64)
-    kinds = {tf.int64: [], tf.float32: [], tf.string: []}
+    kinds = {kind: [] for kind in KINDS}
     for name in sorted(features):
         feature = features[name]
         dtype = feature.values.dtype if isinstance(feature, tf.SparseTensor) else feature.dtype
-        if dtype not in kinds:
+        kind = find(dtype=dtype.name)
+        if kind is None:
             raise UsageError(
                 "feature %s is %s: a tf.train.Example holds int64, float32 and strings" % (name, dtype.name)
             )
-        kinds[dtype].append((name, *_rows(feature, batch)))
-    ints, floats, strings = kinds[tf.int64], kinds[tf.float32], kinds[tf.string]
+        kinds[kind].append((name, *_rows(feature, batch)))
+    ints, floats, strings = kinds[INT64], kinds[FLOAT], kinds[BYTES]
     return library.tf2_mapreduce_encode_examples(
         batch=batch,
         int_values=[v for _, v, _ in ints],
