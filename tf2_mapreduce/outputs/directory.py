@@ -21,7 +21,7 @@ __all__ = ["ResultDirectory", "MANIFEST", "LOCK", "PIECES"]
 MANIFEST = "_tf2_mapreduce.json"
 LOCK = "_tf2_mapreduce.lock"
 _STAGING = ".tf2_mapreduce-staging-"
-# The files a writing job's map steps write as it runs (`outputs.shards`): kept by a claim,
+# The files a writing job's map steps write as it runs (`outputs.sinks`): kept by a claim,
 # since a rerun that resumes from a checkpoint needs them, and removed once a result is in place.
 PIECES = ".tf2_mapreduce-pieces"
 
