@@ -19,19 +19,26 @@ def whole_files_bytes(read_size):
     return 4 * read_size
 
 
-def _mapped(job, map_fn, texts, items):
-    """`map_fn(texts)`, checked by the job's reducer (`Reducer.check`); `items`: how many
-    texts or records `texts` holds (None: a whole piece's dataset)."""
-    return job.reducer.check(map_fn(texts), items, job.name, job.format.item)
-
-
 def _batches(job, piece, compression, read_size):
     path, start, end, size = piece
     batches = job.format.stream(path, compression, read_size, start, tf.where(end < size, end, -1))
     return batches.with_options(no_rewrites())
 
 
-class _Reduced:
+class _Mapping:
+    """How a step's pieces are mapped with the job's `map_fn`, and what is committed for
+    each: `_Reduced` or `_Written`, so that the reading of each kind of piece is one."""
+
+    def __init__(self, job, map_fn, compression, read_size):
+        self.job, self.map_fn, self.compression, self.read_size = job, map_fn, compression, read_size
+
+    def mapped(self, texts, items):
+        """`map_fn(texts)`, checked by the job's reducer (`Reducer.check`); `items`: how many
+        texts or records `texts` holds (None: a whole piece's dataset)."""
+        return self.job.reducer.check(self.map_fn(texts), items, self.job.name, self.job.format.item)
+
+
+class _Reduced(_Mapping):
     """A reducing job's pieces, each in the form its reducer commits. A streamed piece (path,
     start, end, the file's size) has each batch mapped and folded into the piece's value
     as it comes (`Reducer.add`), or its batches mapped at once (`Job.map_input`). A piece
@@ -39,25 +46,22 @@ class _Reduced:
     unless that is the file's end: there, its end is the stream's, and a record cut
     short by it is a truncated one."""
 
-    def __init__(self, job, map_fn, compression, read_size):
-        self.job, self.map_fn, self.compression, self.read_size = job, map_fn, compression, read_size
-
     def attempts(self, ids):
         return tf.zeros_like(ids)  # a reducing step writes no file to name
 
     def whole(self, texts, ids, attempts):
-        return self.job.reducer.combine_step(_mapped(self.job, self.map_fn, texts, tf.size(texts)))
+        return self.job.reducer.combine_step(self.mapped(texts, tf.size(texts)))
 
     def piece(self, text, piece_id, attempt):
-        return self.job.reducer.combine(_mapped(self.job, self.map_fn, text[None], 1))
+        return self.job.reducer.combine(self.mapped(text[None], 1))
 
     def stream(self, piece, piece_id, attempt):
-        job, reducer = self.job, self.job.reducer
-        batches = _batches(job, piece, self.compression, self.read_size)
-        if job.map_input == "dataset":
-            return _mapped(job, self.map_fn, batches, None)
+        reducer = self.job.reducer
+        batches = _batches(self.job, piece, self.compression, self.read_size)
+        if self.job.map_input == "dataset":
+            return self.mapped(batches, None)
         folded = batches.reduce(
-            reducer.start(), lambda value, batch: reducer.add(value, _mapped(job, self.map_fn, batch, tf.size(batch)))
+            reducer.start(), lambda value, batch: reducer.add(value, self.mapped(batch, tf.size(batch)))
         )
         return reducer.finish(folded)
 
@@ -65,14 +69,14 @@ class _Reduced:
         return self.job.reducer.merge(outputs)
 
 
-class _Written:
+class _Written(_Mapping):
     """A writing job's pieces, each piece's records written with `writer` (what its sink
     opened: `Sink.open_writer`) under the step's attempt, as the row its slot commits; a
     streamed piece a file per batch, in order, so that no more than a batch's records are
     held."""
 
     def __init__(self, job, map_fn, compression, read_size, writer):
-        self.job, self.map_fn, self.compression, self.read_size = job, map_fn, compression, read_size
+        super().__init__(job, map_fn, compression, read_size)
         self.writer = writer
 
     def attempts(self, ids):
@@ -87,11 +91,11 @@ class _Written:
         )
 
     def piece(self, text, piece_id, attempt):
-        return self.writer.write(_mapped(self.job, self.map_fn, text[None], 1), piece_id, attempt)
+        return self.writer.write(self.mapped(text[None], 1), piece_id, attempt)
 
     def stream(self, piece, piece_id, attempt):
         def add(row, batch):
-            return self.writer.add(row, _mapped(self.job, self.map_fn, batch, tf.size(batch)), piece_id, attempt)
+            return self.writer.add(row, self.mapped(batch, tf.size(batch)), piece_id, attempt)
 
         return _batches(self.job, piece, self.compression, self.read_size).reduce(self.writer.start(attempt), add)
 
