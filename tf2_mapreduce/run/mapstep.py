@@ -1,7 +1,5 @@
-"""The map step every job runs on the workers: reads its pieces (a step's whole files at
-once, byte ranges of large files two at a time, streamed files in batches), checks and
-maps them with the job's `map_fn` and its reducer (or writes what it returns with its
-sink's writer, for a job that writes records), and commits them exactly once."""
+"""The map step every job runs on the workers: reads its pieces (whole files, byte ranges, streams),
+maps them with `map_fn`, reduces them (or writes them with a sink's writer), commits each once."""
 
 import tensorflow as tf
 
@@ -133,7 +131,7 @@ def _pieces(mapping, kind, changed_files, pieces):
     return mapping.merge(outputs), checks
 
 
-def build(job, run_state, kind, compression="", read_size=8 << 20, writer=None):
+def build(job, run_state, kind: str, compression: str = "", read_size: int = 8 << 20, writer=None):
     """The `tf.function` scheduled for each split: `(ids, paths, starts, ends, sizes)` of
     its pieces, all of one `kind`. Whole files are read and mapped all at once (at most
     `whole_files_bytes`), byte ranges `PIECES_IN_FLIGHT` at a time, streamed files
