@@ -19,6 +19,7 @@ _EXPORTS = {
     "client": ("Cluster", "JobHandle"),
     "outputs.result": ("Result",),
     "reducers.base": ("FileValue",),
+    "outputs.sinks.records": ("Records",),
     "outputs.files": ("unescape",),
     "run.loop": ("Progress",),
     "jobs.base": ("Job", "per_text"),

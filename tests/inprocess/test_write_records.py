@@ -15,8 +15,8 @@ from helpers.processes import run_job
 
 import tf2_mapreduce as mr
 from tf2_mapreduce.errors import MapOutputError, OutputError, UsageError
-from tf2_mapreduce.outputs import shards
 from tf2_mapreduce.outputs.directory import MANIFEST, PIECES
+from tf2_mapreduce.outputs.sinks import shards
 
 
 def _kept(lines):

@@ -1,7 +1,7 @@
 """The job API: a job is a pure-TF map step over a batch of texts (or of TFRecord
-records) and the reducer its output feeds. The runner gives every job the same
-scheduling, exactly-once commits, checkpoints and progress; a job only says what to
-compute, and a built-in job what it is called and which parameters it takes.
+records) and the reducer its output feeds (or the sink that writes it). The runner gives
+every job the same scheduling, exactly-once commits, checkpoints and progress; a job only
+says what to compute, and a built-in job what it is called and which parameters it takes.
 """
 
 from collections.abc import Callable
@@ -10,6 +10,7 @@ from typing import ClassVar
 
 from tf2_mapreduce.inputs import formats
 from tf2_mapreduce.lazy_tf import tf
+from tf2_mapreduce.outputs.sinks.base import Sink
 from tf2_mapreduce.reducers import Reducer
 
 __all__ = ["Job", "Parameter", "per_text"]
@@ -38,7 +39,9 @@ class Job:
     `tf.py_function`, see docs/runtime.md), and deterministic: a step re-run after a
     worker failure must produce the same output. Each file's contribution is committed
     exactly once. `config` holds the job's parameters (a grep pattern, say); a
-    checkpoint records them, so a resume with other parameters is refused.
+    checkpoint records them, so a resume with other parameters is refused. A job that
+    writes its map output rather than reducing it takes a sink as its reducer
+    (`Records`, `outputs.sinks`), which checks it the same way.
 
     Large files are cut into pieces, and a text is a piece, cut so that it holds
     whole `records`: "lines" (the default: no line is ever cut) or "words" (no word
@@ -73,7 +76,7 @@ class Job:
 
     name: str
     map_fn: Callable
-    reducer: Reducer  # Sum, VectorSum, Min, Max, KeySum... (tf2_mapreduce.reducers)
+    reducer: Reducer | Sink  # Sum, VectorSum, Min, Max, KeySum... (tf2_mapreduce.reducers), or Records
     description: str = ""
     config: dict = field(default_factory=dict)
     records: object = "lines"  # "lines", "words", "tfrecord", or a `formats.Format`
@@ -81,7 +84,7 @@ class Job:
     map_input: str = "batch"  # or "dataset": see above
 
     def __post_init__(self):
-        if not isinstance(self.reducer, Reducer):
+        if not isinstance(self.reducer, (Reducer, Sink)):
             raise TypeError("reducer must be a tf2_mapreduce reducer (such as Sum('words')), not %r" % (self.reducer,))
         if self.map_input not in ("batch", "dataset"):
             raise ValueError("map_input must be 'batch' or 'dataset', not %r" % (self.map_input,))

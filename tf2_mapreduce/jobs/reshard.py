@@ -3,7 +3,7 @@ every record once, in input order: the simplest job that writes records."""
 
 from tf2_mapreduce.errors import UsageError
 from tf2_mapreduce.jobs.base import Job, Parameter
-from tf2_mapreduce.reducers import Records
+from tf2_mapreduce.outputs.sinks import Records
 
 __all__ = ["Reshard", "parse_num_shards"]
 

@@ -9,9 +9,9 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from tf2_mapreduce.errors import UsageError
-from tf2_mapreduce.paths import local_path
 from tf2_mapreduce.jobs.base import Parameter
 from tf2_mapreduce.jobs.reshard import parse_num_shards
+from tf2_mapreduce.paths import local_path
 
 __all__ = ["Transform", "function_of", "check_findable"]
 

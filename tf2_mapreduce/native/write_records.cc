@@ -5,7 +5,7 @@
 // as a raw deflate stream that ends on a byte boundary (a sync flush, no final block), and
 // written as one new file; it returns the file's size, and the CRC-32 and length of what it
 // compressed. A shard of the job's output is then its pieces' files one after the other
-// between a GZIP header and trailer (outputs/shards.py), as pigz builds one stream from
+// between a GZIP header and trailer (outputs/sinks/shards.py), as pigz builds one stream from
 // blocks compressed apart: one GZIP member, which every reader reads whole. TensorFlow's
 // own GZIP reader stops early, without an error, in a file of several members where one
 // ends without output (docs/runtime.md), so pieces written as whole GZIP files could not

@@ -10,9 +10,9 @@ import uuid
 from tf2_mapreduce import storage
 from tf2_mapreduce.errors import OutputError, UsageError, cause_of
 from tf2_mapreduce.inputs import lookup
-from tf2_mapreduce.inputs.files import local_path
 from tf2_mapreduce.outputs import files as output
 from tf2_mapreduce.outputs import locks
+from tf2_mapreduce.paths import join, local_path
 
 __all__ = ["ResultDirectory", "MANIFEST", "LOCK", "PIECES"]
 
@@ -21,7 +21,7 @@ __all__ = ["ResultDirectory", "MANIFEST", "LOCK", "PIECES"]
 MANIFEST = "_tf2_mapreduce.json"
 LOCK = "_tf2_mapreduce.lock"
 _STAGING = ".tf2_mapreduce-staging-"
-# The files a writing job's map steps write as it runs (`outputs.shards`): kept by a claim,
+# The files a writing job's map steps write as it runs (`outputs.sinks`): kept by a claim,
 # since a rerun that resumes from a checkpoint needs them, and removed once a result is in place.
 PIECES = ".tf2_mapreduce-pieces"
 
@@ -30,10 +30,6 @@ def _gfile():
     import tensorflow as tf
 
     return tf.io.gfile
-
-
-def _join(directory, name):
-    return directory.rstrip("/") + "/" + name
 
 
 def _read_once(path):
@@ -86,7 +82,7 @@ def _files_under(path, prefix=""):
     found = []
     for name in lookup.children(path):
         if name.endswith("/"):
-            found += _files_under(_join(path, name.rstrip("/")), prefix + name)
+            found += _files_under(join(path, name.rstrip("/")), prefix + name)
         else:
             found.append(prefix + name)
     return sorted(found)
@@ -135,7 +131,7 @@ class ResultDirectory:
             if self.local is not None:
                 with open(os.path.join(self.local, MANIFEST), "rb") as f:
                     return json.loads(f.read())
-            return json.loads(_read(_join(self.path, MANIFEST)))
+            return json.loads(_read(join(self.path, MANIFEST)))
         except storage.StorageOutage:
             raise
         except Exception:  # noqa: BLE001 - none, or not ours
@@ -145,7 +141,7 @@ class ResultDirectory:
         lock = (
             locks.LocalLock(os.path.join(self.local, LOCK))
             if self.local is not None
-            else locks.Lease(_join(self.path, LOCK))
+            else locks.Lease(join(self.path, LOCK))
         )
         for attempt in range(3):
             try:
@@ -198,7 +194,7 @@ class ResultDirectory:
 
             shutil.rmtree(os.path.join(self.local, name), ignore_errors=True)
         else:
-            _gfile().rmtree(_join(self.path, name))
+            _gfile().rmtree(join(self.path, name))
 
     def write(self, make, job: str) -> list:
         """Writes a result: `make(staging)` writes its files (flat) into `staging` and
@@ -206,7 +202,7 @@ class ResultDirectory:
         result's file names. Raises `OutputError` naming the directory if it cannot be
         written."""
         staging = _STAGING + uuid.uuid4().hex[:12]
-        staging_path = _join(self.path, staging)
+        staging_path = join(self.path, staging)
         try:
             storage.retrying(lambda: _gfile().makedirs(staging_path), staging_path)
         except storage.StorageOutage:
@@ -230,24 +226,24 @@ class ResultDirectory:
 
         files = _files_under(staging_path)
         old = set((self._manifest() or {}).get("files", ()))
-        retried(_remove_if_there, _join(self.path, MANIFEST))
+        retried(_remove_if_there, join(self.path, MANIFEST))
         for name in sorted({name.rsplit("/", 1)[0] for name in files if "/" in name}):
-            retried(_gfile().makedirs, _join(self.path, name))
+            retried(_gfile().makedirs, join(self.path, name))
         for name in files:
-            retried(_rename, _join(staging_path, name), _join(self.path, name))
+            retried(_rename, join(staging_path, name), join(self.path, name))
         for name in sorted(old - set(files)):
-            retried(_remove_if_there, _join(self.path, name))
+            retried(_remove_if_there, join(self.path, name))
         for name in sorted({_top(name) for name in old if "/" in name} - {_top(name) for name in files}):
             self._remove_tree(name)
         retried(_gfile().rmtree, staging_path)
         try:
-            retried(_gfile().rmtree, _join(self.path, PIECES))
+            retried(_gfile().rmtree, join(self.path, PIECES))
         except _gfile_errors().NotFoundError:
             pass
-        temporary = _join(self.path, MANIFEST + ".tmp-" + staging_path[-12:])
+        temporary = join(self.path, MANIFEST + ".tmp-" + staging_path[-12:])
         manifest = _gfile().GFile(temporary, "w")
         manifest.write(json.dumps({"job": job, "files": files, "written": time.time()}, indent=1) + "\n")
-        output.put_in_place(manifest, temporary, _join(self.path, MANIFEST))
+        output.put_in_place(manifest, temporary, join(self.path, MANIFEST))
         return files
 
     def release(self):

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from tf2_mapreduce.errors import UsageError
-from tf2_mapreduce.reducers import Records
+from tf2_mapreduce.outputs.sinks import sink_of
 from tf2_mapreduce.reducers.base import PerFile
 
 __all__ = ["Result"]
@@ -158,7 +158,7 @@ class Result:
 
         writers.check_output_dir(self._reducer)
         ran_for = getattr(self._run, "options", None) and self._run.options.output_dir
-        if isinstance(self._reducer, Records) and output_dir.rstrip("/") != (ran_for or "").rstrip("/"):
+        if sink_of(self._reducer) is not None and output_dir.rstrip("/") != (ran_for or "").rstrip("/"):
             raise UsageError(
                 "job %s wrote its records for %s as it ran; write its result there, not to %s"
                 % (self.job, ran_for, output_dir)

@@ -1,10 +1,11 @@
 """How a job's value is said: in words ("901 words (450 distinct)"), as named numbers (the
 fields of JSON results, progress, TensorBoard's totals) and as rates. One function per
-use, dispatched on the kind of reducer, so that a reducer only computes."""
+use, dispatched on the kind of reducer (or sink), so that a reducer only computes."""
 
 import functools
 
-from tf2_mapreduce.reducers import Distinct, Fold, KeySum, Max, Min, Records, Statistics, Sum, VectorSum, Vocabularies
+from tf2_mapreduce.outputs.sinks import Records
+from tf2_mapreduce.reducers import Distinct, Fold, KeySum, Max, Min, Statistics, Sum, VectorSum, Vocabularies
 from tf2_mapreduce.reducers.keys import ExampleCounts
 from tf2_mapreduce.reducers.statistics.model import DatasetStats
 

@@ -5,11 +5,10 @@ import functools
 import json
 import os
 
-import numpy as np
-
 from tf2_mapreduce.errors import UsageError
 from tf2_mapreduce.outputs import words
-from tf2_mapreduce.reducers import Fold, KeySum, Records, Statistics, Vocabularies
+from tf2_mapreduce.outputs.sinks import Sink
+from tf2_mapreduce.reducers import Fold, KeySum, Statistics, Vocabularies
 from tf2_mapreduce.reducers.keys import KeyCounts
 
 __all__ = ["check_output", "write_output", "check_output_dir", "write_dir", "STATS_FILES"]
@@ -40,7 +39,7 @@ def _(reducer: Vocabularies, path):
 
 
 @check_output.register
-def _(reducer: Records, path):
+def _(reducer: Sink, path):
     raise UsageError("{setting:output}: this job writes records into files: use {setting:output_dir}")
 
 
@@ -87,7 +86,7 @@ def check_output_dir(reducer) -> None:
 
 
 @check_output_dir.register(KeyCounts)
-@check_output_dir.register(Records)
+@check_output_dir.register(Sink)
 def _(reducer):
     """Vocabularies, statistics, or records."""
 
@@ -155,10 +154,5 @@ def _(reducer: Statistics, result, output_dir, top_k, min_count, file_format, do
 
 
 @write_dir.register
-def _(reducer: Records, result, output_dir, top_k, min_count, file_format, document):
-    from tf2_mapreduce.outputs import shards
-
-    state = result._state
-    done = state.done()
-    pieces = shards.pieces_dir(result._run.options.output_dir)
-    return shards.write(pieces, np.flatnonzero(done), state.values()[done], output_dir, reducer.num_shards)
+def _(reducer: Sink, result, output_dir, top_k, min_count, file_format, document):
+    return reducer.finalize_write(result._run.options.output_dir, result._state, output_dir)

@@ -5,7 +5,6 @@ the package's public reducers (`tf2_mapreduce.__all__` takes them from `__all__`
 from tf2_mapreduce.reducers.base import Reducer
 from tf2_mapreduce.reducers.keys import Distinct, KeySum
 from tf2_mapreduce.reducers.pieces import Fold, Max, Min, Sum, VectorSum
-from tf2_mapreduce.reducers.records import Records
 from tf2_mapreduce.reducers.statistics import Statistics
 from tf2_mapreduce.reducers.vocabularies import Vocabularies
 
@@ -20,5 +19,4 @@ __all__ = [
     "Distinct",
     "Vocabularies",
     "Statistics",
-    "Records",
 ]

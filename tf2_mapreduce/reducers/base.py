@@ -107,7 +107,8 @@ class Reducer:
     4. **Collect, on the coordinator**: `collect(state, plan, piece_done)` reads the
        result back from the state once every piece is done (`Collected`).
 
-    `Fold` is the base to subclass for a reducer of one's own (a value per piece).
+    `Fold` is the base to subclass for a reducer of one's own (a value per piece). A job
+    whose map output is written rather than reduced has a sink instead (`Records`).
     """
 
     def check(self, output, items, job: str):

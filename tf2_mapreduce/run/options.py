@@ -18,7 +18,7 @@ class Options:
     format: str = "auto"  # what the inputs are: a format of inputs.formats.NAMES, or "auto": what the job reads
     compression: str = "auto"  # "none", "gzip", "zlib", or "auto": by each file's name
     checkpoint_dir: str | None = None
-    output_dir: str | None = None  # where a job that writes records writes them as it runs (`reducers.Records`)
+    output_dir: str | None = None  # where a job that writes records writes them as it runs (`outputs.sinks.Records`)
     checkpoint_every: float = 30.0
     worker_timeout: float = 300.0  # give up after this long without progress while a worker is down
     storage_timeout: float = 600.0  # wait this long for storage that cannot be reached, then stop (resumable)

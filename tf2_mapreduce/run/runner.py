@@ -11,14 +11,13 @@ from dataclasses import dataclass
 import numpy as np
 import tensorflow as tf
 
-from tf2_mapreduce import log, native, storage
-from tf2_mapreduce.errors import JobFailed, OutputError, UsageError, cause_of
+from tf2_mapreduce import native, storage
+from tf2_mapreduce.errors import JobFailed
 from tf2_mapreduce.inputs import formats
 from tf2_mapreduce.inputs.files import Inputs
 from tf2_mapreduce.inputs.plan import Plan
-from tf2_mapreduce.outputs import shards
 from tf2_mapreduce.outputs.result import Result
-from tf2_mapreduce.reducers import Records
+from tf2_mapreduce.outputs.sinks import sink_of
 from tf2_mapreduce.run import failures, mapstep, ps_health, rounds
 from tf2_mapreduce.run.loop import DRAIN_TIMEOUT, TICK, Progress, RunLoop, StopRequest
 from tf2_mapreduce.run.options import Options
@@ -40,17 +39,14 @@ class Prepared:
 def prepare(job, found, options=Options()) -> Prepared:
     """The one preparation of `job` for its inputs `found` (`inputs.files.Inputs`) and
     `options`, before anything runs: the inputs' formats checked against what the job
-    reads (`formats.check`), and the job fit to them (`Job.prepared`: an untyped
-    feature's type read from the first examples, say). Blocking; raises `UsageError` /
+    reads (`formats.check`), a writing job's sink against the job and where it writes
+    (`Sink.check_job`), and the job fit to them (`Job.prepared`: an untyped feature's
+    type read from the first examples, say). Blocking; raises `UsageError` /
     `InputError` for inputs that do not fit the job."""
     formats.check(found.files, job.format, options.format, options.compression, native.unavailable())
-    if isinstance(job.reducer, Records):
-        if not options.output_dir:
-            raise UsageError("job %s writes records: give it an output directory ({setting:output_dir})" % job.name)
-        if native.unavailable():
-            raise UsageError("job %s writes records, which needs the native ops: %s" % (job.name, native.unavailable()))
-        if job.map_input != "batch":
-            raise UsageError("job %s writes records: its map_fn maps batches (map_input='batch')" % job.name)
+    sink = sink_of(job.reducer)
+    if sink is not None:
+        sink.check_job(job, options.output_dir)
     return Prepared(job.prepared(found.files, options.compression), found, options)
 
 
@@ -103,6 +99,8 @@ class JobRun:
     on_error="skip", listed in `Result.skipped` with its reason, never dropped silently.
     With a checkpoint directory the run resumes where a previous run of the same job
     stopped, and saves its state every `checkpoint_every` s, when stopped, and at the end.
+    A job whose output is written (`sink`: `outputs.sinks.Sink`) has its map steps write
+    it into `options.output_dir` as they run, with the writer the sink opens for the run.
     """
 
     def __init__(self, prepared, coordinator, spec, heartbeats=None, on_progress=None):
@@ -131,10 +129,10 @@ class JobRun:
         self.recovery = Recovery(
             failures.FailurePolicy(options.on_error), self.ps, self.state, spec, self._wake, 2 * TICK, self.patience
         )
-        # Where a job that writes records writes its pieces' files as it runs.
-        self.pieces = shards.pieces_dir(options.output_dir) if isinstance(self.job.reducer, Records) else None
+        self.sink = sink_of(self.job.reducer)
+        self.writer = None  # what the map steps write with, once the sink has initialized its write
         self.steps = _MapSteps(
-            lambda kind: mapstep.build(self.job, self.state, *kind, options.read_size, directory=self.pieces)
+            lambda kind: mapstep.build(self.job, self.state, *kind, options.read_size, writer=self.writer)
         )
         self._round = None  # the round running, or the last one
         self.first_schedule = None
@@ -156,9 +154,9 @@ class JobRun:
         self.loop.started = time.monotonic()
         try:
             resumed = self.state.prepare()
-            if self.pieces is not None:
-                self._make_pieces_dir()
-                self._forget_lost_pieces()
+            if self.sink is not None:
+                self.sink.initialize_write(self.options.output_dir, self.state.values, self.ps.read)
+                self.writer = self.sink.open_writer(self.options.output_dir)
             done = self._map_until_done()
             if self._stop.requested:  # after the last round's watch: still a stop, not a result
                 raise self.loop.stopped()
@@ -173,28 +171,6 @@ class JobRun:
             raise JobFailed(collected.problems[0])
         self.job.finished(collected, self.found.files, self.options.compression)
         return _result(self, resumed, done, figures, collected, steps)
-
-    def _make_pieces_dir(self):
-        try:
-            storage.retrying(lambda: tf.io.gfile.makedirs(self.pieces), self.pieces)
-        except storage.StorageOutage:
-            raise
-        except tf.errors.OpError as e:
-            raise OutputError(self.pieces, "cannot be made: %s" % cause_of(e)) from None
-
-    def _forget_lost_pieces(self):
-        """Maps again the pieces a resumed checkpoint committed whose files are not in this
-        run's output directory (another directory, or removed since)."""
-        done = self.state.done()
-        if not done.any():
-            return
-        gone = shards.missing(self.pieces, self.ps.read(self.state.values.values), done)
-        if len(gone):
-            log.warning(
-                "%d of the %d pieces the checkpoint holds have no files in %s (written for another output "
-                "directory, or removed): mapped again" % (len(gone), int(done.sum()), self.pieces)
-            )
-            self.state.values.forget(gone)
 
     def _map_until_done(self) -> np.ndarray:
         """Runs rounds of map steps over the pieces not done until each is committed or

@@ -1,13 +1,13 @@
 """The transform pass of a preprocessing_fn: one job over the raw examples that transforms
 each with the analyzers' results and writes it, as a tf.train.Example, exactly once and in
-input order (`reducers.Records`). The same transform as the saved `transform_fn`, with its
+input order (`outputs.sinks.Records`). The same transform as the saved `transform_fn`, with its
 vocabularies as constant tables instead of asset files."""
 
 from tf2_mapreduce.inputs.formats import TFRECORD
 from tf2_mapreduce.jobs.base import Job
 from tf2_mapreduce.lazy_tf import tf
 from tf2_mapreduce.outputs import example_encoding
-from tf2_mapreduce.reducers import Records
+from tf2_mapreduce.outputs.sinks import Records
 from tf2_mapreduce.transform import trace
 
 __all__ = ["materialize_job"]

@@ -1,5 +1,5 @@
-"""A writing job's output (`reducers.Records`): where its map steps write each piece's
-records, and how the committed pieces are put together into the output's shards."""
+"""The `Records` sink's shards: the committed pieces' files joined, in input order, into
+the GZIP'd TFRecord files of the result's `data/`, each one GZIP member, the same bytes every time."""
 
 import struct
 
@@ -8,21 +8,11 @@ import numpy as np
 from tf2_mapreduce import storage
 from tf2_mapreduce.errors import OutputError, cause_of
 from tf2_mapreduce.lazy_tf import tf
-from tf2_mapreduce.outputs.directory import PIECES
 from tf2_mapreduce.outputs.files import put_in_place
+from tf2_mapreduce.outputs.sinks.pieces import PIECE_FIELDS, SUFFIX, piece_path
+from tf2_mapreduce.paths import join
 
-__all__ = [
-    "DATA",
-    "SHARD_BYTES",
-    "pieces_dir",
-    "piece_path",
-    "write_piece",
-    "crc32_combine",
-    "shard_name",
-    "cuts",
-    "missing",
-    "write",
-]
+__all__ = ["DATA", "SHARD_BYTES", "crc32_combine", "shard_name", "cuts", "write"]
 
 DATA = "data"
 # Output bytes per shard when their number is not given: large enough that a reader opens
@@ -34,36 +24,6 @@ SHARD_BYTES = 128 << 20
 # Not GZIP files joined: TensorFlow's reader stops early in some files of several members.
 _GZIP_HEADER = bytes([0x1F, 0x8B, 8, 0, 0, 0, 0, 0, 0, 3])  # deflate, no flags, no time, Unix
 _FINAL_BLOCK = bytes([3, 0])  # an empty final block (fixed Huffman codes)
-_SUFFIX = ".tfrecord.gz"
-
-
-def _join(directory, name):
-    return directory.rstrip("/") + "/" + name
-
-
-def pieces_dir(output_dir: str) -> str:
-    """Where the map steps of a job writing to `output_dir` write their pieces' files."""
-    return _join(output_dir, PIECES)
-
-
-def piece_path(directory, piece, attempt, part):
-    """The file of `part` (0, 1...) of the records an `attempt` of a map step wrote for
-    `piece`, in `directory` (`pieces_dir`): Python ints give a str, tensors a tf.string.
-    Named for the piece too: two pieces' attempts never share a name, whatever their ids."""
-    if isinstance(attempt, int):
-        return _join(directory, "%d-%d-%d%s" % (piece, attempt, part, _SUFFIX))
-    numbers = [tf.strings.as_string(n) for n in (piece, attempt, part)]
-    return tf.strings.join([directory.rstrip("/") + "/", numbers[0], "-", numbers[1], "-", numbers[2], _SUFFIX])
-
-
-def write_piece(path, records, crc=0):
-    """Writes `records` (1-D tf.string) as the new piece file `path`: (its size in bytes,
-    the CRC-32 of what it compressed continued from `crc`, that length). For use inside a
-    map step; needs the native ops (`native.load()`). A storage outage fails it as one
-    (`storage.OUTAGE_MARK`), any other error as the output's (`errors.CANNOT_WRITE`)."""
-    from tf2_mapreduce import native
-
-    return native.load().tf2_mapreduce_write_records(path, records, tf.cast(crc, tf.int64))
 
 
 _POLYNOMIAL = 0xEDB88320  # CRC-32's, reflected
@@ -99,7 +59,7 @@ def crc32_combine(crc1: int, crc2: int, length2: int) -> int:
 
 
 def shard_name(k: int, n: int) -> str:
-    return "part-%05d-of-%05d%s" % (k, n, _SUFFIX)
+    return "part-%05d-of-%05d%s" % (k, n, SUFFIX)
 
 
 def cuts(sizes, num_shards: int) -> np.ndarray:
@@ -153,38 +113,22 @@ def _write_shard(target, directory, pieces, rows):
     put_in_place(out, temporary, target)
 
 
-def missing(directory, rows, done) -> np.ndarray:
-    """The pieces committed (`done`) whose files are not in `directory`: a run resumed from
-    a checkpoint into another output directory, or after its pieces were removed. Their
-    rows (`rows`, in piece order) name the files. One listing, through an outage of the
-    storage. Blocking."""
-    from tf2_mapreduce.inputs import lookup
-
-    names = {name.rstrip("/") for name in lookup.children(directory)}
-    gone = []
-    for piece in np.flatnonzero(done).tolist():
-        attempt, parts = int(rows[piece, 2]), int(rows[piece, 3])
-        if any(piece_path("", piece, attempt, part).lstrip("/") not in names for part in range(parts)):
-            gone.append(piece)
-    return np.asarray(gone, dtype=np.int64)
-
-
 def write(directory, pieces, rows, staging, num_shards) -> dict:
     """Writes the shards of a `Records` job into `staging/data/`: the committed `pieces`
-    (their ids, in order) and their `rows` (`reducers.records.PIECE_FIELDS`), read from
-    their files in `directory` (`pieces_dir`). Blocking; raises `OutputError` naming a file
+    (their ids, in order) and their `rows` (`pieces.PIECE_FIELDS`), read from their
+    files in `directory` (`pieces.pieces_dir`). Blocking; raises `OutputError` naming a file
     that cannot be written or a piece's file that is gone. Returns the summary: records,
     shards, bytes."""
     pieces = np.asarray(pieces, dtype=np.int64)
-    rows = np.asarray(rows, dtype=np.int64).reshape(-1, 6)
+    rows = np.asarray(rows, dtype=np.int64).reshape(-1, len(PIECE_FIELDS))
     bounds = cuts(rows[:, 1], num_shards)
     count = len(bounds) - 1
-    data = _join(staging, DATA)
+    data = join(staging, DATA)
     try:
         storage.retrying(lambda: tf.io.gfile.makedirs(data), data)
         for k in range(count):
             chosen = slice(bounds[k], bounds[k + 1])
-            _write_shard(_join(data, shard_name(k, count)), directory, pieces[chosen], rows[chosen, 1:])
+            _write_shard(join(data, shard_name(k, count)), directory, pieces[chosen], rows[chosen, 1:])
     except (OutputError, storage.StorageOutage):
         raise
     except Exception as e:  # noqa: BLE001 - OSError locally, TensorFlow's errors elsewhere
