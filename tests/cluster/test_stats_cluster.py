@@ -10,6 +10,8 @@ from helpers.corpora import awkward_example, write_awkward, write_records
 from helpers.oracle_stats import figures_of as oracle
 from helpers.processes import ConfiguredCluster, LiveCoordinator, run_cli, task_env
 
+import tf2_mapreduce as mr
+
 
 @pytest.fixture(scope="module")
 def awkward(tmp_path_factory):
@@ -62,11 +64,10 @@ def many(tmp_path_factory):
     return str(directory), paths
 
 
-def test_a_killed_worker_then_a_killed_ps_and_a_rerun_give_the_same_bytes(tmp_path, processes, many):
+def test_a_killed_worker_then_a_killed_ps_and_a_rerun_give_the_same_bytes(tmp_path, processes, many, inprocess):
     directory, paths = many
     reference = tmp_path / "reference"
-    clean = run_cli(["--job=stats", "--input", directory, "--output_dir", str(reference)], task_env())
-    assert clean.returncode == 0, clean.stderr
+    inprocess.run(mr.Stats(), [directory]).write_dir(str(reference))  # fault-free, on the session's cluster
     cluster = ConfiguredCluster(tmp_path, processes, num_ps=2, num_workers=2)
     cluster.start_all()
     out = tmp_path / "out"

@@ -15,10 +15,9 @@ from helpers.processes import (
     ConfiguredCluster,
     LiveCoordinator,
     gave_up_on,
-    run_cli,
-    task_env,
 )
 
+import tf2_mapreduce as mr
 from tf2_mapreduce.outputs.directory import MANIFEST
 
 # Small files, one a map step: enough steps that a test can act while the job runs.
@@ -26,9 +25,10 @@ NUM_FILES = 600
 
 
 @pytest.fixture(scope="module")
-def shards(tmp_path_factory):
+def shards(tmp_path_factory, inprocess):
     """TFRecord files of random records (every third one GZIP'd): (directory, paths, the
-    records in input order, the sha256 of data/ that a fault-free run on 3 workers wrote)."""
+    records in input order, the sha256 of data/ that a fault-free run wrote on the session's
+    in-process cluster, of other numbers of ps and workers than the tests')."""
     directory = tmp_path_factory.mktemp("records")
     rng = random.Random(12)
     paths = []
@@ -39,11 +39,7 @@ def shards(tmp_path_factory):
         paths.append(write_records(str(directory / name), records, "GZIP" if gzipped else ""))
     records = [r for p in paths for r in read_tfrecords(p)]
     reference = tmp_path_factory.mktemp("reference") / "out"
-    run = run_cli(
-        ["--job=reshard", "--num_shards=5", str(directory), "--output_dir", str(reference), "--num_workers=3"],
-        task_env(),
-    )
-    assert run.returncode == 0, run.stderr
+    inprocess.run(mr.Reshard(num_shards=5), [str(directory)], output_dir=str(reference)).write_dir(str(reference))
     assert data_records(reference) == records
     return directory, paths, records, data_digest(reference)
 
