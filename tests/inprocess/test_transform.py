@@ -106,11 +106,16 @@ TRANSFORMED = {
 
 @pytest.fixture(scope="module")
 def transformed(inprocess, raw, tmp_path_factory):
+    """(output directory, result) of `preprocessing_fn`'s run, its checkpoints beside the
+    directory (`checkpoint_of`)."""
     out = str(tmp_path_factory.mktemp("transformed") / "out")
-    result = inprocess.run(
-        mr.Transform(preprocessing_fn, SPEC, num_shards=3), [raw[0]], output_dir=out, read_size=20_000
-    )
+    job = mr.Transform(preprocessing_fn, SPEC, num_shards=3)
+    result = inprocess.run(job, [raw[0]], output_dir=out, read_size=20_000, checkpoint_dir=checkpoint_of(out))
     return out, result
+
+
+def checkpoint_of(out):
+    return os.path.join(os.path.dirname(out), "ckpt")
 
 
 def data_rows(out):
@@ -269,11 +274,9 @@ def test_an_analyzer_over_vocabulary_ids_is_refused_and_a_fn_without_analyzers_r
     assert got == [row["n"][0] * 2 for row in parsed(raw[1])] and result.total == 1001
 
 
-def test_a_checkpoint_of_another_preprocessing_fn_is_refused(inprocess, raw, tmp_path):
-    checkpoint = str(tmp_path / "ckpt")
-    inprocess.run(
-        mr.Transform(preprocessing_fn, SPEC), [raw[0]], output_dir=str(tmp_path / "a"), checkpoint_dir=checkpoint
-    )
+def test_a_checkpoint_of_another_preprocessing_fn_is_refused(inprocess, raw, transformed, tmp_path):
+    checkpoint = checkpoint_of(transformed[0])
+    assert os.listdir(checkpoint)
 
     def other(inputs):
         return {"x_z": tft.scale_to_z_score(inputs["x"])}
