@@ -43,7 +43,8 @@ def peer_python(peer):
 
 def run_peer(python, args, log_path, timeout):
     """Runs `python args` (a peer's Python) to the end within `timeout` s, its output in
-    `log_path`; fails the test with the output's tail if it exits non-zero or runs out of time.
+    `log_path` and its working directory that of `log_path` (what it may leave stays out of the
+    checkout); fails the test with the output's tail if it exits non-zero or runs out of time.
     The process and whatever it started are killed and reaped either way."""
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONUNBUFFERED="1")
     env.pop("PYTHONPATH", None)  # the peer's venv alone: not this repo's package
@@ -54,7 +55,7 @@ def run_peer(python, args, log_path, timeout):
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
             env=env,
-            cwd=HERE,
+            cwd=os.path.dirname(os.path.abspath(log_path)),
             start_new_session=True,  # its own group: Beam's workers go with it
             preexec_fn=die_with_the_tests,
         )
