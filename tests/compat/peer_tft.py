@@ -10,7 +10,8 @@ test, Beam's run and the comparison together (Beam and TensorFlow take seconds t
         compute_and_apply_vocabulary's options]}) over PATTERN's examples into OUT/transform_fn/assets.
 
 Both use scripts/bench_transform.py's pipeline on the FnApiRunner (what Beam's DirectRunner runs
-here: it would first try to download Prism, which this network does not reach).
+here: it would first try to download Prism, which this network does not reach), with record
+batches of a fixed size, so that each run's float statistics are the last one's.
 """
 
 import json
@@ -25,6 +26,7 @@ import bench_transform  # noqa: E402
 import compare_tft  # noqa: E402
 
 RUNNER = "FnApiRunner"
+BATCH_SIZE = 1000
 
 
 def transform(work, report, sides):
@@ -35,6 +37,7 @@ def transform(work, report, sides):
         os.path.join(work, "tft"),
         compare_tft.preprocessing_fn,
         runner=RUNNER,
+        batch_size=BATCH_SIZE,
     )
     beam_seconds = time.monotonic() - start
     rows = compare_tft.compare_outputs(work)
@@ -57,7 +60,8 @@ def vocabulary_fn(vocabularies):
 
 
 def vocab(pattern, schema, out, vocabularies):
-    bench_transform.run_tft(pattern, schema, out, vocabulary_fn(json.loads(vocabularies)), runner=RUNNER)
+    make_fn = vocabulary_fn(json.loads(vocabularies))
+    bench_transform.run_tft(pattern, schema, out, make_fn, runner=RUNNER, batch_size=BATCH_SIZE)
 
 
 def main(argv):
