@@ -80,10 +80,14 @@ def tft_command(tft_python, pattern, schema, output_dir):
     ]
 
 
-def run_tft(pattern, schema_path, output_dir, make_fn=preprocessing_fn):
+def run_tft(pattern, schema_path, output_dir, make_fn=preprocessing_fn, runner="DirectRunner", batch_size=None):
     """tf.Transform's side, in its venv: analyze and transform with `make_fn(tft)`, the
     transform written, the examples encoded and written as GZIP'd TFRecord files of
-    `output_dir`/data (scripts/compare_tft.py's side too)."""
+    `output_dir`/data (scripts/compare_tft.py's and tests/compat's side too). Beam 2.77's
+    DirectRunner tries Prism first, a binary it downloads, then runs the FnApiRunner where
+    the download fails: `runner="FnApiRunner"` runs that one without the attempt. The record
+    batches are `batch_size` examples, or Beam's by how fast they go: tf.Transform's mean and
+    variance combine float32 statistics of each batch, so only a fixed size repeats them to the bit."""
     import apache_beam as beam
     import tensorflow_transform as tft
     import tensorflow_transform.beam as tft_beam
@@ -95,9 +99,9 @@ def run_tft(pattern, schema_path, output_dir, make_fn=preprocessing_fn):
     with open(schema_path) as f:
         schema = text_format.Parse(f.read(), schema_pb2.Schema())
     source = tfxio.TFExampleRecord(file_pattern=pattern, schema=schema)
-    with beam.Pipeline(runner="DirectRunner") as pipeline:
+    with beam.Pipeline(runner=runner) as pipeline:
         with tft_beam.Context(temp_dir=os.path.join(output_dir, "tmp")):
-            raw = pipeline | "Read" >> source.BeamSource()
+            raw = pipeline | "Read" >> source.BeamSource(batch_size)
             (data, metadata), transform_fn = (
                 raw,
                 source.TensorAdapterConfig(),

@@ -1,7 +1,7 @@
 """Our stats.pb against TFDV's own statistics of the same TFRecord files, figure by figure.
 
-    # in a venv of its own: pip install tensorflow-data-validation
-    python scripts/compare_tfdv.py --stats stats/stats.pb 'shards/*.tfrecord*'
+    # TFDV 1.16.1 in a venv of its own, as `python3 scripts/install_peers.py` makes it
+    .venv-peers/tfdv/bin/python scripts/compare_tfdv.py --stats stats/stats.pb [--report R.json] 'shards/*.tfrecord*'
 
 Loads our file with `tfdv.load_stats_binary`, infers a schema from it and renders TFDV's
 page from it (`tfdv.infer_schema`, `tfdv.get_statistics_html`: both must take it), runs
@@ -9,16 +9,23 @@ page from it (`tfdv.infer_schema`, `tfdv.get_statistics_html`: both must take it
 compute exactly (counts, types, min, max, zeros, distinct and top values) for equality,
 and mean and deviation within 1e-9 relative (TFDV adds float64 in Beam's order). TFDV's
 median, quantiles and histograms come from a sketch: printed, not compared. Exit status
-1 if a figure differs. Not a test: TFDV is not our dependency.
+1 if a figure differs; --report writes what was found as JSON (tests/compat runs it so, in
+CI).
 """
 
+import json
 import math
 import sys
 
 from absl import app, flags
 
 FLAGS = flags.FLAGS
-flags.DEFINE_string("stats", None, "Our stats.pb.", required=True)
+
+
+def define_flags():
+    """The script's flags: defined when it runs, not when it is imported."""
+    flags.DEFINE_string("stats", None, "Our stats.pb.", required=True)
+    flags.DEFINE_string("report", None, "Where to write the findings as JSON.")
 
 
 def _by_path(dataset):
@@ -92,8 +99,22 @@ def main(argv):
     for name, figure, mine, other in wrong:
         print("DIFFERS %s %s: ours %r, TFDV %r" % (name, figure, mine, other))
     print("%d figure(s) differ over %d features" % (len(wrong), len(ours.datasets[0].features)))
+    if FLAGS.report:
+        report = {
+            "num_examples": {"ours": ours.datasets[0].num_examples, "tfdv": theirs.datasets[0].num_examples},
+            "features": {
+                side: sorted("/".join(f.path.step) for f in stats.datasets[0].features)
+                for side, stats in (("ours", ours), ("tfdv", theirs))
+            },
+            "schema_features": sorted(f.name for f in schema.feature),
+            "html_chars": len(page),
+            "differences": [list(row) for row in wrong],
+        }
+        with open(FLAGS.report, "w") as f:
+            json.dump(report, f, default=repr)
     return 1 if wrong else 0
 
 
 if __name__ == "__main__":
+    define_flags()
     sys.exit(app.run(main))

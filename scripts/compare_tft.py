@@ -1,10 +1,10 @@
 """Our Transform against tf.Transform's: one preprocessing_fn over the same examples, both outputs
 loaded with `tft.TFTransformOutput` and compared.
 
-    python scripts/compare_tft.py --examples 3000 [--tft_python /tmp/tftvenv/bin/python] [--work DIR]
+    python scripts/compare_tft.py --examples 3000 [--tft_python .venv-peers/tft/bin/python] [--work DIR]
 
 Run from this repo's venv; --tft_python is a Python of a venv of its own with tensorflow-transform
-(`pip install tensorflow-transform==1.21.0`: TensorFlow 2.21, Beam 2.77).
+1.21 (TensorFlow 2.21, Beam 2.77), by default the one `python3 scripts/install_peers.py` makes.
 Writes raw tf.Example shards (GZIP TFRecord: x float, n int64, s a string of skewed counts with
 ties, tags 0-3 strings) and their tensorflow-metadata schema under --work, then, each side in a
 process of its own, one after the other, timed:
@@ -13,12 +13,13 @@ process of its own, one after the other, timed:
   ours  mr.Transform on a local cluster (1 ps, 2 workers, in its process).
 Then, with --tft_python, loads both outputs with tft.TFTransformOutput and compares their
 transformed_feature_spec, vocabularies (vocabulary_by_name), transform_raw_features over every
-raw example (and a few probes of values the data never had), and the transformed examples
-written (as multisets: Beam writes in no fixed order). Prints markdown tables: the checks, and
-each side's seconds (its process; its job alone, imports left out). Exit status 1
-unless specs, vocabularies and integer outputs are equal and floats within 2 ulps; bucketize
-may differ (tf.Transform's quantiles are approximate, ours exact): counted, never failed.
-Not a test: tf.Transform is not our dependency.
+raw example (and a few probes of values the data never had), our written examples against our
+transform_fn (bit for bit, in input order), and the transformed examples written (as
+multisets: Beam writes in no fixed order). Prints markdown tables: the checks, and each side's
+seconds (its process; its job alone, imports left out). Exit status 1 unless specs,
+vocabularies and integer outputs are equal, floats within 2 ulps and our data/ our
+transform_fn's; bucketize may differ (tf.Transform's quantiles are approximate, ours exact):
+counted, never failed. The test tier tests/compat runs the same comparison in CI.
 """
 
 import json
@@ -33,12 +34,25 @@ import time
 from absl import app, flags
 
 FLAGS = flags.FLAGS
-flags.DEFINE_integer("examples", 3000, "Raw examples to generate.", lower_bound=1)
-flags.DEFINE_string("tft_python", "/tmp/tftvenv/bin/python", "A Python with tensorflow-transform installed.")
-flags.DEFINE_string("work", None, "Directory for the examples, both outputs and the logs (default: a new temp dir).")
-flags.DEFINE_enum(
-    "side", None, ["tft", "ours", "compare"], "Internal: the step this process runs (the script runs itself)."
-)
+
+
+def define_flags():
+    """The script's flags: defined when it runs, not when tests/compat imports it."""
+    flags.DEFINE_integer("examples", 3000, "Raw examples to generate.", lower_bound=1)
+    flags.DEFINE_string(
+        "tft_python",
+        os.path.join(
+            os.path.dirname(os.path.dirname(os.path.abspath(__file__))), ".venv-peers", "tft", "bin", "python"
+        ),
+        "A Python with tensorflow-transform installed.",
+    )
+    flags.DEFINE_string(
+        "work", None, "Directory for the examples, both outputs and the logs (default: a new temp dir)."
+    )
+    flags.DEFINE_enum(
+        "side", None, ["tft", "ours", "compare"], "Internal: the step this process runs (the script runs itself)."
+    )
+
 
 SEED = 0
 SHARDS = 3
@@ -192,21 +206,29 @@ def extend(table, batch):
         table.setdefault(name, []).extend(per_example(tensor))
 
 
-def raw_records(work):
+def raw_records(work, probes=True):
     """The raw examples' batches, in the order of their files (our input order), then the probes."""
     import tensorflow as tf
 
     files = sorted(tf.io.gfile.glob(raw_pattern(work)))
     yield from tf.data.TFRecordDataset(files, compression_type="GZIP").batch(4096)
-    yield tf.constant([serialized_example(*probe) for probe in PROBES])
+    if probes:
+        yield tf.constant([serialized_example(*probe) for probe in PROBES])
 
 
-def transformed(output, work, raw_spec):
+def raw_feature_spec(work):
+    from tensorflow_transform.tf_metadata import schema_utils
+
+    return schema_utils.schema_as_feature_spec(read_schema(work)).feature_spec
+
+
+def transformed(output, work, probes=True):
     """{output name: per example} of `output`'s transform_raw_features over `raw_records`."""
     import tensorflow as tf
 
+    raw_spec = raw_feature_spec(work)
     table = {}
-    for records in raw_records(work):
+    for records in raw_records(work, probes):
         extend(table, output.transform_raw_features(tf.io.parse_example(records, raw_spec)))
     return table
 
@@ -254,54 +276,101 @@ def ulps(a, b):
 
 
 def compare_feature(kind, ours, theirs):
-    """(result, verdict) for one feature over aligned examples (lists of 1-D arrays)."""
+    """One feature over aligned examples (lists of 1-D arrays): {"examples", "differing" (examples
+    with a value that is not equal), "max_ulps" (floats), "result", "verdict"}."""
     import numpy as np
 
     if len(ours) != len(theirs):
-        return "ours %d examples, tf.Transform %d" % (len(ours), len(theirs)), "FAIL"
+        return {"examples": len(theirs), "result": "ours %d examples, tf.Transform %d" % (len(ours), len(theirs))}
     count = len(ours)
     shaped = sum(a.shape != b.shape for a, b in zip(ours, theirs))
     if shaped:
-        return "%d/%d examples with another number of values" % (shaped, count), "FAIL"
+        return {"examples": count, "result": "%d/%d examples with another number of values" % (shaped, count)}
     a, b = np.concatenate(ours), np.concatenate(theirs)
     same = (a == b) | (np.isnan(a) & np.isnan(b)) if kind == "float" else a == b
     rows = np.repeat(np.arange(count), [len(v) for v in ours])
     differing = len(np.unique(rows[~same]))
+    figures = {"examples": count, "differing": differing}
     if kind == "bucket":
         size = int(max(a.max(initial=0), b.max(initial=0))) + 1
-        return (
-            "%d/%d examples in another bucket; per bucket: ours %s, tf.Transform %s"
-            % (differing, count, np.bincount(a, minlength=size).tolist(), np.bincount(b, minlength=size).tolist()),
-            "approx.",
+        ours_counts, theirs_counts = (np.bincount(v, minlength=size).tolist() for v in (a, b))
+        return dict(
+            figures,
+            result="%d/%d examples in another bucket; per bucket: ours %s, tf.Transform %s"
+            % (differing, count, ours_counts, theirs_counts),
+            verdict="approx.",
         )
     if kind == "int":
-        return "%d/%d examples equal" % (count - differing, count), "ok" if not differing else "FAIL"
+        return dict(
+            figures, result="%d/%d examples equal" % (count - differing, count), verdict="FAIL" if differing else "ok"
+        )
     if not differing:
-        return "%d/%d examples exact" % (count, count), "ok"
+        return dict(figures, max_ulps=0, result="%d/%d examples exact" % (count, count), verdict="ok")
     a, b = a[~same], b[~same]
     apart = ulps(a, b)
     worst = int(apart.argmax())
     # Where the most ulps are: near 0 an ulp is small, so a tiny error is many of them.
-    return (
-        "%d/%d examples exact; max %d ulp (ours %.9g, tf.Transform %.9g); max abs %.3g"
+    return dict(
+        figures,
+        max_ulps=int(apart[worst]),
+        result="%d/%d examples exact; max %d ulp (ours %.9g, tf.Transform %.9g); max abs %.3g"
         % (count - differing, count, apart[worst], a[worst], b[worst], float(np.abs(a - b).max())),
-        "ok" if apart[worst] <= 2 else "FAIL",
+        verdict="ok" if apart[worst] <= 2 else "FAIL",
     )
 
 
 def compare_tables(label, kinds, ours, theirs):
+    rows = []
+    for name in sorted(kinds):
+        row = {"check": "%s %s (%s)" % (label, name, kinds[name]), "feature": name, "kind": kinds[name]}
+        row.update(compare_feature(kinds[name], ours[name], theirs[name]))
+        row.setdefault("verdict", "FAIL")
+        rows.append(row)
+    return rows
+
+
+def bitwise_differences(served, data):
+    """[[example, feature]] where `data` holds other bits than `served` (tables of the same
+    features, per example in the same order; floats by their bits, NaN too), over the examples
+    both hold."""
+    count = min(len(served[name]) for name in served)
     return [
-        ("%s %s (%s)" % (label, name, kinds[name]),) + compare_feature(kinds[name], ours[name], theirs[name])
-        for name in sorted(kinds)
+        [i, name]
+        for i in range(count)
+        for name in sorted(served)
+        if served[name][i].dtype != data[name][i].dtype
+        or served[name][i].tobytes() != data[name][i].tobytes()
+        or served[name][i].shape != data[name][i].shape
     ]
 
 
-def identical(a, b):
-    """How many examples of `a` are those of `b`, in the same place, bit for bit."""
-    import numpy as np
+def data_against_transform_fn(work, output_dir):
+    """The examples written in `output_dir`/data against its transform_fn, loaded by
+    tft.TFTransformOutput and applied to the raw examples in input order, bit for bit: {"examples"
+    (raw), "written", "differing": [[example, feature]]}."""
+    import tensorflow_transform as tft
 
-    count = min(len(v) for v in a.values())
-    return sum(all(np.array_equal(a[name][i], b[name][i]) for name in a) for i in range(count))
+    output = tft.TFTransformOutput(output_dir)
+    served = transformed(output, work, probes=False)
+    data = written(output_dir, output.transformed_feature_spec())
+    examples = len(next(iter(served.values())))
+    return {
+        "examples": examples,
+        "written": len(next(iter(data.values()))),
+        "differing": bitwise_differences(served, data),
+    }
+
+
+def data_row(work, side):
+    check = data_against_transform_fn(work, os.path.join(work, side))
+    shown = ", ".join("example %d %s" % tuple(d) for d in check["differing"][:5])
+    return dict(
+        check,
+        check="data: %s/data = its transform_fn" % side,
+        result="%d/%d examples written, %d with other bits%s"
+        % (check["written"], check["examples"], len(set(i for i, _ in check["differing"])), shown and ": " + shown),
+        verdict="ok" if check["written"] == check["examples"] and not check["differing"] else "FAIL",
+    )
 
 
 def compare_vocabularies(outputs, output_dirs):
@@ -315,71 +384,67 @@ def compare_vocabularies(outputs, output_dirs):
         else:
             names[side] = []
     rows = [
-        (
-            "vocabulary names",
-            "ours %s; tf.Transform %s" % (names["ours"], names["tft"]),
-            "ok" if names["ours"] == names["tft"] else "FAIL",
-        )
+        {
+            "check": "vocabulary names",
+            "names": names,
+            "result": "ours %s; tf.Transform %s" % (names["ours"], names["tft"]),
+            "verdict": "ok" if names["ours"] == names["tft"] else "FAIL",
+        }
     ]
     for name in sorted(set(names["ours"]) | set(names["tft"])):
         ours, theirs = (output.vocabulary_by_name(name) for output in outputs)
+        row = {"check": "vocabulary %s" % name, "vocabulary": name, "terms": len(theirs)}
         if ours == theirs:
-            rows.append(("vocabulary %s" % name, "equal, %d terms" % len(ours), "ok"))
+            rows.append(dict(row, result="equal, %d terms" % len(ours), verdict="ok"))
             continue
         at = next((i for i, (a, b) in enumerate(zip(ours, theirs)) if a != b), min(len(ours), len(theirs)))
-        rows.append(
-            (
-                "vocabulary %s" % name,
-                "ours %d terms, tf.Transform %d; line %d: ours %r, tf.Transform %r"
-                % (len(ours), len(theirs), at + 1, ours[at : at + 1], theirs[at : at + 1]),
-                "FAIL",
-            )
+        result = "ours %d terms, tf.Transform %d; line %d: ours %r, tf.Transform %r" % (
+            len(ours),
+            len(theirs),
+            at + 1,
+            ours[at : at + 1],
+            theirs[at : at + 1],
         )
+        rows.append(dict(row, result=result, verdict="FAIL"))
     return rows
 
 
 def compare_outputs(work):
-    """The report's rows: (check, result, verdict), verdict "ok", "FAIL", "approx." or "info"."""
+    """The report's rows: {"check", "result", "verdict" ("ok", "FAIL", "approx." or "info"), and
+    the row's figures}."""
     import tensorflow_transform as tft
-    from tensorflow_transform.tf_metadata import schema_utils
 
     output_dirs = [os.path.join(work, side) for side in SIDES]
     outputs = [tft.TFTransformOutput(directory) for directory in output_dirs]
     ours_spec, spec = (output.transformed_feature_spec() for output in outputs)
     differing = sorted(name for name in set(ours_spec) | set(spec) if ours_spec.get(name) != spec.get(name))
     rows = [
-        (
-            "transformed_feature_spec",
-            "equal, %d features" % len(spec)
+        {
+            "check": "transformed_feature_spec",
+            "features": sorted(spec),
+            "differing": differing,
+            "result": "equal, %d features" % len(spec)
             if not differing
             else "; ".join("%s: ours %s, tf.Transform %s" % (n, ours_spec.get(n), spec.get(n)) for n in differing),
-            "ok" if not differing else "FAIL",
-        )
+            "verdict": "ok" if not differing else "FAIL",
+        }
     ]
     ours_domains, domains = (output.transformed_domains() for output in outputs)
     rows.append(
-        (
-            "transformed_domains",
-            "equal" if ours_domains == domains else "ours %s; tf.Transform %s" % (ours_domains, domains),
-            "info",
-        )
+        {
+            "check": "transformed_domains",
+            "result": "equal" if ours_domains == domains else "ours %s; tf.Transform %s" % (ours_domains, domains),
+            "verdict": "info",
+        }
     )
     rows += compare_vocabularies(outputs, output_dirs)
     if differing:
         return rows  # the examples cannot be read alike
     kinds = kinds_of(spec)
-    raw_spec = schema_utils.schema_as_feature_spec(read_schema(work)).feature_spec
-    ours, theirs = (transformed(output, work, raw_spec) for output in outputs)
+    ours, theirs = (transformed(output, work) for output in outputs)
     rows += compare_tables("transform_raw_features", kinds, ours, theirs)
+    rows.append(data_row(work, "ours"))
     ours_data, theirs_data = (written(directory, spec) for directory in output_dirs)
-    count = len(next(iter(ours_data.values())))
-    rows.append(
-        (
-            "data: ours = our transform_raw_features",
-            "%d/%d examples identical, in input order" % (identical(ours_data, ours), count),
-            "info",
-        )
-    )
     rows += compare_tables("data", kinds, canonical(ours_data, kinds), canonical(theirs_data, kinds))
     return rows
 
@@ -393,8 +458,8 @@ def print_table(header, rows):
 
 def compare(work):
     rows = compare_outputs(work)
-    print_table(("check", "result", "verdict"), rows)
-    return 1 if any(verdict == "FAIL" for _, _, verdict in rows) else 0
+    print_table(("check", "result", "verdict"), [(row["check"], row["result"], row["verdict"]) for row in rows])
+    return 1 if any(row["verdict"] == "FAIL" for row in rows) else 0
 
 
 # The driver, in this repo's venv.
@@ -443,4 +508,5 @@ def main(argv):
 
 
 if __name__ == "__main__":
+    define_flags()
     sys.exit(app.run(main))

@@ -1,0 +1,77 @@
+"""The compat tier's tf.Transform side, run with the Python of tf.Transform's venv: one process a
+test, Beam's run and the comparison together (Beam and TensorFlow take seconds to import).
+
+    python peer_tft.py transform WORK REPORT [SIDE...]
+        tf.Transform analyzes and transforms WORK's raw examples with scripts/compare_tft.py's
+        preprocessing_fn into WORK/tft; compare_tft then compares WORK/ours with it, and each
+        SIDE's WORK/SIDE/data with its own transform_fn, bit for bit; the rows go to REPORT (JSON).
+    python peer_tft.py vocab PATTERN SCHEMA OUT VOCABULARIES
+        tf.Transform computes each vocabulary of VOCABULARIES (JSON: {file name: [feature,
+        compute_and_apply_vocabulary's options]}) over PATTERN's examples into OUT/transform_fn/assets.
+
+Both use scripts/bench_transform.py's pipeline on the FnApiRunner (what Beam's DirectRunner runs
+here: it would first try to download Prism, which this network does not reach), with record
+batches of a fixed size, so that each run's float statistics are the last one's.
+"""
+
+import json
+import os
+import sys
+import time
+
+SCRIPTS = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "scripts")
+sys.path.insert(0, SCRIPTS)
+
+import bench_transform  # noqa: E402
+import compare_tft  # noqa: E402
+
+RUNNER = "FnApiRunner"
+BATCH_SIZE = 1000
+
+
+def transform(work, report, sides):
+    start = time.monotonic()
+    bench_transform.run_tft(
+        compare_tft.raw_pattern(work),
+        compare_tft.schema_path(work),
+        os.path.join(work, "tft"),
+        compare_tft.preprocessing_fn,
+        runner=RUNNER,
+        batch_size=BATCH_SIZE,
+    )
+    beam_seconds = time.monotonic() - start
+    rows = compare_tft.compare_outputs(work)
+    checks = {side: compare_tft.data_row(work, side) for side in sides}
+    with open(report, "w") as f:
+        json.dump({"rows": rows, "data": checks, "beam_seconds": beam_seconds}, f, indent=1)
+
+
+def vocabulary_fn(vocabularies):
+    def make(tft):
+        def fn(inputs):
+            return {
+                name: tft.compute_and_apply_vocabulary(inputs[feature], vocab_filename=name, **options)
+                for name, (feature, options) in vocabularies.items()
+            }
+
+        return fn
+
+    return make
+
+
+def vocab(pattern, schema, out, vocabularies):
+    make_fn = vocabulary_fn(json.loads(vocabularies))
+    bench_transform.run_tft(pattern, schema, out, make_fn, runner=RUNNER, batch_size=BATCH_SIZE)
+
+
+def main(argv):
+    if argv[1:2] == ["transform"] and len(argv) >= 4:
+        transform(argv[2], argv[3], argv[4:])
+    elif argv[1:2] == ["vocab"] and len(argv) == 6:
+        vocab(*argv[2:])
+    else:
+        sys.exit(__doc__)
+
+
+if __name__ == "__main__":
+    main(sys.argv)
