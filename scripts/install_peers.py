@@ -68,6 +68,12 @@ def status_path(peer):
     return os.path.join(PEERS_DIR, peer + ".json")
 
 
+def installing_path(peer):
+    """Where the installer's pid stands while it installs `peer`: the tier waits for it
+    (.ci/run runs the suite beside the install)."""
+    return os.path.join(PEERS_DIR, peer + ".installing")
+
+
 def last_error(output):
     """pip's last ERROR line, else the last line that says anything."""
     lines = [line.strip() for line in output.splitlines() if line.strip()]
@@ -183,6 +189,10 @@ def main(argv):
     interpreter = sys.executable
     results = {}
 
+    for peer in peers:  # before any work, so that a test asking at once waits for its peer
+        with open(installing_path(peer), "w") as f:
+            f.write(str(os.getpid()))
+
     def one(peer):
         try:
             results[peer] = install(peer, interpreter)
@@ -195,6 +205,8 @@ def main(argv):
             }
             with open(status_path(peer), "w") as f:
                 json.dump(results[peer], f, indent=1)
+        finally:
+            os.unlink(installing_path(peer))
 
     # Side by side: each install mostly waits on downloads and unpacking.
     threads = [threading.Thread(target=one, args=(peer,)) for peer in peers]

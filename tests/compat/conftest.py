@@ -16,8 +16,6 @@ def tfdv_python():
 
 
 def pytest_collection_modifyitems(items):
-    """Runs the tier's tests early, after the soak (tests/conftest.py puts it first), each module's
-    together. xdist's worksteal hands each worker a contiguous share and steals from the end of a
-    queue: tests at the front of it stay on one worker, which makes each module's peer run (a
-    minute) while the other worker runs other tests, rather than waiting for it (peers.made_once)."""
-    items.sort(key=lambda item: 0 if item.get_closest_marker("soak") else 1 if item.get_closest_marker("compat") else 2)
+    """Runs the tier's tests last, each module's together: .ci/run installs the peers beside the
+    suite, and by the end of it they are installed (a test that comes first waits for its peer)."""
+    items.sort(key=lambda item: 0 if item.get_closest_marker("soak") else 2 if item.get_closest_marker("compat") else 1)

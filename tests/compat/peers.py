@@ -23,8 +23,23 @@ import install_peers  # noqa: E402
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
+def _installer_of(peer):
+    """The pid of the live scripts/install_peers.py installing `peer`, or None."""
+    try:
+        with open(install_peers.installing_path(peer)) as f:
+            pid = int(f.read())
+        os.kill(pid, 0)
+    except (OSError, ValueError):  # none, or one killed before it could say it was done
+        return None
+    return pid
+
+
 def peer_python(peer):
-    """The Python of `peer`'s venv; skips the test where the peer could not be installed."""
+    """The Python of `peer`'s venv, once installed; skips the test where the peer could not
+    be installed. Blocks while scripts/install_peers.py installs it: .ci/run runs the suite
+    beside the install, whose every step has a time-out of its own."""
+    while _installer_of(peer) is not None:
+        time.sleep(1)  # polls the installer's marker: it removes it once the status is written
     path = install_peers.status_path(peer)
     if not os.path.exists(path):
         why = "%s: not installed, no .venv-peers/%s.json (python3 scripts/install_peers.py installs it)" % (
