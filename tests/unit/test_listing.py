@@ -224,3 +224,38 @@ def test_an_error_while_statting_leaves_no_process_and_no_pipe(tmp_path):
         [sys.executable, "-c", STAT_FAILS, *paths], capture_output=True, text=True, timeout=60, cwd=REPO
     )
     assert run.stdout.split() == ["none", "True"], run.stderr
+
+
+OUTLIVED = """
+import os
+from tf2_mapreduce.cluster import orphans
+from tf2_mapreduce.inputs import forked
+def refused(parent):
+    raise OSError("planted: no PR_SET_PDEATHSIG")
+orphans.die_with_parent = refused  # the grandchild outlives the child that forked it
+(up, up_w), (held, held_w) = os.pipe(), os.pipe()
+def grandchild():
+    os.write(up_w, b"%d" % os.getpid())
+    os.read(held, 1)  # EOF when this script ends: only it holds `held_w`
+    return b""
+def child():
+    os.close(held_w)
+    forked.Forked.start(grandchild)
+    os.read(held, 1)
+    return b"never"
+top = forked.Forked.start(child)
+os.close(up_w)
+grandchild_pid = int(os.read(up, 20))
+os.kill(top.pid, 9)
+answer = top.answer()
+with open("/proc/%d/stat" % grandchild_pid) as f:
+    state = f.read().rsplit(")", 1)[1].split()[0]
+print(answer, state)
+"""
+
+
+def test_a_dead_childs_answer_does_not_wait_for_its_own_forked_process():
+    """A process forked by a child that outlives it (it was not killed with it) leaves
+    `answer()` to return at the child's death: it does not hold the child's pipe open."""
+    run = subprocess.run([sys.executable, "-c", OUTLIVED], capture_output=True, text=True, timeout=60, cwd=REPO)
+    assert run.stdout.split() == ["None", "S"], run.stderr  # the grandchild still alive, asleep
