@@ -17,11 +17,28 @@ from tf2_mapreduce.inputs.listing import expand
 
 # Lists in a fresh interpreter, where TensorFlow is not imported, so the child is forked.
 SCRIPT = """
-import json, os, sys
+import json, os, sys, threading
 from tf2_mapreduce.inputs import background as listing
 from tf2_mapreduce.errors import InputError
-import threading
-specs, on_error, fifo_lines, stat_children = json.loads(sys.argv[1])
+specs, on_error, feed, hold, stat_children = json.loads(sys.argv[1])
+if feed is not None:
+    # A writer of the @list FIFO, there for whichever process opens it to read first.
+    def write_fifo():
+        with open(feed[0], "w") as f:
+            f.write(feed[1])
+    threading.Thread(target=write_fifo).start()
+if hold:
+    # The child stops at its first stat, after it read its @lists, and says so: killed
+    # there, it cannot have answered. Its read of `held` ends only with it.
+    from tf2_mapreduce.inputs import local_stats
+    parent, (reached, reached_w), (held, _) = os.getpid(), os.pipe(), os.pipe()
+    stat_files = local_stats.stat_files
+    def held_stat_files(paths):
+        if os.getpid() != parent:
+            os.write(reached_w, b"x")
+            os.read(held, 1)
+        return stat_files(paths)
+    local_stats.stat_files = held_stat_files
 if stat_children:
     # Stats spread over forked processes however few the files; each forked process logs
     # its share, and with "die" fails without an answer.
@@ -39,29 +56,29 @@ if stat_children:
     local_stats._stat_bytes = logged
 background = listing.BackgroundListing(specs, on_error)
 forked = background._child is not None
-if fifo_lines is not None:
-    # The child is held in open() on the @list FIFO until a writer comes: killed there,
-    # it cannot have answered. The writer then feeds the listing that follows here.
+answer = {}
+if hold and forked:
+    os.close(reached_w)
+    answer["held"] = os.read(reached, 1) == b"x"  # b"" had the child ended before its stat
     os.kill(background._child.pid, 9)
-    def feed():
-        with open(specs[0][1:], "w") as f:
-            f.write(fifo_lines)
-    threading.Thread(target=feed).start()
 try:
     found = background.result()
-    answer = {"files": [[f.path, f.size, f.mtime_ns] for f in found.files], "hidden": found.hidden,
-              "duplicates": found.duplicates, "skipped": [list(s) for s in found.skipped]}
+    answer.update({"files": [[f.path, f.size, f.mtime_ns] for f in found.files], "hidden": found.hidden,
+                   "duplicates": found.duplicates, "skipped": [list(s) for s in found.skipped]})
 except InputError as e:
-    answer = {"error": [e.path, e.reason, str(e)]}
+    answer["error"] = [e.path, e.reason, str(e)]
 answer["forked"] = forked
 answer["tensorflow"] = "tensorflow" in sys.modules
 print(json.dumps(answer))
 """
 
 
-def list_in_a_fresh_process(specs, on_error, fifo_lines=None, stat_children=None):
+def list_in_a_fresh_process(specs, on_error, feed=None, hold=False, stat_children=None, stdin=None):
+    """`feed`: [a FIFO, what a thread writes into it]; `hold`: the child is killed at its
+    first stat; `stdin`: the text of the script's standard input (a pipe)."""
     run = subprocess.run(
-        [sys.executable, "-c", SCRIPT, json.dumps([specs, on_error, fifo_lines, stat_children])],
+        [sys.executable, "-c", SCRIPT, json.dumps([specs, on_error, feed, hold, stat_children])],
+        input=stdin,
         capture_output=True,
         text=True,
         timeout=120,
@@ -131,17 +148,39 @@ def test_a_forked_listing_raises_the_error_expand_raises(tree, tmp_path):
     assert answer["forked"] is True
 
 
-def test_a_child_killed_before_it_answers_is_listed_again_here(tree, tmp_path):
+def test_a_child_killed_before_it_answers_is_listed_again_here(tree):
     root, listed = tree
-    fifo = tmp_path / "list.fifo"
-    os.mkfifo(fifo)
-    answer = list_in_a_fresh_process(["@%s" % fifo], "skip", fifo_lines=listed.read_text())
-    assert answer.pop("forked") is True
+    specs = [str(root), "@%s" % listed]
+    answer = list_in_a_fresh_process(specs, "skip", hold=True)
+    assert answer.pop("forked") is True and answer.pop("held") is True
     answer.pop("tensorflow")
-    fifo.unlink()
-    listed.rename(fifo)  # the same list, now a file, listed here
-    assert answer == as_json(expand(["@%s" % fifo], on_error="skip"))
-    assert len(answer["files"]) == 1 and len(answer["skipped"]) == 1
+    assert answer == as_json(expand(specs, on_error="skip"))
+    assert len(answer["files"]) == 65 and len(answer["skipped"]) == 2
+
+
+@pytest.mark.parametrize("stream", ["fifo", "stdin"])
+def test_an_at_list_read_once_is_listed_whole_after_its_child_died(tree, tmp_path, stream):
+    """A stream @list (a FIFO, a pipe as /dev/stdin) gives its lines once: the child that
+    lists it dies after reading its @list, and the listing done again here has them all,
+    neither short nor waiting for a writer that is gone."""
+    root, listed = tree
+    text = listed.read_text() + "%s\n" % (root / "b")
+    if stream == "fifo":
+        at_list = tmp_path / "list.fifo"
+        os.mkfifo(at_list)
+        answer = list_in_a_fresh_process(["@%s" % at_list], "skip", feed=[str(at_list), text], hold=True)
+    else:
+        at_list = "/dev/stdin"
+        answer = list_in_a_fresh_process(["@%s" % at_list], "skip", hold=True, stdin=text)
+    assert answer.pop("forked") is True and answer.pop("held") is True
+    answer.pop("tensorflow")
+    regular = tmp_path / "regular.txt"
+    regular.write_text(text)  # the same lines, from a file
+    expected = as_json(expand(["@%s" % regular], on_error="skip"))
+    # A line is named by its list: the same line of another list.
+    expected["skipped"] = [[path.replace(str(regular), str(at_list)), why] for path, why in expected["skipped"]]
+    assert answer == expected
+    assert len(answer["files"]) == 26 and len(answer["skipped"]) == 1
 
 
 def test_with_tensorflow_imported_it_lists_here(tree):
@@ -185,3 +224,38 @@ def test_an_error_while_statting_leaves_no_process_and_no_pipe(tmp_path):
         [sys.executable, "-c", STAT_FAILS, *paths], capture_output=True, text=True, timeout=60, cwd=REPO
     )
     assert run.stdout.split() == ["none", "True"], run.stderr
+
+
+OUTLIVED = """
+import os
+from tf2_mapreduce.cluster import orphans
+from tf2_mapreduce.inputs import forked
+def refused(parent):
+    raise OSError("planted: no PR_SET_PDEATHSIG")
+orphans.die_with_parent = refused  # the grandchild outlives the child that forked it
+(up, up_w), (held, held_w) = os.pipe(), os.pipe()
+def grandchild():
+    os.write(up_w, b"%d" % os.getpid())
+    os.read(held, 1)  # EOF when this script ends: only it holds `held_w`
+    return b""
+def child():
+    os.close(held_w)
+    forked.Forked.start(grandchild)
+    os.read(held, 1)
+    return b"never"
+top = forked.Forked.start(child)
+os.close(up_w)
+grandchild_pid = int(os.read(up, 20))
+os.kill(top.pid, 9)
+answer = top.answer()
+with open("/proc/%d/stat" % grandchild_pid) as f:
+    state = f.read().rsplit(")", 1)[1].split()[0]
+print(answer, state)
+"""
+
+
+def test_a_dead_childs_answer_does_not_wait_for_its_own_forked_process():
+    """A process forked by a child that outlives it (it was not killed with it) leaves
+    `answer()` to return at the child's death: it does not hold the child's pipe open."""
+    run = subprocess.run([sys.executable, "-c", OUTLIVED], capture_output=True, text=True, timeout=60, cwd=REPO)
+    assert run.stdout.split() == ["None", "S"], run.stderr  # the grandchild still alive, asleep

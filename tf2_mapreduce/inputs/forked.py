@@ -8,6 +8,12 @@ from tf2_mapreduce.cluster import orphans
 
 __all__ = ["Forked"]
 
+# In a child of `Forked.start`: the write end of the pipe it answers through. A child it
+# forks in turn closes it, or its parent would read that pipe until the grandchild ended
+# too: where it outlives the child (no PR_SET_PDEATHSIG, or stuck in a file system's
+# call), `answer()` would wait for it, however long, after the child died.
+_answering = None
+
 
 class Forked:
     """`make()` (returning bytes) run in a child forked by `start`.
@@ -36,10 +42,13 @@ class Forked:
             os.close(write)
             return None
         if pid == 0:
+            global _answering
             status = 1
             try:
-                for fd in (read, *close_fds):
+                inherited = () if _answering is None else (_answering,)
+                for fd in (read, *close_fds, *inherited):
                     os.close(fd)
+                _answering = write
                 for signum in (signal.SIGINT, signal.SIGTERM):
                     signal.signal(signum, signal.SIG_DFL)
                 try:

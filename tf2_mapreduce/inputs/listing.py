@@ -11,6 +11,7 @@ local paths needs none of it (`listing`).
 import functools
 import glob
 import os
+import stat
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -22,7 +23,7 @@ from tf2_mapreduce.inputs.walk import RealPaths, is_hidden, names_and_subdirecto
 from tf2_mapreduce.paths import has_scheme, local_path
 from tf2_mapreduce.storage import retrying
 
-__all__ = ["ON_ERROR", "GLOB_CHARS", "expand"]
+__all__ = ["ON_ERROR", "GLOB_CHARS", "expand", "read_streams"]
 
 GLOB_CHARS = frozenset("*?[")
 ON_ERROR = ("fail", "skip")
@@ -253,14 +254,19 @@ class _Expander:
         else:
             self._add(path, *found)
 
-    def add_list(self, list_path):
+    def add_list(self, list_path, read_before=None):
+        """`read_before`: what `read_streams` read of this list, if it did."""
         where = "@" + list_path
-        if lookup.isdir(list_path):
+        if read_before is None and lookup.isdir(list_path):
             self.problem(InputError(where, "is a directory, not a list of paths"))
             return
         local = local_path(list_path)
 
         def read():
+            if read_before is not None:
+                if isinstance(read_before, OSError):
+                    raise read_before
+                return read_before
             with open(local, "rb") if local is not None else lookup.tf().io.gfile.GFile(list_path, "rb") as f:
                 return f.read()
 
@@ -305,7 +311,37 @@ class _Expander:
             self.add_path(spec)
 
 
-def expand(specs, on_error="fail"):
+def read_streams(specs) -> dict:
+    """Reads now each local @list of `specs` that is a stream: a FIFO, a pipe such as
+    `@/dev/stdin` or bash's `@<(find ...)`, a terminal; anything but a regular file or a
+    directory. Returns {position in `specs`: its bytes, or the `OSError` reading raised},
+    for `expand(specs, streams=...)`.
+
+    A stream gives its lines to one reader, once: a listing that reads it and dies takes
+    them along, and a second listing of the same specs would then read only what was left,
+    short without a word, or wait for ever for a writer that is gone. Read here, the lines
+    stay with the caller for any listing that follows. Each is read as `expand` would
+    read it, a stream named twice twice."""
+    streams = {}
+    for n, spec in enumerate(specs):
+        local = local_path(spec[1:]) if spec.startswith("@") else None
+        if local is None:
+            continue
+        try:
+            mode = os.stat(local).st_mode
+        except OSError:
+            continue  # `expand` says why
+        if stat.S_ISREG(mode) or stat.S_ISDIR(mode):
+            continue
+        try:
+            with open(local, "rb") as f:
+                streams[n] = f.read()
+        except OSError as e:
+            streams[n] = e
+    return streams
+
+
+def expand(specs, on_error="fail", streams=None):
     """Expands input specs into an `Inputs` of regular files, checked readable.
 
     Specs: a file; a directory (walked recursively, hidden entries skipped); a glob
@@ -314,14 +350,18 @@ def expand(specs, on_error="fail"):
     With on_error="fail", raises `InputError` naming the first spec or path that
     cannot be used, a spec that yields nothing included; with "skip", records each
     in `Inputs.skipped` with its reason and goes on. Either way, no input at all
-    is an `InputError`.
+    is an `InputError`. `streams`: @lists read already, as `read_streams` returns them.
     """
     if not specs:
         raise InputError("{setting:input}", "no input given")
+    streams = streams or {}
     expander = _Expander(on_error)
     try:
-        for spec in specs:
-            expander.add_spec(spec)
+        for n, spec in enumerate(specs):
+            if n in streams:
+                expander.add_list(spec[1:], streams[n])
+            else:
+                expander.add_spec(spec)
     finally:
         expander.close()
     expander.result.files = Files(
