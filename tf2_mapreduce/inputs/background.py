@@ -7,8 +7,10 @@ import sys
 
 from tf2_mapreduce.errors import InputError
 from tf2_mapreduce.inputs import forked
-from tf2_mapreduce.inputs.files import Files, Inputs, local_path
-from tf2_mapreduce.inputs.listing import expand, read_streams
+from tf2_mapreduce.inputs.files import Files, Inputs
+from tf2_mapreduce.inputs.listing import expand
+from tf2_mapreduce.inputs.lists import read_streams
+from tf2_mapreduce.paths import local_path
 from tf2_mapreduce.storage import StorageOutage
 
 __all__ = ["BackgroundListing"]
@@ -28,7 +30,7 @@ class BackgroundListing:
 
     An @list that is a stream (a FIFO, `@/dev/stdin`, `@<(find ...)`) is read here, before
     the fork, blocking: its lines can be read only once, and the child could die with them
-    (`listing.read_streams`). The files it names are still statted in the child.
+    (`lists.read_streams`). The files it names are still statted in the child.
     """
 
     def __init__(self, specs: list, on_error: str = "fail"):

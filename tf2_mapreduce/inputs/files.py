@@ -8,9 +8,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from tf2_mapreduce.paths import local_path  # its home is `paths`; imported from here too
-
-__all__ = ["InputFile", "Files", "Inputs", "local_path", "sample_corpus", "tf_error"]
+__all__ = ["InputFile", "Files", "Inputs", "sample_corpus", "tf_error"]
 
 
 @dataclass(frozen=True, slots=True)

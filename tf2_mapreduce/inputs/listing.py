@@ -11,19 +11,18 @@ local paths needs none of it (`listing`).
 import functools
 import glob
 import os
-import stat
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
 from tf2_mapreduce.errors import InputError, cause_of
-from tf2_mapreduce.inputs import local_stats, lookup
+from tf2_mapreduce.inputs import lists, local_stats, lookup
 from tf2_mapreduce.inputs.files import Files, Inputs, tf_error
 from tf2_mapreduce.inputs.walk import RealPaths, is_hidden, names_and_subdirectories, split_hidden
 from tf2_mapreduce.paths import has_scheme, local_path
 from tf2_mapreduce.storage import retrying
 
-__all__ = ["ON_ERROR", "GLOB_CHARS", "expand", "read_streams"]
+__all__ = ["ON_ERROR", "GLOB_CHARS", "expand"]
 
 GLOB_CHARS = frozenset("*?[")
 ON_ERROR = ("fail", "skip")
@@ -255,31 +254,13 @@ class _Expander:
             self._add(path, *found)
 
     def add_list(self, list_path, read_before=None):
-        """`read_before`: what `read_streams` read of this list, if it did."""
+        """`read_before`: what `lists.read_streams` read of this list, if it did."""
         where = "@" + list_path
-        if read_before is None and lookup.isdir(list_path):
-            self.problem(InputError(where, "is a directory, not a list of paths"))
-            return
-        local = local_path(list_path)
-
-        def read():
-            if read_before is not None:
-                if isinstance(read_before, OSError):
-                    raise read_before
-                return read_before
-            with open(local, "rb") if local is not None else lookup.tf().io.gfile.GFile(list_path, "rb") as f:
-                return f.read()
-
         try:
-            data = read() if local is not None else retrying(read, list_path)
-        except (FileNotFoundError, tf_error("NotFoundError")):
-            self.problem(InputError(where, "no such file or directory"))
+            lines = lists.lines_of(list_path, read_before)
+        except InputError as e:
+            self.problem(e)
             return
-        except (OSError, tf_error()) as e:
-            self.problem(InputError(where, cause_of(e)))
-            return
-        lines = [(n, os.fsdecode(line.strip())) for n, line in enumerate(data.splitlines(), 1)]
-        lines = [(n, line) for n, line in lines if line]
         if not lines:
             self.problem(InputError(where, "the list holds no paths"))
 
@@ -311,36 +292,6 @@ class _Expander:
             self.add_path(spec)
 
 
-def read_streams(specs) -> dict:
-    """Reads now each local @list of `specs` that is a stream: a FIFO, a pipe such as
-    `@/dev/stdin` or bash's `@<(find ...)`, a terminal; anything but a regular file or a
-    directory. Returns {position in `specs`: its bytes, or the `OSError` reading raised},
-    for `expand(specs, streams=...)`.
-
-    A stream gives its lines to one reader, once: a listing that reads it and dies takes
-    them along, and a second listing of the same specs would then read only what was left,
-    short without a word, or wait for ever for a writer that is gone. Read here, the lines
-    stay with the caller for any listing that follows. Each is read as `expand` would
-    read it, a stream named twice twice."""
-    streams = {}
-    for n, spec in enumerate(specs):
-        local = local_path(spec[1:]) if spec.startswith("@") else None
-        if local is None:
-            continue
-        try:
-            mode = os.stat(local).st_mode
-        except OSError:
-            continue  # `expand` says why
-        if stat.S_ISREG(mode) or stat.S_ISDIR(mode):
-            continue
-        try:
-            with open(local, "rb") as f:
-                streams[n] = f.read()
-        except OSError as e:
-            streams[n] = e
-    return streams
-
-
 def expand(specs, on_error="fail", streams=None):
     """Expands input specs into an `Inputs` of regular files, checked readable.
 
@@ -350,7 +301,7 @@ def expand(specs, on_error="fail", streams=None):
     With on_error="fail", raises `InputError` naming the first spec or path that
     cannot be used, a spec that yields nothing included; with "skip", records each
     in `Inputs.skipped` with its reason and goes on. Either way, no input at all
-    is an `InputError`. `streams`: @lists read already, as `read_streams` returns them.
+    is an `InputError`. `streams`: @lists read already, as `lists.read_streams` returns them.
     """
     if not specs:
         raise InputError("{setting:input}", "no input given")
