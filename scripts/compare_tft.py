@@ -34,6 +34,7 @@ import time
 from absl import app, flags
 
 FLAGS = flags.FLAGS
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def define_flags():
@@ -41,9 +42,7 @@ def define_flags():
     flags.DEFINE_integer("examples", 3000, "Raw examples to generate.", lower_bound=1)
     flags.DEFINE_string(
         "tft_python",
-        os.path.join(
-            os.path.dirname(os.path.dirname(os.path.abspath(__file__))), ".venv-peers", "tft", "bin", "python"
-        ),
+        os.path.join(REPO, ".venv-peers", "tft", "bin", "python"),
         "A Python with tensorflow-transform installed.",
     )
     flags.DEFINE_string(
@@ -162,10 +161,13 @@ def write_raw(work, count):
 
 def run_tft(work, out):
     # Beam 2.77's DirectRunner tries Prism first (a binary it downloads), then the FnApiRunner:
-    # its log (tft.log) says which ran.
-    import bench_transform
+    # its log (tft.log) says which ran. The pipeline is the bench's, from the checkout: appended,
+    # so that nothing of the checkout shadows the tf.Transform venv's packages.
+    if REPO not in sys.path:
+        sys.path.append(REPO)
+    from benchmarks import tf_transform
 
-    bench_transform.run_tft(raw_pattern(work), schema_path(work), out, preprocessing_fn)
+    tf_transform.run_tft(raw_pattern(work), schema_path(work), out, preprocessing_fn)
 
 
 def run_ours(work, out):

@@ -9,7 +9,7 @@ test, Beam's run and the comparison together (Beam and TensorFlow take seconds t
         tf.Transform computes each vocabulary of VOCABULARIES (JSON: {file name: [feature,
         compute_and_apply_vocabulary's options]}) over PATTERN's examples into OUT/transform_fn/assets.
 
-Both use scripts/bench_transform.py's pipeline on the FnApiRunner (what Beam's DirectRunner runs
+Both use benchmarks/tf_transform.py's pipeline on the FnApiRunner (what Beam's DirectRunner runs
 here: it would first try to download Prism, which this network does not reach), with record
 batches of a fixed size, so that each run's float statistics are the last one's.
 """
@@ -19,11 +19,14 @@ import os
 import sys
 import time
 
-SCRIPTS = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "scripts")
-sys.path.insert(0, SCRIPTS)
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(REPO, "scripts"))
+# Appended: the checkout gives the pipeline, the tf.Transform venv every package it has.
+sys.path.append(REPO)
 
-import bench_transform  # noqa: E402
 import compare_tft  # noqa: E402
+
+from benchmarks import tf_transform  # noqa: E402
 
 RUNNER = "FnApiRunner"
 BATCH_SIZE = 1000
@@ -31,7 +34,7 @@ BATCH_SIZE = 1000
 
 def transform(work, report, sides):
     start = time.monotonic()
-    bench_transform.run_tft(
+    tf_transform.run_tft(
         compare_tft.raw_pattern(work),
         compare_tft.schema_path(work),
         os.path.join(work, "tft"),
@@ -61,7 +64,7 @@ def vocabulary_fn(vocabularies):
 
 def vocab(pattern, schema, out, vocabularies):
     make_fn = vocabulary_fn(json.loads(vocabularies))
-    bench_transform.run_tft(pattern, schema, out, make_fn, runner=RUNNER, batch_size=BATCH_SIZE)
+    tf_transform.run_tft(pattern, schema, out, make_fn, runner=RUNNER, batch_size=BATCH_SIZE)
 
 
 def main(argv):

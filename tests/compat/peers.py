@@ -13,8 +13,9 @@ import time
 import pytest
 from helpers.processes import SCRIPTS, die_with_the_tests
 
-# The tier runs the scripts' own comparisons (compare_tft, compare_tfdv, bench_transform), and
-# reads what install_peers recorded where it says it writes it: one code for both.
+# The tier runs the scripts' own comparisons (compare_tft, compare_tfdv) on the bench's tf.Transform
+# pipeline (benchmarks/tf_transform.py), and reads what install_peers recorded where it says it
+# writes it: one code for both.
 if SCRIPTS not in sys.path:
     sys.path.append(SCRIPTS)
 

@@ -1,0 +1,159 @@
+"""The report: a markdown table per kind of part, the targets, the rows as JSON if asked; the
+benchmark fails where the contenders' results disagree."""
+
+import json
+import sys
+
+from benchmarks.names import POOL, POOL_FREQ, TFDATA, TFDATA_ONE, TRANSFORM_TFT
+from benchmarks.options import FLAGS
+from benchmarks.targets import targets
+
+__all__ = ["report"]
+
+
+def report(rows: list[dict], spark: bool) -> None:
+    """Prints every table and the targets; exits if results disagree."""
+    report_layouts([r for r in rows if r["part"] == "layouts"])
+    words = [r for r in rows if r["part"] not in ("examples", "record", "layouts", "transform")]
+    if words:
+        report_words(words)
+    failures = report_examples([r for r in rows if r["part"] == "examples"], "examples", TFDATA)
+    failures += report_examples([r for r in rows if r["part"] == "record"], "record", TFDATA_ONE)
+    failures += report_transform([r for r in rows if r["part"] == "transform"])
+    if not spark:
+        print("\n(pyspark local[2] not run: pyspark or java is not installed)")
+    targets(rows)
+    if FLAGS.json:
+        with open(FLAGS.json, "w") as f:
+            json.dump(rows, f, indent=1)
+    if failures:
+        sys.exit("RESULTS DISAGREE:\n" + "\n".join(failures))
+
+
+def _wall(r: dict) -> str:
+    return "%.2f (%.2f-%.2f)" % (r["seconds"], r["low"], r["high"])
+
+
+def _rss(r: dict) -> str:
+    return ", ".join("%s %.0f" % (role, mb) for role, mb in sorted(r["rss"].items()))
+
+
+def _seconds(value: float | None) -> str:
+    return "%.2f" % value if value else ""
+
+
+def _word_failures(part: str, group: list[dict]) -> list[str]:
+    """A word part's disagreements: every count must find the same words, every frequency
+    run the same words and frequencies."""
+    failures = []
+    for kind in ("words", "freq"):
+        results = {
+            json.dumps({k: v for k, v in r["result"].items() if k != "words" or kind == "words"}, sort_keys=True)
+            for r in group
+            if r["run"].startswith("freq:") == (kind == "freq")
+        }
+        words = {r["result"]["words"] for r in group if r["run"].startswith("freq:") == (kind == "freq")}
+        if len(words) > 1 or (kind == "freq" and len(results) > 1):
+            failures.append("%s %s: results disagree: %s" % (part, kind, sorted(results)))
+    return failures
+
+
+def _word_line(part: str, r: dict, wc: dict | None, peer: dict | None) -> str:
+    """One row of the word table, its ratios against `wc` -w and its Pool(2) `peer`."""
+    result = "%d words" % r["result"]["words"] + (
+        ", %d distinct" % r["result"]["distinct"] if "distinct" in r["result"] else ""
+    )
+    cells = (
+        part,
+        r["run"],
+        _wall(r),
+        "%.0f" % (r["mb"] / r["seconds"]),
+        "%.2fx" % (wc["seconds"] / r["seconds"]) if wc else "",
+        "%.2fx" % (r["seconds"] / peer["seconds"]) if peer else "",
+        _seconds(r["startup"]),
+        _seconds(r["steady"]),
+        "%.0f" % (r["mb"] / r["steady"]) if r["steady"] else "",
+        _rss(r),
+        result,
+    )
+    return "| " + " | ".join(cells) + " |"
+
+
+def report_words(rows: list[dict]) -> None:
+    """The table of the word parts; exits if their results disagree."""
+    print()
+    print(
+        "| part | run | wall s, median (min-max) | MB/s | wc -w / run | run / Pool(2) | start-up s | map s "
+        "| map MB/s | peak RSS MB | result |"
+    )
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---|---|")
+    failures = []
+    for part in dict.fromkeys(r["part"] for r in rows):
+        group = [r for r in rows if r["part"] == part]
+        wc = next((r for r in group if r["run"] == "wc -w"), None)  # none in "storage"
+        pool = {
+            kind: next((r for r in group if r["run"] == name), None)
+            for kind, name in (("words", POOL), ("freq", POOL_FREQ))
+        }
+        failures += _word_failures(part, group)
+        for r in group:
+            print(_word_line(part, r, wc, pool["freq" if r["run"].startswith("freq:") else "words"]))
+    if failures:
+        sys.exit("RESULTS DISAGREE:\n" + "\n".join(failures))
+
+
+def report_layouts(rows: list[dict]) -> None:
+    """The listing layouts' table: start-up (listing included) and peak RSS per role."""
+    if not rows:
+        return
+    print("\n| layout | wall s, median (min-max) | start-up s | map s | peak RSS MB | files |")
+    print("|---|---:|---:|---:|---|---:|")
+    for r in rows:
+        cells = (r["run"], _wall(r), _seconds(r["startup"]), _seconds(r["steady"]), _rss(r))
+        print("| %s | %s | %s | %s | %s | %s |" % (*cells, r["result"].get("files", "")))
+
+
+def report_transform(rows: list[dict]) -> list[str]:
+    """The transform part's table, against tf.Transform's side; returns its disagreements
+    (both must write every example)."""
+    if not rows:
+        return []
+    print("\n| part | run | wall s, median (min-max) | MB/s | run / tf.Transform | peak RSS MB | result |")
+    print("|---|---|---:|---:|---:|---|---|")
+    theirs = next(r for r in rows if r["run"] == TRANSFORM_TFT)
+    for r in rows:
+        mb_s, ratio = r["mb"] / r["seconds"], r["seconds"] / theirs["seconds"]
+        print(
+            "| transform | %s | %s | %.0f | %.2fx | %s | %d examples written |"
+            % (r["run"], _wall(r), mb_s, ratio, _rss(r), r["result"]["examples"])
+        )
+    if len({r["result"]["examples"] for r in rows}) > 1:
+        return ["transform: the sides wrote different numbers of examples"]
+    return []
+
+
+def report_examples(rows: list[dict], part: str, plain_name: str) -> list[str]:
+    """A tf.Example part's table, against its plain tf.data pass `plain_name`; returns its
+    disagreements (every run must read the same examples and values, and ours must have
+    Pool(2)'s exact counts)."""
+    if not rows:
+        return []
+    print()
+    print(
+        "| part | run | wall s, median (min-max) | MB/s | run / tf.data pass | start-up s | map s | peak RSS MB | result |"
+    )
+    print("|---|---|---:|---:|---:|---:|---:|---|---|")
+    plain = next(r for r in rows if r["run"] == plain_name)
+    for r in rows:
+        result = "%d examples, %d values" % (r["result"]["examples"], r["result"]["values"])
+        result += ", %d distinct" % r["result"]["distinct"] if "distinct" in r["result"] else ""
+        mb_s, ratio = "%.0f" % (r["mb"] / r["seconds"]), "%.2fx" % (r["seconds"] / plain["seconds"])
+        cells = (part, r["run"], _wall(r), mb_s, ratio, _seconds(r["startup"]), _seconds(r["steady"]), _rss(r), result)
+        print("| " + " | ".join(cells) + " |")
+    failures = []
+    if len({(r["result"]["examples"], r["result"]["values"]) for r in rows}) > 1:
+        failures.append("%s: runs read different examples or values: %s" % (part, [r["result"] for r in rows]))
+    vocabularies = {r["result"]["digest"] for r in rows if "digest" in r["result"]}
+    if len(vocabularies) > 1:
+        failures.append("%s: vocabularies disagree" % part)
+    return failures

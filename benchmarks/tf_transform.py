@@ -1,0 +1,84 @@
+"""The tf.Transform side, run with the Python of tf.Transform's venv: its Beam pipeline (also
+scripts/compare_tft.py's and tests/compat's) and the transform part's preprocessing_fn."""
+
+import os
+import sys
+from collections.abc import Callable
+
+__all__ = ["USAGE", "preprocessing_fn", "run_tft"]
+
+USAGE = """\
+python -m benchmarks.tf_transform --input 'DIR/*.tfrecord.gz' --schema S --output_dir OUT
+  tf.Transform's side of the transform part alone (the bench runs it so, with --tft_python)."""
+
+
+def preprocessing_fn(tft) -> Callable[[dict], dict]:
+    """The preprocessing_fn of both sides, written against `tft` (tensorflow_transform, or
+    tf2_mapreduce.transform): every analyzer kind, as a search log's trainer would use them."""
+    import tensorflow as tf
+
+    def fn(inputs):
+        return {
+            "query_id": tft.compute_and_apply_vocabulary(inputs["query"], top_k=10_000, num_oov_buckets=1),
+            "tags_id": tft.compute_and_apply_vocabulary(inputs["tags"]),
+            "user_bucket": tft.bucketize(inputs["user_id"], 10),
+            "clicks_z": tft.scale_to_z_score(inputs["clicks"]),
+            "score_01": tft.scale_to_0_1(inputs["score"]),
+            "embedding": inputs["embedding"] + tf.zeros([], tf.float32),
+        }
+
+    return fn
+
+
+def run_tft(
+    pattern: str,
+    schema_path: str,
+    output_dir: str,
+    make_fn: Callable = preprocessing_fn,
+    runner: str = "DirectRunner",
+    batch_size: int | None = None,
+) -> None:
+    """tf.Transform's side, in its venv: analyze and transform with `make_fn(tft)`, the
+    transform written, the examples encoded and written as GZIP'd TFRecord files of
+    `output_dir`/data. Beam 2.77's DirectRunner tries Prism first, a binary it downloads,
+    then runs the FnApiRunner where the download fails: `runner="FnApiRunner"` runs that one
+    without the attempt. The record batches are `batch_size` examples, or Beam's by how fast
+    they go: tf.Transform's mean and variance combine float32 statistics of each batch, so
+    only a fixed size repeats them to the bit."""
+    import apache_beam as beam
+    import tensorflow_transform as tft
+    import tensorflow_transform.beam as tft_beam
+    from google.protobuf import text_format
+    from tensorflow_metadata.proto.v0 import schema_pb2
+    from tfx_bsl.coders import example_coder
+    from tfx_bsl.public import tfxio
+
+    with open(schema_path) as f:
+        schema = text_format.Parse(f.read(), schema_pb2.Schema())
+    source = tfxio.TFExampleRecord(file_pattern=pattern, schema=schema)
+    with beam.Pipeline(runner=runner) as pipeline:
+        with tft_beam.Context(temp_dir=os.path.join(output_dir, "tmp")):
+            raw = pipeline | "Read" >> source.BeamSource(batch_size)
+            (data, metadata), transform_fn = (
+                raw,
+                source.TensorAdapterConfig(),
+            ) | tft_beam.AnalyzeAndTransformDataset(make_fn(tft), output_record_batches=True)
+            _ = transform_fn | tft_beam.WriteTransformFn(output_dir)
+            encoder = example_coder.RecordBatchToExamplesEncoder(metadata.schema)
+            _ = (
+                data
+                | "Encode" >> beam.FlatMap(lambda batch: encoder.encode(batch[0]))
+                | "Write"
+                >> beam.io.WriteToTFRecord(os.path.join(output_dir, "data", "part"), file_name_suffix=".tfrecord.gz")
+            )
+
+
+def main(argv: list[str]) -> None:
+    flags = dict(zip(argv[1::2], argv[2::2]))
+    if sorted(flags) != ["--input", "--output_dir", "--schema"]:
+        sys.exit(USAGE)
+    run_tft(flags["--input"], flags["--schema"], flags["--output_dir"])
+
+
+if __name__ == "__main__":
+    main(sys.argv)

@@ -1,0 +1,117 @@
+"""The "transform" part: one preprocessing_fn over the tf.Example shards, our `--job=transform`
+(a process per task) against tf.Transform 1.21 on Beam's DirectRunner (in a venv of its own)."""
+
+import glob
+import gzip
+import os
+import shutil
+import struct
+import sys
+import tempfile
+
+from benchmarks import REPO
+from benchmarks.names import TRANSFORM_OURS, TRANSFORM_TFT
+from benchmarks.options import FLAGS
+from benchmarks.timing import Contender, Run, measure
+
+__all__ = ["contenders"]
+
+# make_examples.py's features, as their schema: score and the embedding in every example,
+# one value and 64; the others missing from some examples, or lists.
+SCHEMA = """\
+feature { name: "query" type: BYTES }
+feature { name: "tags" type: BYTES }
+feature { name: "user_id" type: INT }
+feature { name: "clicks" type: INT }
+feature { name: "score" type: FLOAT presence { min_fraction: 1.0 } shape { dim { size: 1 } } }
+feature { name: "embedding" type: FLOAT presence { min_fraction: 1.0 } shape { dim { size: 64 } } }
+"""
+MODULE = "bench_transform_fn"  # the module the coordinator imports: preprocessing_fn against ours
+
+
+def prepare(directory: str) -> tuple[str, str]:
+    """Writes the schema, and the module of our side's preprocessing_fn, into `directory`;
+    returns the schema's path and the PYTHONPATH that finds the module (and this package)."""
+    os.makedirs(directory, exist_ok=True)
+    schema = os.path.join(directory, "raw_schema.pbtxt")
+    with open(schema, "w") as f:
+        f.write(SCHEMA)
+    with open(os.path.join(directory, MODULE + ".py"), "w") as f:
+        f.write("import tf2_mapreduce.transform as tft\nfrom benchmarks.tf_transform import preprocessing_fn as of\n\n")
+        f.write("preprocessing_fn = of(tft)\n")
+    return schema, os.pathsep.join([directory, REPO])
+
+
+def ours_command(listing: str, schema: str, output_dir: str) -> list[str]:
+    """Our side: the default command with a process per task."""
+    return [sys.executable, "-m", "tf2_mapreduce.coordinator", "--job=transform"] + [
+        "--preprocessing_fn=%s:preprocessing_fn" % MODULE,
+        "--schema=" + schema,
+        "--input",
+        "@" + listing,
+        "--output_dir",
+        output_dir,
+        "--progress_every=60",
+        "--local_cluster=processes",
+    ]
+
+
+def tft_command(tft_python: str, pattern: str, schema: str, output_dir: str) -> list[str]:
+    """tf.Transform's side: benchmarks/tf_transform.py run with `tft_python`, a Python of tf.Transform's venv."""
+    return [tft_python, "-m", "benchmarks.tf_transform", "--input", pattern] + [
+        "--schema",
+        schema,
+        "--output_dir",
+        output_dir,
+    ]
+
+
+def count_records(directory: str) -> int:
+    """The records of the GZIP'd TFRecord files under `directory`/data, counted by their
+    length fields (each file one GZIP stream, or several: Python's gzip reads both)."""
+    count = 0
+    for path in glob.glob(os.path.join(directory, "data", "*")):
+        with gzip.open(path, "rb") as f:
+            while header := f.read(12):
+                (length,) = struct.unpack("<Q", header[:8])
+                f.seek(length + 4, 1)
+                count += 1
+    return count
+
+
+def _raw_pattern(paths: list[str], work: str) -> str:
+    """A pattern of exactly `paths`, for Beam's reader: their directory's, or links under `work`
+    where they are only the first of its shards."""
+    pattern = os.path.join(os.path.dirname(paths[0]), "*")
+    if len(paths) < len(glob.glob(pattern)):
+        pattern = os.path.join(work, "raw", "*")
+        os.makedirs(os.path.dirname(pattern))
+        for path in paths:
+            os.symlink(path, os.path.join(work, "raw", os.path.basename(path)))
+    return pattern
+
+
+def run_transform(paths: list[str], side: str) -> Run:
+    """One side of the transform part over `paths`: ours, the default command with a process
+    per task; or tf.Transform's in its venv. The result is the examples it wrote."""
+    work = tempfile.mkdtemp(prefix="tf2_mapreduce-bench-transform-")
+    schema, pythonpath = prepare(work)
+    output_dir = os.path.join(work, "out")
+    if side == "ours":
+        listing = os.path.join(work, "inputs.txt")
+        with open(listing, "w") as f:
+            f.write("\n".join(paths))
+        command = ours_command(listing, schema, output_dir)
+    else:
+        command = tft_command(FLAGS.tft_python, _raw_pattern(paths, work), schema, output_dir)
+    seconds, rss, _ = measure(command, dict(os.environ, PYTHONPATH=pythonpath, TF_CPP_MIN_LOG_LEVEL="2"))
+    found = {"examples": count_records(output_dir)}
+    shutil.rmtree(work)
+    return seconds, rss, found
+
+
+def contenders(paths: list[str]) -> list[Contender]:
+    return [
+        (TRANSFORM_OURS, lambda: run_transform(paths, "ours")),
+        (TRANSFORM_TFT, lambda: run_transform(paths, "tft")),
+    ]
