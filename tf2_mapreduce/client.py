@@ -214,17 +214,25 @@ class Cluster:
         self._coordinator_id = server_channel.new_coordinator_id()
         if self._servers is None or not self._servers.in_process:
             self._heartbeats = server_channel.Heartbeats(self.spec, self._coordinator_id).__enter__()
-            chief.check_native(self.spec)
+            try:
+                chief.check_native(self.spec)
+            except BaseException:
+                # Left beating, they would be in TensorFlow as the interpreter exits.
+                self._stop_heartbeats()
+                raise
         return self
+
+    def _stop_heartbeats(self):
+        if self._heartbeats:
+            self._heartbeats.__exit__(None, None, None)
+            self._heartbeats = None
 
     def close(self, error: BaseException | None = None) -> None:
         """Frees every job's state on the ps tasks (best effort) and, unless `keep_serving`
         or `error` is a `ClusterError` (the servers then wait for the rerun), tells the
         servers that the job is over: a task that does not answer is tried again for
         `shutdown_timeout` s. Local servers are then reaped. Blocking."""
-        if self._heartbeats:
-            self._heartbeats.__exit__(None, None, None)
-            self._heartbeats = None
+        self._stop_heartbeats()
         in_process = self._servers is not None and self._servers.in_process
         if (self.keep_serving or in_process) and not isinstance(error, ClusterError):
             _release(self._runs)  # servers that outlive this process (or live in it) would keep it

@@ -125,3 +125,55 @@ def test_a_script_runs_several_jobs_cancels_and_resumes_on_a_real_cluster(tmp_pa
     assert report["input_error"] == {"path": missing, "reason": "no such file or directory"}
     # Leaving the cluster told every server that the job was over.
     assert cluster.exit_codes() == {task: 0 for task in cluster.tasks}
+
+
+# TensorFlow's teardown can take seconds once the interpreter began to finalize (under
+# load, one "Failed to remove function remotely" after another, each a connection to a
+# server gone). Here that stretch lasts until every thread of tf2_mapreduce's running at
+# the script's end has come back from TensorFlow and ended: one that comes back during it,
+# a daemon the interpreter did not wait for, aborts the process. Thread objects cannot
+# tell (a finalizing interpreter deletes its daemon threads' states first), so the
+# kernel's list of this process's threads is asked.
+ENDS_IN_A_SLOW_TEARDOWN = """
+import os, sys, threading, time
+import tf2_mapreduce as mr
+from tf2_mapreduce.cluster import channel
+
+class SlowTeardown:
+    def __init__(self, threads):
+        self.tasks = ["/proc/self/task/%d" % thread.native_id for thread in threads]
+        # What a thread of ours can spend in one of TensorFlow's calls: a session's
+        # close, or a send (SEND_TIMEOUT each), with a margin.
+        self.deadline = time.monotonic() + 3 * channel.SEND_TIMEOUT
+        self.exists, self.now, self.sleep = os.path.exists, time.monotonic, time.sleep
+
+    # A global of __main__: collected once the interpreter finalizes, when the module's
+    # other globals may already be None (so it uses none).
+    def __del__(self):
+        while any(self.exists(task) for task in self.tasks) and self.now() < self.deadline:
+            self.sleep(0.05)  # polls the kernel's list of threads
+
+with mr.Cluster.local(1, 1, processes=True) as cluster:
+    total = cluster.run(mr.WordCount(), [sys.argv[1]]).total
+left = [t for t in threading.enumerate() if t.name.startswith("tf2_mapreduce")]
+print(total, sorted(t.name for t in left), flush=True)
+teardown = SlowTeardown(left)
+"""
+
+
+def test_a_script_whose_interpreter_finalizes_slowly_exits_0_after_its_cluster_told_the_servers(tmp_path):
+    """The abort a loaded run showed (SIGABRT after a correct result, "terminate called
+    after throwing an instance of ''", "FATAL: exception not rethrown"): sessions to the
+    told servers closed in daemon threads, still in TensorFlow while it tore down."""
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_bytes(b"a b c\nd e a\n")
+    run = subprocess.run(
+        [sys.executable, "-c", ENDS_IN_A_SLOW_TEARDOWN, str(corpus)],
+        env=user_env(),
+        capture_output=True,
+        timeout=SCRIPT_TIMEOUT,
+    )
+    stderr = run.stderr.decode(errors="replace")
+    assert run.returncode == 0, stderr[-3000:]
+    assert "FATAL" not in stderr and "terminate called" not in stderr, stderr[-3000:]
+    assert run.stdout.decode().split(" ", 1)[0] == "6"

@@ -160,6 +160,21 @@ def _try_telling(channel, message):
         return op_error_cause(e), False
 
 
+def _close_apart(channel, name):
+    """Closes `channel` in a thread of its own: closing waits out the session's timeout
+    (SEND_TIMEOUT) when the server has exited, as a told one does.
+
+    Not a daemon (explicitly: a thread inherits its starter's daemon flag, and a telling
+    thread is one), so that an exiting interpreter waits for it before finalizing: a
+    daemon thread that comes back from TensorFlow's C++ once the interpreter finalizes
+    is ended by pthread_exit, whose unwinding through TensorFlow's frames aborts the
+    process ("FATAL: exception not rethrown"). Started before the telling thread says it
+    is done, so it is registered before request_exit returns and the interpreter can
+    begin to exit.
+    """
+    threading.Thread(target=channel.close, name=name, daemon=False).start()
+
+
 def request_exit(cluster, coordinator, within=0.0, on_retry=None, gone_is_final=False):
     """Tells every ps and worker of `cluster` that the job of `coordinator` (its id)
     is over, all at once; a task that cannot be told at first is tried again until
@@ -193,13 +208,11 @@ def request_exit(cluster, coordinator, within=0.0, on_retry=None, gone_is_final=
         except Exception as e:  # not told, whatever went wrong
             failed[role, index] = "%s: %s" % (type(e).__name__, e)
         finally:
-            done.set()
-        # Closing the session waits out its timeout (SEND_TIMEOUT) when the server has
-        # exited, as a told one does: done apart, not waited for here; not a daemon, so
-        # that an interpreter that exits meanwhile waits for it rather than tearing
-        # TensorFlow down under it.
-        if channel is not None:
-            threading.Thread(target=channel.close, name="tf2_mapreduce-close-%s%d" % (role, index)).start()
+            try:
+                if channel is not None:
+                    _close_apart(channel, "tf2_mapreduce-close-%s%d" % (role, index))
+            finally:
+                done.set()
 
     told = []
     for task in cluster.tasks(roles=("worker", "ps")):
@@ -240,16 +253,21 @@ class Heartbeats:
 
     def _beat(self, role, index, address):
         channel = _Channel(role, index, address)
-        while not self._stop.is_set():
-            try:
-                channel.send(self.message)
-                with self._lock:
-                    self._answered[role, index] = time.monotonic()
-                    self._errors.pop((role, index), None)
-            except (ConnectionError, tf.errors.OpError) as e:
-                with self._lock:
-                    self._errors[role, index] = str(e) if isinstance(e, ConnectionError) else op_error_cause(e)
-            self._stop.wait(self.every)
+        try:
+            while not self._stop.is_set():
+                try:
+                    channel.send(self.message)
+                    with self._lock:
+                        self._answered[role, index] = time.monotonic()
+                        self._errors.pop((role, index), None)
+                except (ConnectionError, tf.errors.OpError) as e:
+                    with self._lock:
+                        self._errors[role, index] = str(e) if isinstance(e, ConnectionError) else op_error_cause(e)
+                self._stop.wait(self.every)
+        finally:
+            # Here rather than when the channel is collected, so that __exit__, which
+            # waits for this thread, also waits for the session's close.
+            channel.close()
 
     def silent_for(self, role, index):
         """Seconds since task role:index last answered (since the start if never)."""
@@ -271,7 +289,15 @@ class Heartbeats:
         return self
 
     def __exit__(self, *exc):
+        """Stops the heartbeats; blocks until every thread has ended, its session closed
+        (at most about 1 + 2 * SEND_TIMEOUT s, for a task that hangs). A daemon thread
+        still in TensorFlow's C++ when the interpreter finalizes aborts the process
+        (see `_close_apart`); waited for here, before the servers are told that the job
+        is over, the sessions close while the servers are still there to answer."""
         self._stop.set()
+        for thread in self._threads:
+            if thread.is_alive():
+                thread.join()
 
 
 class ControlQueue:

@@ -1,0 +1,66 @@
+"""What the coordinator's messages to the servers (`cluster.channel`) leave running once
+sent: nothing an exiting interpreter would not wait for. A daemon thread that comes back
+from TensorFlow's C++ after the interpreter began to finalize is ended by pthread_exit,
+which aborts the process ("FATAL: exception not rethrown"). The servers are stood in for
+(a task told at once, a heartbeat answered at once); the sessions are never made."""
+
+import threading
+
+from tf2_mapreduce.cluster import channel
+from tf2_mapreduce.cluster import spec as cluster_spec
+
+# Nothing listens there: no test here connects.
+SPEC = cluster_spec.ClusterSpec(
+    {"chief": ["localhost:1"], "ps": ["localhost:2"], "worker": ["localhost:3", "localhost:4"]}, "chief", 0
+)
+ADDRESSES = ["localhost:2", "localhost:3", "localhost:4"]  # of the ps and workers
+WAIT = 60  # seconds; a bound on waits for threads that answer at once
+
+
+def named(prefix):
+    return [thread for thread in threading.enumerate() if thread.name.startswith(prefix)]
+
+
+def test_request_exit_returns_with_each_sessions_close_in_a_thread_an_exiting_interpreter_waits_for(monkeypatch):
+    release = threading.Event()
+    monkeypatch.setattr(channel, "_try_telling", lambda _channel, _message: None)  # every task answered
+    monkeypatch.setattr(channel._Channel, "close", lambda _channel: release.wait(WAIT))
+    try:
+        assert channel.request_exit(SPEC, channel.new_coordinator_id()) == {}
+        closing = named("tf2_mapreduce-close-")
+        assert sorted(thread.name for thread in closing) == [
+            "tf2_mapreduce-close-ps0",
+            "tf2_mapreduce-close-worker0",
+            "tf2_mapreduce-close-worker1",
+        ]
+        # The telling threads that start them are daemons, whose flag a thread inherits.
+        assert not any(thread.daemon for thread in closing)
+    finally:
+        release.set()
+    for thread in named("tf2_mapreduce-close-"):
+        thread.join(WAIT)
+
+
+def test_leaving_heartbeats_waits_for_a_send_in_flight_and_closes_every_session(monkeypatch):
+    lock = threading.Lock()
+    sending, closed = set(), []
+    all_sending, leaving = threading.Event(), threading.Event()
+
+    def send(self, message):
+        with lock:
+            sending.add(self.address)
+            if sorted(sending) == ADDRESSES:
+                all_sending.set()
+        leaving.wait(WAIT)  # in flight while the heartbeats stop
+
+    def close(self):
+        with lock:
+            closed.append(self.address)
+
+    monkeypatch.setattr(channel._Channel, "send", send)
+    monkeypatch.setattr(channel._Channel, "close", close)
+    with channel.Heartbeats(SPEC, channel.new_coordinator_id()):
+        assert all_sending.wait(WAIT), sending
+        leaving.set()
+    assert named("tf2_mapreduce-heartbeat-") == []
+    assert sorted(closed) == ADDRESSES
