@@ -250,7 +250,7 @@ os.kill(top.pid, 9)
 answer = top.answer()
 with open("/proc/%d/stat" % grandchild_pid) as f:
     state = f.read().rsplit(")", 1)[1].split()[0]
-print(answer, state)
+print(answer, state not in "ZXx")  # alive: running or asleep, by load, never reaped nor a zombie
 """
 
 
@@ -258,4 +258,4 @@ def test_a_dead_childs_answer_does_not_wait_for_its_own_forked_process():
     """A process forked by a child that outlives it (it was not killed with it) leaves
     `answer()` to return at the child's death: it does not hold the child's pipe open."""
     run = subprocess.run([sys.executable, "-c", OUTLIVED], capture_output=True, text=True, timeout=60, cwd=REPO)
-    assert run.stdout.split() == ["None", "S"], run.stderr  # the grandchild still alive, asleep
+    assert run.stdout.split() == ["None", "True"], run.stderr  # answered while the grandchild still lives
