@@ -41,7 +41,7 @@ def test_request_exit_returns_with_each_sessions_close_in_a_thread_an_exiting_in
         thread.join(WAIT)
 
 
-def test_leaving_heartbeats_waits_for_a_send_in_flight_and_closes_every_session(monkeypatch):
+def test_leaving_heartbeats_waits_for_a_send_in_flight_then_closes_each_session_apart(monkeypatch):
     lock = threading.Lock()
     sending, closed = set(), []
     all_sending, leaving = threading.Event(), threading.Event()
@@ -63,4 +63,8 @@ def test_leaving_heartbeats_waits_for_a_send_in_flight_and_closes_every_session(
         assert all_sending.wait(WAIT), sending
         leaving.set()
     assert named("tf2_mapreduce-heartbeat-") == []
+    closing = named("tf2_mapreduce-close-heartbeat-")
+    assert not any(thread.daemon for thread in closing)
+    for thread in closing:
+        thread.join(WAIT)
     assert sorted(closed) == ADDRESSES
