@@ -152,7 +152,7 @@ class Cluster:
         self._heartbeats = None
         self._coordinator_id = None
         self._runs = []
-        self._running = None
+        self._running = None  # the JobHandle of the job running, if one is
 
     @classmethod
     def local(cls, num_ps: int = 1, num_workers: int = 2, *, processes: bool = False, **settings) -> "Cluster":
@@ -228,10 +228,17 @@ class Cluster:
             self._heartbeats = None
 
     def close(self, error: BaseException | None = None) -> None:
-        """Frees every job's state on the ps tasks (best effort) and, unless `keep_serving`
+        """Stops a job still running as `JobHandle.cancel` does, and waits for its end;
+        frees every job's state on the ps tasks (best effort) and, unless `keep_serving`
         or `error` is a `ClusterError` (the servers then wait for the rerun), tells the
         servers that the job is over: a task that does not answer is tried again for
         `shutdown_timeout` s. Local servers are then reaped. Blocking."""
+        running = self._running
+        if running is not None:
+            # Its thread, a daemon, would otherwise still be in TensorFlow as the servers
+            # go and the interpreter exits (which aborts the process).
+            running.cancel()
+            running._finished.wait()
         self._stop_heartbeats()
         in_process = self._servers is not None and self._servers.in_process
         if (self.keep_serving or in_process) and not isinstance(error, ClusterError):
@@ -281,12 +288,12 @@ class Cluster:
         if isinstance(job, runner.Prepared) and (inputs is not None or options):
             raise TypeError("a prepared job carries its inputs and options: give neither")
         Options.of(**options)
-        _check_free(self._coordinator, self._running, self._runs)
+        _check_free(self._coordinator, self._running and self._running.name, self._runs)
         prepared = job if isinstance(job, runner.Prepared) else self.prepare(job, inputs, **options)
         handle = JobHandle(prepared.job.name, on_progress, self)
         run = runner.JobRun(prepared, self._coordinator, self.spec, self._heartbeats, handle._report)
         self._runs.append(run)
-        self._running = prepared.job.name
+        self._running = handle
         handle._start(run)
         return handle
 

@@ -11,7 +11,7 @@ import re
 import subprocess
 import sys
 
-from helpers.corpora import write_zipf_corpus
+from helpers.corpora import write_corpus, write_zipf_corpus
 from helpers.oracles import oracle_counter
 from helpers.processes import REPO, ConfiguredCluster, user_env, wait_serving
 
@@ -155,8 +155,18 @@ class SlowTeardown:
 
 with mr.Cluster.local(1, 1, processes=True) as cluster:
     total = cluster.run(mr.WordCount(), [sys.argv[1]]).total
+    # Left running as the block ends: leaving it cancels the job and waits for its end.
+    running = cluster.submit(mr.WordCount(), [sys.argv[2]], max_pieces=1, progress_every=0.1)
+    while running.progress() is None or running.progress().files_done < 10:
+        time.sleep(0.05)  # polls the job's progress, updated every 0.1 s
+ended = running.done()
+try:
+    running.wait()
+    outcome = "finished"
+except mr.Cancelled:
+    outcome = "cancelled"
 left = [t for t in threading.enumerate() if t.name.startswith("tf2_mapreduce")]
-print(total, sorted(t.name for t in left), flush=True)
+print(total, ended, outcome, sorted(t.name for t in left), flush=True)
 teardown = SlowTeardown(left)
 """
 
@@ -164,11 +174,14 @@ teardown = SlowTeardown(left)
 def test_a_script_whose_interpreter_finalizes_slowly_exits_0_after_its_cluster_told_the_servers(tmp_path):
     """The abort a loaded run showed (SIGABRT after a correct result, "terminate called
     after throwing an instance of ''", "FATAL: exception not rethrown"): sessions to the
-    told servers closed in daemon threads, still in TensorFlow while it tore down."""
+    told servers closed in daemon threads, still in TensorFlow while it tore down; and a
+    job left running as the script leaves its cluster, whose thread would be there too."""
     corpus = tmp_path / "corpus.txt"
     corpus.write_bytes(b"a b c\nd e a\n")
+    many = tmp_path / "many"
+    write_corpus(str(many), 2000, seed=3, max_words=20)
     run = subprocess.run(
-        [sys.executable, "-c", ENDS_IN_A_SLOW_TEARDOWN, str(corpus)],
+        [sys.executable, "-c", ENDS_IN_A_SLOW_TEARDOWN, str(corpus), str(many)],
         env=user_env(),
         capture_output=True,
         timeout=SCRIPT_TIMEOUT,
@@ -176,4 +189,4 @@ def test_a_script_whose_interpreter_finalizes_slowly_exits_0_after_its_cluster_t
     stderr = run.stderr.decode(errors="replace")
     assert run.returncode == 0, stderr[-3000:]
     assert "FATAL" not in stderr and "terminate called" not in stderr, stderr[-3000:]
-    assert run.stdout.decode().split(" ", 1)[0] == "6"
+    assert run.stdout.decode().split(" ", 3)[:3] == ["6", "True", "cancelled"], run.stdout

@@ -91,6 +91,7 @@ class Lease:
     def __init__(self, path):
         self.path = path
         self._stop = threading.Event()
+        self._renewing = None
         self._id = uuid.uuid4().hex
 
     def _read(self, patient=True):
@@ -122,7 +123,11 @@ class Lease:
         time.sleep(0.5)  # two jobs that wrote at once: the last write wins, the other reads it back
         if (self._read() or {}).get("id") != self._id:
             return "another job that claimed it at the same moment"
-        threading.Thread(target=self._renew, name="tf2_mapreduce-lease", daemon=True).start()
+        # A daemon, so that a holder that never releases still exits; `release` waits for
+        # it: a daemon thread still in TensorFlow's file system as the interpreter exits
+        # is ended by pthread_exit, whose unwind through TensorFlow's C++ aborts.
+        self._renewing = threading.Thread(target=self._renew, name="tf2_mapreduce-lease", daemon=True)
+        self._renewing.start()
         return None
 
     def _renew(self):
@@ -133,7 +138,11 @@ class Lease:
                 pass
 
     def release(self):
+        """Stops the renewals, waiting for one under way, and removes the lease if it is
+        still this holder's. Best effort: a lease left behind lapses by itself."""
         self._stop.set()
+        if self._renewing is not None:
+            self._renewing.join()
         try:
             if (self._read(patient=False) or {}).get("id") == self._id:
                 _gfile().remove(self.path)
