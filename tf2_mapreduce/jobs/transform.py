@@ -28,11 +28,16 @@ def function_of(text) -> Callable:
     try:
         module = importlib.import_module(module_name)
     except ImportError as e:
-        raise UsageError("{setting:preprocessing_fn}=%s: cannot import %s: %s" % (text, module_name, e)) from None
+        raise _unimportable(text, module_name, e) from None
     function = getattr(module, attribute, None)
     if not callable(function):
         raise UsageError("{setting:preprocessing_fn}=%s: %s.%s is not a function" % (text, module_name, attribute))
     return function
+
+
+def _unimportable(text, module_name, cause) -> UsageError:
+    """What `function_of` and `check_findable` say of a module that cannot be imported."""
+    return UsageError("{setting:preprocessing_fn}=%s: cannot import %s: %s" % (text, module_name, cause))
 
 
 def check_findable(preprocessing_fn: str, schema: str | None) -> None:
@@ -46,9 +51,7 @@ def check_findable(preprocessing_fn: str, schema: str | None) -> None:
     except (ImportError, ValueError):
         found = False
     if not found:
-        raise UsageError(
-            "{setting:preprocessing_fn}=%s: cannot import %s: No module named %r" % (preprocessing_fn, top, top)
-        )
+        raise _unimportable(preprocessing_fn, top, "No module named %r" % top)
     path = local_path(schema) if schema else None
     if path is not None:
         try:
