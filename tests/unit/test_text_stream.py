@@ -1,11 +1,11 @@
-"""The native text stream (tf2_mapreduce/native/text_stream.cc), built on this machine,
-against Python's gzip and zlib: its chunks concatenate to the file's text byte for byte,
-each ends at a separator and is about chunk_bytes long, every gzip member is read, a
-truncated or corrupt file is an error that names it, and a file of 300 MB is streamed in
-far less memory than its size. Without the native ops there is no stream: it is refused.
-Its TFRecord reader gives tf.data.TFRecordDataset's records from a good file, and an
-error naming the file, with TFRecordDataset's offsets, where that reader gives a short
-count or an error."""
+"""The native text stream (tf2_mapreduce/native/source.cc, text_chunks.cc and
+record_dataset.cc), built on this machine, against Python's gzip and zlib: its chunks
+concatenate to the file's text byte for byte, each ends at a separator and is about
+chunk_bytes long, every gzip member is read, a truncated or corrupt file is an error that
+names it, and a file of 300 MB is streamed in far less memory than its size. Without the
+native ops there is no stream: it is refused. Its TFRecord reader gives
+tf.data.TFRecordDataset's records from a good file, and an error naming the file, with
+TFRecordDataset's offsets, where that reader gives a short count or an error."""
 
 import gzip
 import itertools

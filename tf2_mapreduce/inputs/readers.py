@@ -1,9 +1,9 @@
 """How a piece of input is read: on the coordinator, where a file's cuts fall; in a map
 step, whole files at once, byte ranges at their offset, and a file, possibly compressed,
-as a tf.data stream in bounded memory (native/text_stream.cc): text in chunks cut at
-record boundaries, or a TFRecord file's records, exactly or an error. TensorFlow's own
-readers read a truncated file short without an error (docs/runtime.md, D1-D2), so
-without the native ops such inputs are refused (`formats.check`)."""
+as a tf.data stream in bounded memory (native/text_chunks.cc, record_dataset.cc): text
+in chunks cut at record boundaries, or a TFRecord file's records, exactly or an error.
+TensorFlow's own readers read a truncated file short without an error (docs/runtime.md,
+D1-D2), so without the native ops such inputs are refused (`formats.check`)."""
 
 import os
 import re

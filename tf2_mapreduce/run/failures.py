@@ -55,7 +55,7 @@ FILE_ERRORS = (
 )
 
 # A TFRecord file's byte range whose last record runs past the next range's start
-# (native/text_stream.cc): that start was not a record's, so the file's other ranges may
+# (native/record_dataset.cc): that start was not a record's, so the file's other ranges may
 # hold a payload's bytes read as records. Skipping the one range would count them: the
 # job fails whatever on_error says.
 _RECORDS_MISALIGNED = "records do not line up at "
