@@ -23,8 +23,11 @@ from helpers.processes import (
 )
 
 # Many small files, one per map step: ~10 s of steps on 2 cores, so that a test can
-# kill a process at a chosen point and the job still has work left to do.
+# restart a worker, or outlive a server's idle timeout, while the job still has work
+# left to do. A test that acts within the first hundred files takes SHORT: the rest of
+# the job, and of its rerun, is steps that take time and check nothing more.
 NUM_FILES = 2500
+SHORT = 1000
 STEPS = r"steps by worker: (\d+) (\d+)$"
 
 
@@ -32,6 +35,12 @@ STEPS = r"steps by worker: (\d+) (\d+)$"
 def corpus(tmp_path_factory):
     directory = str(tmp_path_factory.mktemp("corpus"))
     return directory, write_corpus(directory, NUM_FILES, seed=21, max_words=60)
+
+
+@pytest.fixture(scope="module")
+def short(tmp_path_factory):
+    directory = str(tmp_path_factory.mktemp("short"))
+    return directory, write_corpus(directory, SHORT, seed=22, max_words=60)
 
 
 def job_args(corpus, tmp_path, *extra):
@@ -46,7 +55,8 @@ def resume_exactly(args, env, processes, tmp_path, corpus, saved):
     """Reruns the same command; checks it resumed with at least `saved` files done
     and finished with the oracle's counts. Returns the rerun coordinator."""
     resumed = LiveCoordinator(args, env, processes, tmp_path / "resumed.log")
-    assert int(resumed.wait_for(r"resuming from .*: (\d+) of %d files already done" % NUM_FILES).group(1)) >= saved
+    pattern = r"resuming from .*: (\d+) of %d files already done" % len(corpus[1])
+    assert int(resumed.wait_for(pattern).group(1)) >= saved
     code, _, stderr = resumed.finish()
     assert code == 0, stderr
     assert_exact(tmp_path, corpus)
@@ -83,10 +93,10 @@ def test_killed_worker_is_survived_and_a_restarted_one_rejoins(tmp_path, process
     assert cluster.servers["worker", 0].wait(SERVER_EXIT_TIMEOUT) == 0
 
 
-def test_no_worker_left_stops_after_worker_timeout_then_resumes(tmp_path, processes, corpus):
+def test_no_worker_left_stops_after_worker_timeout_then_resumes(tmp_path, processes, short):
     cluster = ConfiguredCluster(tmp_path, processes, num_ps=1, num_workers=2)
     cluster.start_all()
-    args = job_args(corpus, tmp_path, "--checkpoint_dir", str(tmp_path / "ckpt"), "--worker_timeout", "3")
+    args = job_args(short, tmp_path, "--checkpoint_dir", str(tmp_path / "ckpt"), "--worker_timeout", "3")
     job = LiveCoordinator(args, cluster.chief_env(), processes, tmp_path / "coordinator.log")
     job.wait_for_files(100)
     for index in range(2):
@@ -105,7 +115,7 @@ def test_no_worker_left_stops_after_worker_timeout_then_resumes(tmp_path, proces
     assert cluster.servers["ps", 0].poll() is None
     for index in range(2):
         cluster.start("worker", index)
-    resume_exactly(args, cluster.chief_env(), processes, tmp_path, corpus, saved)
+    resume_exactly(args, cluster.chief_env(), processes, tmp_path, short, saved)
     assert cluster.exit_codes() == {task: 0 for task in cluster.tasks}
 
 
@@ -114,10 +124,10 @@ def job_saved(stderr):
     return re.search(r"checkpoint saved \((\d+) of \d+ files done\)", stderr).group(1)
 
 
-def test_killed_ps_stops_the_job_at_once_and_a_rerun_resumes(tmp_path, processes, corpus):
+def test_killed_ps_stops_the_job_at_once_and_a_rerun_resumes(tmp_path, processes, short):
     cluster = ConfiguredCluster(tmp_path, processes, num_ps=1, num_workers=2)
     cluster.start_all()
-    args = job_args(corpus, tmp_path, "--checkpoint_dir", str(tmp_path / "ckpt"), "--checkpoint_every", "0.5")
+    args = job_args(short, tmp_path, "--checkpoint_dir", str(tmp_path / "ckpt"), "--checkpoint_every", "0.5")
     job = LiveCoordinator(args, cluster.chief_env(), processes, tmp_path / "coordinator.log")
     saved = int(job.wait_for(r"checkpoint saved: ([1-9]\d*) of").group(1))
     cluster.servers["ps", 0].kill()
@@ -130,19 +140,19 @@ def test_killed_ps_stops_the_job_at_once_and_a_rerun_resumes(tmp_path, processes
     # The workers were not told to exit: the rerun uses them.
     assert all(cluster.servers["worker", i].poll() is None for i in range(2))
     cluster.start("ps", 0)
-    resume_exactly(args, cluster.chief_env(), processes, tmp_path, corpus, saved)
+    resume_exactly(args, cluster.chief_env(), processes, tmp_path, short, saved)
     assert cluster.exit_codes() == {task: 0 for task in cluster.tasks}
 
 
-def test_killed_coordinator_rerun_resumes_on_the_same_servers(tmp_path, processes, corpus):
+def test_killed_coordinator_rerun_resumes_on_the_same_servers(tmp_path, processes, short):
     cluster = ConfiguredCluster(tmp_path, processes, num_ps=1, num_workers=2)
     cluster.start_all("--idle_timeout=120")
-    args = job_args(corpus, tmp_path, "--checkpoint_dir", str(tmp_path / "ckpt"), "--checkpoint_every", "0.5")
+    args = job_args(short, tmp_path, "--checkpoint_dir", str(tmp_path / "ckpt"), "--checkpoint_every", "0.5")
     job = LiveCoordinator(args, cluster.chief_env(), processes, tmp_path / "coordinator.log")
     saved = int(job.wait_for(r"checkpoint saved: ([1-9]\d*) of").group(1))
     job.proc.kill()
     job.proc.wait(30)
-    resume_exactly(args, cluster.chief_env(), processes, tmp_path, corpus, saved)
+    resume_exactly(args, cluster.chief_env(), processes, tmp_path, short, saved)
     assert cluster.exit_codes() == {task: 0 for task in cluster.tasks}
 
 
@@ -167,9 +177,9 @@ def wait_until_gone(pid, timeout=30):
         time.sleep(0.1)  # the kernel delivers the parent-death signal asynchronously
 
 
-def test_local_cluster_dies_with_its_coordinator_and_a_rerun_resumes(tmp_path, processes, corpus):
+def test_local_cluster_dies_with_its_coordinator_and_a_rerun_resumes(tmp_path, processes, short):
     args = job_args(
-        corpus,
+        short,
         tmp_path,
         "--checkpoint_dir",
         str(tmp_path / "ckpt"),
@@ -182,14 +192,14 @@ def test_local_cluster_dies_with_its_coordinator_and_a_rerun_resumes(tmp_path, p
     assert len(servers_of(job.proc.pid)) == 3
     job.proc.kill()
     wait_until_gone(job.proc.pid)
-    resumed = resume_exactly(args, task_env(), processes, tmp_path, corpus, saved)
+    resumed = resume_exactly(args, task_env(), processes, tmp_path, short, saved)
     assert servers_of(resumed.proc.pid) == []
 
 
-def test_sigterm_checkpoints_tells_the_servers_and_exits_143(tmp_path, processes, corpus):
+def test_sigterm_checkpoints_tells_the_servers_and_exits_143(tmp_path, processes, short):
     cluster = ConfiguredCluster(tmp_path, processes, num_ps=1, num_workers=2)
     cluster.start_all()
-    args = job_args(corpus, tmp_path, "--checkpoint_dir", str(tmp_path / "ckpt"))
+    args = job_args(short, tmp_path, "--checkpoint_dir", str(tmp_path / "ckpt"))
     job = LiveCoordinator(args, cluster.chief_env(), processes, tmp_path / "coordinator.log")
     job.wait_for_files(100)
     job.proc.send_signal(signal.SIGTERM)
@@ -201,12 +211,12 @@ def test_sigterm_checkpoints_tells_the_servers_and_exits_143(tmp_path, processes
     assert saved >= 100 and "stopped by signal 15" in stderr
     assert cluster.exit_codes() == {task: 0 for task in cluster.tasks}
     cluster.start_all()
-    resume_exactly(args, cluster.chief_env(), processes, tmp_path, corpus, saved)
+    resume_exactly(args, cluster.chief_env(), processes, tmp_path, short, saved)
     assert cluster.exit_codes() == {task: 0 for task in cluster.tasks}
 
 
-def test_sigint_on_a_local_cluster_exits_130_and_leaves_nothing(tmp_path, processes, corpus):
-    args = job_args(corpus, tmp_path, "--checkpoint_dir", str(tmp_path / "ckpt"), "--local_cluster=processes")
+def test_sigint_on_a_local_cluster_exits_130_and_leaves_nothing(tmp_path, processes, short):
+    args = job_args(short, tmp_path, "--checkpoint_dir", str(tmp_path / "ckpt"), "--local_cluster=processes")
     job = LiveCoordinator(args, task_env(), processes, tmp_path / "coordinator.log")
     job.wait_for_files(100)
     job.proc.send_signal(signal.SIGINT)
@@ -217,7 +227,7 @@ def test_sigint_on_a_local_cluster_exits_130_and_leaves_nothing(tmp_path, proces
     resumed = LiveCoordinator(args, task_env(), processes, tmp_path / "resumed.log")
     code, _, stderr = resumed.finish()
     assert code == 0, stderr
-    assert_exact(tmp_path, corpus)
+    assert_exact(tmp_path, short)
 
 
 def test_sigterm_before_the_job_starts_exits_143(tmp_path, processes):

@@ -1,22 +1,16 @@
 """`--job=transform` from the command line on real clusters: the schema inferred, the
 output laid out as tf.Transform's, every example written once in input order, and the
-saved transform_fn mapping each raw example to exactly its materialized one; a worker
-killed mid-pass leaves the bytes of a fault-free run on another number of workers; bad
-flags are one line each, exit 2."""
+saved transform_fn mapping each raw example to exactly its materialized one. A killed
+worker: test_killed_worker.py."""
 
 import os
-import subprocess
-import sys
 
 import pytest
 import tensorflow as tf
-from helpers.oracles import data_digest, read_tfrecords
+from helpers.corpora import make_examples
+from helpers.oracles import read_tfrecords
 from helpers.processes import (
-    GONE_WORKER_SHUTDOWN,
     REPO,
-    ConfiguredCluster,
-    LiveCoordinator,
-    gave_up_on,
     run_cli,
     task_env,
 )
@@ -33,14 +27,7 @@ def env():
 @pytest.fixture(scope="module")
 def examples(tmp_path_factory):
     directory = str(tmp_path_factory.mktemp("examples"))
-    subprocess.run(
-        [sys.executable, os.path.join(REPO, "scripts", "make_examples.py"), "--output_dir", directory]
-        + ["--shards", "6", "--examples", "6000", "--tricky"],
-        check=True,
-        capture_output=True,
-        timeout=300,
-    )
-    return directory, sorted(os.path.join(directory, name) for name in os.listdir(directory))
+    return directory, make_examples(directory)
 
 
 @pytest.fixture(scope="module")
@@ -86,21 +73,3 @@ def test_transform_infers_the_schema_and_writes_tfts_layout_every_example_once(e
     served = tf.saved_model.load(os.path.join(out, "transform_fn")).transform_fn(tf.io.parse_example(raw, RAW))
     materialized = tf.io.parse_example(data, TRANSFORMED)
     assert first_difference(served, materialized, TRANSFORMED) is None
-
-
-def test_a_worker_killed_mid_pass_leaves_the_bytes_of_a_fault_free_run(tmp_path, processes, examples, reference):
-    cluster = ConfiguredCluster(tmp_path, processes, num_ps=1, num_workers=2)
-    cluster.start_all()
-    out = tmp_path / "out"
-    args = ARGS + ["--input", examples[0], "--output_dir", str(out), "--files_per_step", "1", "--progress_every", "0.2"]
-    chief_env = dict(cluster.chief_env(), PYTHONPATH=TESTS)
-    job = LiveCoordinator(args + list(GONE_WORKER_SHUTDOWN), chief_env, processes, tmp_path / "coordinator.log")
-    job.wait_for("transform: raw examples transformed and written")
-    cluster.servers["worker", 0].kill()
-    code, _, stderr = job.finish()
-    assert code == 0, stderr
-    assert gave_up_on(stderr, "worker", 0)
-    assert data_digest(out) == data_digest(reference[0])
-    assert os.listdir(out / "transform_fn" / "assets") == os.listdir(
-        os.path.join(reference[0], "transform_fn", "assets")
-    )

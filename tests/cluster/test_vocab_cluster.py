@@ -1,7 +1,7 @@
-"""vocab on real multi-process clusters: two ps and a killed worker, a stop and resume from
-the checkpoint, docs/jobs.md's walkthrough run as written, the Python API on a local
-cluster; every vocabulary file against records parsed one by one by protobuf
-(helpers.oracles.oracle_vocab) and loaded by TensorFlow's own lookups."""
+"""vocab on real multi-process clusters: a stop and resume from the checkpoint, docs/jobs.md's
+walkthrough run as written, the Python API on a local cluster; every vocabulary file
+against records parsed one by one by protobuf (helpers.oracles.oracle_vocab) and loaded
+by TensorFlow's own lookups. A killed worker: test_killed_worker.py."""
 
 import json
 import os
@@ -12,38 +12,7 @@ import sys
 
 from helpers.corpora import VOCAB_FEATURES as FEATURES
 from helpers.oracles import assert_vocabularies, oracle_vocab, read_lines, tft_ordered
-from helpers.processes import GONE_WORKER_SHUTDOWN, REPO, ConfiguredCluster, LiveCoordinator, gave_up_on, task_env
-
-
-def test_vocab_on_a_real_cluster_with_two_ps_and_a_killed_worker(tmp_path, processes, vocab_shards):
-    directory, paths, oracle = vocab_shards
-    cluster = ConfiguredCluster(tmp_path, processes, num_ps=2, num_workers=2)
-    cluster.start_all()
-    out = tmp_path / "vocab"
-    args = [
-        "--job=vocab",
-        "--features=query,tags,user_id",  # types read from the data
-        "--format=tfrecord",
-        "--input",
-        os.path.join(directory, "*.tfrecord*"),
-        "--output_dir",
-        str(out),
-        "--files_per_step",
-        "1",
-        "--progress_every",
-        "0.2",
-        *GONE_WORKER_SHUTDOWN,
-    ]
-    job = LiveCoordinator(args, cluster.chief_env(), processes, tmp_path / "c.log")
-    assert job.wait_for_files(4) < len(paths)
-    cluster.servers["worker", 1].kill()
-    code, stdout, stderr = job.finish()
-    assert code == 0, stderr
-    assert gave_up_on(stderr, "worker", 1)
-    assert "vocab: %d examples" % oracle["examples"] in stdout
-    assert_vocabularies(str(out), oracle)
-    for task in [("ps", 0), ("ps", 1), ("worker", 0)]:
-        assert cluster.servers[task].wait(30) == 0
+from helpers.processes import REPO, LiveCoordinator, task_env
 
 
 def test_vocab_stopped_and_resumed_from_its_checkpoint(tmp_path, processes, vocab_shards):

@@ -1,21 +1,15 @@
-"""A job that writes records (`--job=reshard`) on real clusters, with faults: a worker
-killed mid-job, a coordinator killed and the command run again (resuming from its
-checkpoint). Each time data/ must hold every input record once, in input order (read in
-plain Python), byte for byte what a fault-free run on another number of workers wrote,
-and nothing else may be left in the output directory."""
+"""A job that writes records (`--job=reshard`) on a real cluster whose coordinator is
+killed and the command run again (resuming from its checkpoint): data/ must hold every
+input record once, in input order (read in plain Python), byte for byte what a fault-free
+run on another number of workers wrote, and nothing else may be left in the output
+directory. A killed worker: test_killed_worker.py."""
 
 import os
-import random
 
 import pytest
-from helpers.corpora import write_records
+from helpers.corpora import write_random_records
 from helpers.oracles import data_digest, data_records, read_tfrecords
-from helpers.processes import (
-    GONE_WORKER_SHUTDOWN,
-    ConfiguredCluster,
-    LiveCoordinator,
-    gave_up_on,
-)
+from helpers.processes import ConfiguredCluster, LiveCoordinator
 
 import tf2_mapreduce as mr
 from tf2_mapreduce.outputs.directory import MANIFEST
@@ -30,13 +24,7 @@ def shards(tmp_path_factory, inprocess):
     records in input order, the sha256 of data/ that a fault-free run wrote on the session's
     in-process cluster, of other numbers of ps and workers than the tests')."""
     directory = tmp_path_factory.mktemp("records")
-    rng = random.Random(12)
-    paths = []
-    for n in range(NUM_FILES):
-        gzipped = n % 3 == 0
-        records = [rng.randbytes(rng.randint(0, 400)) for _ in range(rng.randint(0, 60))]
-        name = "part-%05d.tfrecord%s" % (n, ".gz" if gzipped else "")
-        paths.append(write_records(str(directory / name), records, "GZIP" if gzipped else ""))
+    paths = write_random_records(directory, NUM_FILES)
     records = [r for p in paths for r in read_tfrecords(p)]
     reference = tmp_path_factory.mktemp("reference") / "out"
     inprocess.run(mr.Reshard(num_shards=5), [str(directory)], output_dir=str(reference)).write_dir(str(reference))
@@ -58,21 +46,6 @@ def job_args(shards, output_dir, *extra):
         "0.2",
         *extra,
     ]
-
-
-def test_a_worker_killed_mid_job_leaves_the_bytes_of_a_fault_free_run(tmp_path, processes, shards):
-    cluster = ConfiguredCluster(tmp_path, processes, num_ps=1, num_workers=2)
-    cluster.start_all()
-    out = tmp_path / "out"
-    job = LiveCoordinator(
-        job_args(shards, out, *GONE_WORKER_SHUTDOWN), cluster.chief_env(), processes, tmp_path / "coordinator.log"
-    )
-    assert job.wait_for_files(100) < NUM_FILES, "the job ended before the test could kill a worker"
-    cluster.servers["worker", 0].kill()
-    code, _, stderr = job.finish()
-    assert code == 0, stderr
-    assert gave_up_on(stderr, "worker", 0)
-    assert_exact(out, shards)
 
 
 def test_a_killed_coordinator_run_again_resumes_and_writes_the_same_bytes(tmp_path, processes, shards):

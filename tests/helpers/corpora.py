@@ -6,13 +6,14 @@ import math
 import os
 import random
 import struct
+import subprocess
+import sys
 
 import google_crc32c
 
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 # The sample corpus the CLI counts when given no --input.
-SAMPLE = os.path.join(
-    os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "tf2_mapreduce", "data", "sample"
-)
+SAMPLE = os.path.join(REPO, "tf2_mapreduce", "data", "sample")
 
 
 def touch(path, data=b"x"):
@@ -178,6 +179,44 @@ def write_awkward(directory):
         records = [awkward_example(rng) for _ in range(rng.choice([1, 150, 300]))]
         paths.append(write_records(str(directory / ("part-%d%s" % (n, suffix))), records, compression))
     return paths
+
+
+def write_many_awkward(directory):
+    """24 files of 250 awkward examples, every other one GZIP'd, in `directory` (a
+    pathlib.Path), for jobs long enough to be cut; returns their paths."""
+    rng = random.Random(29)
+    paths = []
+    for n in range(24):
+        suffix, compression = [(".tfrecord", ""), (".tfrecord.gz", "GZIP")][n % 2]
+        records = [awkward_example(rng) for _ in range(250)]
+        paths.append(write_records(str(directory / ("part-%02d%s" % (n, suffix))), records, compression))
+    return paths
+
+
+def write_random_records(directory, num_files, seed=12):
+    """`num_files` TFRecord files of random records (0 to 60 of 0 to 400 bytes; every third
+    file GZIP'd) in `directory` (a pathlib.Path); returns their paths."""
+    rng = random.Random(seed)
+    paths = []
+    for n in range(num_files):
+        gzipped = n % 3 == 0
+        records = [rng.randbytes(rng.randint(0, 400)) for _ in range(rng.randint(0, 60))]
+        name = "part-%05d.tfrecord%s" % (n, ".gz" if gzipped else "")
+        paths.append(write_records(str(directory / name), records, "GZIP" if gzipped else ""))
+    return paths
+
+
+def make_examples(directory):
+    """scripts/make_examples.py's tricky examples, 6,000 in 6 shards, in `directory`;
+    returns their paths."""
+    subprocess.run(
+        [sys.executable, os.path.join(REPO, "scripts", "make_examples.py"), "--output_dir", directory]
+        + ["--shards", "6", "--examples", "6000", "--tricky"],
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
+    return sorted(os.path.join(directory, name) for name in os.listdir(directory))
 
 
 # ---------------------------------------------------------------- TFRecord framing
