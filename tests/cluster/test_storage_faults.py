@@ -8,6 +8,7 @@ one line, the previous result left as it was."""
 import gzip
 import json
 import os
+import random
 import re
 import subprocess
 import sys
@@ -16,7 +17,8 @@ from collections import Counter
 
 import pytest
 from helpers.bucket import cli, stocked_server
-from helpers.oracles import parse_tfrecords, read_tfrecords
+from helpers.corpora import write_records
+from helpers.oracles import parse_tfrecords
 from helpers.processes import REPO, die_with_the_tests, task_env
 from helpers.storage_faults import REFUSE, RESET, STALL, STATUS, Fault
 
@@ -310,14 +312,31 @@ def bucket_files(server, prefix):
     return {name[len(prefix) :]: server.get("data", name) for name in names}
 
 
-def test_a_transform_written_to_a_bucket_through_an_outage_is_the_bytes_of_local_disk(gcs, server, tmp_path):
+def small_examples(server, tmp_path):
+    """Two TFRecord objects of 600 small examples each (the second GZIP'd) under
+    gs://data/small-records/; returns their records, in order."""
+    import tensorflow as tf
+
+    rng = random.Random(35)
+    records = []
+    for name, compression in (("one.tfrecord", ""), ("two.tfrecord.gz", "GZIP")):
+        batch = []
+        for _ in range(600):
+            features = {"query": tf.train.Feature(bytes_list=tf.train.BytesList(value=[b"q%d" % rng.randint(0, 400)]))}
+            if rng.random() < 0.7:
+                features["user_id"] = tf.train.Feature(int64_list=tf.train.Int64List(value=[rng.randint(-9, 9)]))
+            batch.append(tf.train.Example(features=tf.train.Features(feature=features)).SerializeToString())
+        with open(write_records(str(tmp_path / name), batch, compression), "rb") as f:
+            server.put("data", "small-records/" + name, f.read())
+        records += batch
+    return records
+
+
+def test_a_transform_written_to_a_bucket_through_an_outage_is_the_bytes_of_local_disk(server, tmp_path):
     """Pieces uploaded by the map steps, read back and joined into shards, the shards and the
     transform's SavedModel staged and moved into place: each meets 503s; what lands in the
     bucket is byte for byte what the same job wrote to local disk, and nothing else."""
-    _, copies = gcs
-    records = [
-        r for name in ("one.tfrecord", "two.tfrecord.gz") for r in read_tfrecords(copies["gs://data/records/" + name])
-    ]
+    records = small_examples(server, tmp_path)
     # Given its schema: the pass of statistics that infers one writes nothing to fail.
     schema = tmp_path / "raw_schema.pbtxt"
     schema.write_text(
@@ -325,7 +344,8 @@ def test_a_transform_written_to_a_bucket_through_an_outage_is_the_bytes_of_local
         'feature { name: "user_id" type: INT }\n'
     )
     args = ["--job=transform", "--preprocessing_fn=helpers.transforms:bucket_fn", "--num_shards=2"]
-    args += ["--schema", str(schema), "--input", "gs://data/records", "--read_size", "200000"]
+    # Pieces of 4 KB: the uncompressed object is cut in several, each a piece written.
+    args += ["--schema", str(schema), "--input", "gs://data/small-records", "--read_size", "4000"]
     env = task_env(PYTHONPATH=os.path.join(REPO, "tests"))
     local = tmp_path / "local"
     run = cli(server, args + ["--output_dir", str(local)], env=env)

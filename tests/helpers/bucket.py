@@ -18,9 +18,9 @@ def example(rng):
     features = {"query": tf.train.Feature(bytes_list=tf.train.BytesList(value=[b"q%d" % rng.randint(0, 400)]))}
     if rng.random() < 0.7:
         features["user_id"] = tf.train.Feature(int64_list=tf.train.Int64List(value=[rng.randint(-9, 9)]))
-    if rng.random() < 0.2:  # a long one now and then: records of many sizes
+    if rng.random() < 0.2:  # a long one now and then: records of many sizes (about 4.5 MB an object)
         features["blob"] = tf.train.Feature(
-            bytes_list=tf.train.BytesList(value=[rng.randbytes(rng.randint(0, 90_000))])
+            bytes_list=tf.train.BytesList(value=[rng.randbytes(rng.randint(0, 30_000))])
         )
     return tf.train.Example(features=tf.train.Features(feature=features)).SerializeToString()
 
