@@ -135,28 +135,7 @@ class TextChunkDataset : public DatasetBase {
       carry_used_ = 0;
       // Where the search for a separator goes on from: the chunk may end at its
       // chunk_bytes-th byte, and bytes already searched are not searched again.
-      size_t searched = std::max(chunk - 1, left);
-      while (true) {
-        const size_t cut = FindSeparator(text.data(), text.size(), searched);
-        if (cut != kNone) {
-          carry_.assign(text.data() + cut + 1, text.size() - cut - 1);
-          text.resize(cut + 1);
-          break;
-        }
-        searched = std::max(searched, text.size());
-        if (ended_) break;
-        const size_t want = text.size() < chunk ? std::min(chunk - text.size(), kMaxStepBytes) : kExtendBytes;
-        const size_t before = text.size();
-        text.resize_uninitialized(before + want);
-        size_t got = 0;
-        absl::Status status = source_->Read(&text[0] + before, want, &got);
-        text.resize(before + got);
-        if (!status.ok()) return status;
-        if (got == 0) {
-          ended_ = true;
-          source_.reset();  // closes the file now rather than with the iterator
-        }
-      }
+      TF_RETURN_IF_ERROR(ReadToCut(chunk, std::max(chunk - 1, left), &text));
       if (text.empty()) {
         *end_of_sequence = true;
         return absl::OkStatus();
@@ -184,6 +163,32 @@ class TextChunkDataset : public DatasetBase {
 
    private:
     static constexpr size_t kNone = ~size_t{0};
+
+    // Reads on into `text` until it holds a separator at or after `searched`, or the
+    // file ends; what follows that separator is kept in carry_ for the next chunk.
+    absl::Status ReadToCut(size_t chunk, size_t searched, tstring* text) TF_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      while (true) {
+        const size_t cut = FindSeparator(text->data(), text->size(), searched);
+        if (cut != kNone) {
+          carry_.assign(text->data() + cut + 1, text->size() - cut - 1);
+          text->resize(cut + 1);
+          return absl::OkStatus();
+        }
+        searched = std::max(searched, text->size());
+        if (ended_) return absl::OkStatus();
+        const size_t want = text->size() < chunk ? std::min(chunk - text->size(), kMaxStepBytes) : kExtendBytes;
+        const size_t before = text->size();
+        text->resize_uninitialized(before + want);
+        size_t got = 0;
+        absl::Status status = source_->Read(&(*text)[0] + before, want, &got);
+        text->resize(before + got);
+        if (!status.ok()) return status;
+        if (got == 0) {
+          ended_ = true;
+          source_.reset();  // closes the file now rather than with the iterator
+        }
+      }
+    }
 
     // The index of the first separator among `bytes[from, size)`, or kNone.
     size_t FindSeparator(const char* bytes, size_t size, size_t from) const {
