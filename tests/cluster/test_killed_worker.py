@@ -38,6 +38,7 @@ from tf2_mapreduce.outputs.directory import MANIFEST
 TRANSFORM_FN = "helpers.transforms:examples_fn"
 # One input piece a map step, progress reported often: a job runs long enough to be cut.
 LIVE = ["--files_per_step", "1", "--progress_every", "0.2"]
+RECORD_FILES = 300
 
 
 @pytest.fixture(scope="module")
@@ -53,7 +54,7 @@ def data(tmp_path_factory, inprocess, vocab_shards):
     inprocess.run(mr.Stats(), [str(many)]).write_dir(str(reference))
     made["stats"] = str(many), paths, reference
     records = tmp_path_factory.mktemp("records")
-    paths = write_random_records(records, 600)
+    paths = write_random_records(records, RECORD_FILES)
     reference = tmp_path_factory.mktemp("reshard-reference")
     inprocess.run(mr.Reshard(num_shards=5), [str(records)], output_dir=str(reference)).write_dir(str(reference))
     made["reshard"] = str(records), [r for p in paths for r in read_tfrecords(p)], data_digest(reference)
@@ -136,7 +137,7 @@ class Reshard:
         return ["--job=reshard", "--num_shards=5", "--input", data[0], "--output_dir", str(out)]
 
     def cut(self, job, data):
-        return job.wait_for_files(100) < 600
+        return job.wait_for_files(60) < RECORD_FILES
 
     def check(self, data, out, stdout):
         _, records, digest = data
