@@ -1,6 +1,5 @@
 """The native ops' build as a first run says it (`native`): before it starts, what it
-takes and on how many cores; a line at each interval while the compilers run, with the
-sources done; how long it took once it is done; or one error naming the compiler."""
+takes; a line at each interval while the compiler runs; how long it took once it is done; or one error naming the compiler."""
 
 import logging
 import os
@@ -19,8 +18,8 @@ def compiler(tmp_path, body):
     return str(path)
 
 
-# Writes the file after -o, after a moment: each "source" takes 0.1 s.
-SLOW = 'while [ $# -gt 0 ]; do if [ "$1" = -o ]; then out=$2; fi; shift; done; sleep 0.1; echo built > "$out"\n'
+# Writes the file after -o after 0.3 s: several of the test's intervals.
+SLOW = 'while [ $# -gt 0 ]; do if [ "$1" = -o ]; then out=$2; fi; shift; done; sleep 0.3; echo built > "$out"\n'
 
 
 @pytest.fixture
@@ -35,16 +34,9 @@ def test_a_build_says_what_it_takes_that_it_goes_on_and_what_it_took(tmp_path, m
     library = str(tmp_path / "cache" / "ops-test.so")
     assert native._build_announced(library) is None and os.path.exists(library)
     lines = said()
-    cores = min(os.cpu_count() or 1, len(native.SOURCES))
-    assert re.fullmatch(
-        r"building the native ops for TensorFlow 2\.\d+: once per machine, about \d+ s on %d cores\.\.\." % cores,
-        lines[0],
-    )
-    going = [line for line in lines[1:-1]]
-    assert going and all(
-        re.fullmatch(r"still building the native ops: \d+ of %d sources compiled, \d+ s" % len(native.SOURCES), line)
-        for line in going
-    )
+    assert re.fullmatch(r"building the native ops for TensorFlow 2\.\d+: once per machine, about \d+ s\.\.\.", lines[0])
+    going = lines[1:-1]
+    assert going and all(re.fullmatch(r"still building the native ops: \d+ s", line) for line in going)
     assert re.fullmatch(r"built the native ops in \d+\.\d s \(cached in .*cache\)", lines[-1])
 
 

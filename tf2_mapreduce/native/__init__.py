@@ -26,30 +26,29 @@ __all__ = ["ENV", "MODES", "WEAKER", "mode", "cache_dir", "load", "built_here", 
 
 ENV = "TF2_MAPREDUCE_NATIVE"
 MODES = ("auto", "require", "off")
-# Heaviest first (seconds of one core each, measured): the cores then finish together.
+# Compiled as one unit (`_unit`): a name defined in two of them is a build error.
 SOURCES = (
-    "example_features.cc",  # 10.6
-    "record_dataset.cc",  # 8.1
-    "text_chunks.cc",  # 7.8
-    "key_count_table.cc",  # 7.4
-    "read_range.cc",  # 6.1
-    "merge_counts.cc",  # 5.9
-    "encode_examples.cc",  # 5.8
-    "record_cuts.cc",  # 5.7
-    "words.cc",  # 5.6
-    "write_records.cc",  # 5.5
-    "source.cc",  # 3.7
-    "example_wire.cc",  # 0.7
+    "example_features.cc",
+    "record_dataset.cc",
+    "text_chunks.cc",
+    "key_count_table.cc",
+    "read_range.cc",
+    "merge_counts.cc",
+    "encode_examples.cc",
+    "record_cuts.cc",
+    "words.cc",
+    "write_records.cc",
+    "source.cc",
+    "example_wire.cc",
 )
 # Included by sources: part of the build's digest, not compiled apart.
 HEADERS = ("key_counts.h", "storage_status.h", "source.h", "record_framing.h", "example_wire.h")
 # -O3: the word counter's loop is counted many bytes at a time only when vectorized.
 OPTIONS = ("-std=c++17", "-fPIC", "-O3", "-w")  # -w: TensorFlow's headers warn by the hundred
 PROGRESS_EVERY = 10.0  # seconds between the lines that say a build is still going
-# Core-seconds a build takes, for an honest estimate: the sources compile in parallel, one
-# a core (measured on this project's machine: 73 for the sources one at a time; 41-45 s in
-# all on 2 cores, TensorFlow's import and the link included).
-BUILD_CORE_SECONDS = 90
+# Seconds a build takes on one core, for an honest estimate (measured on this project's
+# machine: 17-18 s, TensorFlow's import and the link included).
+BUILD_SECONDS = 20
 NATIVE_DIR = os.path.dirname(os.path.abspath(__file__))
 # What a job loses without them (docs/runtime.md, D1-D2 and "Range reads").
 WEAKER = (
@@ -104,54 +103,44 @@ def _compiler():
     return os.environ.get("CXX") or shutil.which("g++") or shutil.which("c++")
 
 
-def _failure(compiler, process):
-    lines = [line for line in process.stderr.read().splitlines() if "error:" in line] or []
-    return "%s failed: %s" % (os.path.basename(compiler), lines[0] if lines else "exit %d" % process.returncode)
+def _failure(compiler, returncode, errors):
+    lines = [line for line in errors.splitlines() if "error:" in line]
+    return "%s failed: %s" % (os.path.basename(compiler), lines[0] if lines else "exit %d" % returncode)
 
 
-def _compile_all(directory, on_wait):
-    """Compiles every source into an object file in `directory`, as many at once as there
-    are cores (a source costs about 10-20 s of one core, mostly TensorFlow's headers), then
-    links them into `directory`/ops.so; returns its path, or why not. Calls
-    `on_wait(seconds, compiled)` every `PROGRESS_EVERY` s while it waits."""
+def _unit(directory):
+    """One translation unit that includes every source: TensorFlow's headers, most of what
+    a source costs to compile, are parsed once (15 s of one core, where the sources
+    compiled apart took 73: 41-45 s on 2 cores). Written in `directory`; returns its path."""
+    unit = os.path.join(directory, "ops.cc")
+    with open(unit, "w") as f:
+        f.writelines('#include "%s"\n' % os.path.join(NATIVE_DIR, name) for name in SOURCES)
+    return unit
+
+
+def _compile(directory, on_wait):
+    """Compiles and links every source into `directory`/ops.so; returns its path, or why
+    not. Calls `on_wait(seconds)` every `PROGRESS_EVERY` s while the compiler runs."""
     import tensorflow as tf
 
     compiler = _compiler()
     if not compiler:
         return None, "no C++ compiler (g++ or $CXX) found"
-    flags = tf.sysconfig.get_compile_flags()
-    waiting = [os.path.join(NATIVE_DIR, name) for name in SOURCES]
-    running, objects = [], []
-    started = next_word = time.monotonic()
-    next_word += PROGRESS_EVERY
-    while waiting or running:
-        while waiting and len(running) < (os.cpu_count() or 1):
-            source = waiting.pop(0)
-            target = os.path.join(directory, os.path.basename(source) + ".o")
-            command = [compiler, *OPTIONS, "-c", source, "-o", target, *flags]
-            running.append(subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True))
-            objects.append(target)
-        for process in list(running):
-            if process.poll() is not None:
-                running.remove(process)
-                if process.returncode:
-                    for other in running:
-                        other.kill()
-                        other.wait()
-                    return None, _failure(compiler, process)
-        if time.monotonic() >= next_word:
-            on_wait(time.monotonic() - started, len(objects) - len(running))
-            next_word += PROGRESS_EVERY
-        time.sleep(0.1)  # a poll of compilers that take seconds, not a wait for a result
     library = os.path.join(directory, "ops.so")
-    link = subprocess.Popen(
-        [compiler, "-shared", *objects, "-o", library, *tf.sysconfig.get_link_flags()],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    link.wait()
-    return (None, _failure(compiler, link)) if link.returncode else (library, None)
+    command = [compiler, *OPTIONS, "-shared", _unit(directory), "-o", library]
+    command += [*tf.sysconfig.get_compile_flags(), *tf.sysconfig.get_link_flags()]
+    # To a file, not a pipe: a template error can outgrow a pipe's buffer while we wait.
+    with open(os.path.join(directory, "errors"), "w+") as errors:
+        process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=errors)
+        started = time.monotonic()
+        while True:
+            try:
+                process.wait(timeout=PROGRESS_EVERY)
+                break
+            except subprocess.TimeoutExpired:
+                on_wait(time.monotonic() - started)
+        errors.seek(0)
+        return (None, _failure(compiler, process.returncode, errors.read())) if process.returncode else (library, None)
 
 
 def _build(path, on_wait):
@@ -163,7 +152,7 @@ def _build(path, on_wait):
         if os.path.exists(path):
             return None
         with tempfile.TemporaryDirectory(dir=os.path.dirname(path), prefix="build-") as directory:
-            library, why = _compile_all(directory, on_wait)
+            library, why = _compile(directory, on_wait)
             if why is None:
                 os.replace(library, path)  # atomic: a reader never loads a half-written library
     return why
@@ -173,15 +162,11 @@ def _build_announced(path):
     """`_build`, said before, while (a line every `PROGRESS_EVERY` s) and after: it takes
     tens of seconds, once per machine."""
     version = ".".join(_tensorflow_version().split(".")[:2])
-    cores = min(os.cpu_count() or 1, len(SOURCES))
-    log.info(
-        "building the native ops for TensorFlow %s: once per machine, about %d s on %d cores..."
-        % (version, 5 * round(BUILD_CORE_SECONDS / cores / 5), cores)
-    )
+    log.info("building the native ops for TensorFlow %s: once per machine, about %d s..." % (version, BUILD_SECONDS))
     started = time.monotonic()
 
-    def on_wait(seconds, compiled):
-        log.info("still building the native ops: %d of %d sources compiled, %.0f s" % (compiled, len(SOURCES), seconds))
+    def on_wait(seconds):
+        log.info("still building the native ops: %.0f s" % seconds)
 
     why = _build(path, on_wait)
     if why is None:
