@@ -170,6 +170,9 @@ class GcsServer:
             # HTTP/1.1: libcurl waits a second for "100 Continue" from an HTTP/1.0 server
             # before each upload.
             protocol_version = "HTTP/1.1"
+            # A response is written in pieces (headers, then body): with Nagle's algorithm
+            # each later piece waited for the client's delayed ACK, 40 ms a request.
+            disable_nagle_algorithm = True
 
             def _serve(self, method):
                 fault = faults.verdict(method, self.path)
@@ -260,6 +263,8 @@ class GcsServer:
                 client.sendall(b"HTTP/1.1 403 Forbidden\r\nContent-Length: 0\r\n\r\n")
                 return
             upstream = socket.create_connection(self.httpd.server_address)
+            for end in (client, upstream):  # bytes passed on as they come (see Handler)
+                end.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             client.sendall(b"HTTP/1.1 200 Connection established\r\n\r\n")
             upstream.sendall(head.split(b"\r\n\r\n", 1)[1])
             with selectors.DefaultSelector() as ready:  # epoll: no limit on descriptor numbers
