@@ -61,13 +61,18 @@ def text_words(copies):
 TEXT = ["--input", "gs://data/corpus", "--input", "gs://data/big", "--read_size", "16384"]
 
 
+# An outage's window: our retries come 1 s, then 2 s, apart (storage.FIRST_WAIT): the third
+# try of a call is past it, where a window of 3 s or more left it to a fourth, 4 s later.
+OUTAGE = 2.5
+
+
 def read_faults():
     """Every kind of read fault at once, on objects of their own: a run meets all of them."""
     return [
-        Fault(STATUS, kinds=("read",), objects="data/corpus/f000[0-2].txt", status=503, seconds=5.0),
-        Fault(STATUS, kinds=("read",), objects="data/corpus/f000[3-5].txt", status=429, share=0.5, seconds=6.0),
-        Fault(RESET, kinds=("read",), objects="data/big/*", after_bytes=3000, seconds=5.0),
-        Fault(RESET, kinds=("read",), objects="data/corpus/zipped.txt.gz", after_bytes=100, seconds=4.0),
+        Fault(STATUS, kinds=("read",), objects="data/corpus/f000[0-2].txt", status=503, seconds=OUTAGE),
+        Fault(STATUS, kinds=("read",), objects="data/corpus/f000[3-5].txt", status=429, share=0.5, seconds=OUTAGE),
+        Fault(RESET, kinds=("read",), objects="data/big/*", after_bytes=3000, seconds=OUTAGE),
+        Fault(RESET, kinds=("read",), objects="data/corpus/zipped.txt.gz", after_bytes=100, seconds=OUTAGE),
         Fault(STALL, kinds=("read",), objects="data/corpus/f001*", stall=1.5, times=3),
     ]
 
@@ -86,16 +91,16 @@ def counted(server, args, tmp_path, env=None):
 @pytest.mark.parametrize(
     "faults, on_error",
     [
-        ([Fault(STATUS, kinds=("list",), status=503, seconds=4.0)], "fail"),
+        ([Fault(STATUS, kinds=("list",), status=503, seconds=OUTAGE)], "fail"),
         # Skipping is where an outage taken for a missing input would drop it: both kinds at once.
         (
             [
-                Fault(STATUS, kinds=("list",), status=503, seconds=3.0),
-                Fault(STATUS, kinds=("stat",), status=429, seconds=4.0),
+                Fault(STATUS, kinds=("list",), status=503, seconds=OUTAGE),
+                Fault(STATUS, kinds=("stat",), status=429, seconds=OUTAGE),
             ],
             "skip",
         ),
-        ([Fault(REFUSE, kinds=("list",), seconds=4.0)], "skip"),
+        ([Fault(REFUSE, kinds=("list",), seconds=OUTAGE)], "skip"),
     ],
     ids=["list-503-fail", "list-503-and-stat-429-skip", "refused-skip"],
 )
@@ -143,7 +148,7 @@ def test_reads_answered_503_429_reset_or_stalled_are_waited_out_and_the_result_w
     output = "written-%s/result.json" % on_error
     server.put("data", output, b"the previous result")
     faults = read_faults()
-    faults.append(Fault(STATUS, kinds=("write", "copy", "delete"), objects="data/%s*" % output, seconds=4.0))
+    faults.append(Fault(STATUS, kinds=("write", "copy", "delete"), objects="data/%s*" % output, seconds=OUTAGE))
     for fault in faults:
         server.faults.add(fault)
     run = cli(server, TEXT + ["--on_error", on_error, "--output", "gs://data/" + output])
@@ -156,7 +161,7 @@ def test_reads_answered_503_429_reset_or_stalled_are_waited_out_and_the_result_w
 
 def test_connections_refused_mid_job_are_waited_out_and_the_result_is_exact(gcs, server, tmp_path):
     _, copies = gcs
-    fault = Fault(REFUSE, kinds=("read",), start=0.3, seconds=5.0)
+    fault = Fault(REFUSE, kinds=("read",), start=0.3, seconds=OUTAGE)
     server.faults.add(fault)
     run, result = counted(server, TEXT + ["--on_error", "skip"], tmp_path)
     assert_exact(run, result, text_words(copies))
@@ -186,7 +191,7 @@ def test_a_vocabulary_directory_is_written_through_an_outage_whole_and_once(gcs,
     _, copies = gcs
     # The files written aside, moved into place, then the manifest: each meets 503s.
     staged = Fault(
-        STATUS, kinds=("write", "copy", "delete"), objects="data/vocabs/.tf2_mapreduce-staging-*", seconds=3.0
+        STATUS, kinds=("write", "copy", "delete"), objects="data/vocabs/.tf2_mapreduce-staging-*", seconds=OUTAGE
     )
     manifest = Fault(STATUS, kinds=("write", "copy", "delete"), objects="data/vocabs/_tf2_mapreduce.json*", seconds=2.0)
     server.faults.add(staged)
@@ -225,7 +230,7 @@ def test_checkpoints_on_storage_that_fails_are_retried_and_a_rerun_resumes_throu
     assert {f["path"]: f["words"] for f in result["per_file"] if f["path"] in words} == words
     # The same command again: the finished job's checkpoint is read through an outage,
     # not taken for a damaged one (which would start over).
-    restores = Fault(STATUS, kinds=("read", "stat"), objects="data/ckpt-*/checkpoint", seconds=3.0)
+    restores = Fault(STATUS, kinds=("read", "stat"), objects="data/ckpt-*/checkpoint", seconds=OUTAGE)
     server.faults.add(restores)
     run, result = counted(server, ["--input", "gs://data/corpus"] + checkpoints, tmp_path)
     assert run.returncode == 0, run.stderr
