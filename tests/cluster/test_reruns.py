@@ -1,6 +1,6 @@
-"""What users do after a job on servers that outlive it: a second job on kept servers,
-a rerun after a ps or the coordinator died before the first checkpoint, a worker that
-comes back as the job ends. Every result is the whole per-key table, compared with
+"""What users do after a job on servers that outlive it: a rerun after a ps or the
+coordinator died before the first checkpoint, a worker that comes back as the job ends
+(a second job on kept servers, the same one among them: test_killed_worker). Every result is the whole per-key table, compared with
 collections.Counter over bytes.split(); every server must exit 0 once told."""
 
 import os
@@ -33,24 +33,6 @@ def run_to_the_end(args, cluster, processes, log):
     code, stdout, stderr = LiveCoordinator(args, cluster.chief_env(), processes, log).finish()
     assert code == 0, stderr
     return stdout, stderr
-
-
-def test_a_second_job_on_kept_servers_counts_from_empty_tables(tmp_path, processes, corpus):
-    """Servers kept by the coordinator's --keep_serving (a server's own flag: in
-    test_multiprocess); had they exited, the next job could not connect."""
-    cluster = ConfiguredCluster(tmp_path, processes, num_ps=2, num_workers=2)
-    cluster.start_all()
-    oracle = ordered(corpus[2])
-    vocab = tmp_path / "vocab-0.tsv"
-    run_to_the_end(wordfreq_args(corpus, vocab, "--keep_serving"), cluster, processes, tmp_path / "c0.log")
-    assert read_tsv(vocab) == oracle
-    assert all(proc.poll() is None for proc in cluster.servers.values())
-    # The same job again, in the same tables' names, told nothing about keeping them: it
-    # counts from empty tables, then every server is told to exit. (Other jobs on kept
-    # servers: test_killed_worker.)
-    run_to_the_end(wordfreq_args(corpus, tmp_path / "vocab-1.tsv"), cluster, processes, tmp_path / "c1.log")
-    assert read_tsv(tmp_path / "vocab-1.tsv") == oracle, "the second job on the same servers"
-    assert cluster.exit_codes() == {task: 0 for task in cluster.tasks}
 
 
 @pytest.mark.parametrize("victim", ["ps", "coordinator"])
