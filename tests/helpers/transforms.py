@@ -2,6 +2,8 @@
 over the examples of scripts/make_examples.py, their schema inferred: score (one value in
 every example) FixedLen [1]; query, tags, user_id and clicks (missing or lists) VarLen."""
 
+import os
+
 import tensorflow as tf
 
 import tf2_mapreduce.transform as tft
@@ -17,6 +19,29 @@ def examples_fn(inputs):
         "score_01": tft.scale_to_0_1(inputs["score"]),
         "users": tf.zeros_like(inputs["score"], tf.int64) + tft.size(inputs["user_id"]),
     }
+
+
+# Iterated by set_order_fn: a set of strings is iterated in an order of the process's hash
+# seed, so two processes (a coordinator and its rerun) may call its analyzers in two orders.
+NAMES = {"clicks", "clicks_x2"}
+# A module constant a helper reads: a rerun after it changed computes something else.
+SCALE = float(os.environ.get("TF2MR_TEST_SCALE", "1"))
+
+
+def _scaled(x):
+    return tf.sparse.map_values(tf.multiply, tf.cast(x, tf.float32), SCALE)
+
+
+def set_order_fn(inputs):
+    """Two means of the same dtype and no parameters, called in the set's order: only what
+    each averages tells them apart."""
+    out = {}
+    for name in NAMES:
+        value = _scaled(inputs["clicks"])
+        if name == "clicks_x2":
+            value = tf.sparse.map_values(lambda v: v * v * 2.0, value)
+        out[name] = tf.sparse.map_values(tf.subtract, value, tft.mean(value))
+    return out
 
 
 TRANSFORMED = {

@@ -47,12 +47,13 @@ def _outputs_checked(outputs):
 
 
 def trace_calls(preprocessing_fn, feature_spec):
-    """The analyzer calls (`trace.Call`s, in call order, their values left out) that
-    `preprocessing_fn` makes over `feature_spec`'s features, and the names of the features
-    their inputs are computed from: traced once, not run. Raises `NotSupported` for what
-    the package does not do."""
+    """The analyzer calls (`trace.Call`s, in call order, named, their values left out) that
+    `preprocessing_fn` makes over `feature_spec`'s features, the names of the features
+    their inputs are computed from, and a digest of the whole computation (`Analysis.named`):
+    traced once, not run. Raises `NotSupported` for what the package does not do."""
     analysis = trace.Analysis()
     read = []
+    digest = []
 
     def traced(inputs):
         with trace.tracing(analysis):
@@ -69,6 +70,7 @@ def trace_calls(preprocessing_fn, feature_spec):
             )
             if any(part.op.name in used for part in parts):
                 read.append(name)
+        digest.append(analysis.named(inputs, outputs))
         return tf.constant(0)
 
     try:
@@ -82,7 +84,7 @@ def trace_calls(preprocessing_fn, feature_spec):
         ) from e
     for call in analysis.calls:
         call.values = None
-    return analysis.calls, tuple(sorted(read))
+    return analysis.calls, tuple(sorted(read)), digest[0]
 
 
 def _stand_ins(feature_spec, batch):
@@ -136,14 +138,23 @@ def analyze_job(preprocessing_fn, feature_spec, calls, read, name="analyze", con
             inputs.update(tf.io.parse_example(records, parsed))
         with trace.tracing(analysis):
             preprocessing_fn(inputs)
-        values = tuple(_encoded(call, call.values) for call in analysis.calls)
+        # This process traced `calls` in the same order: each is counted under its name, once.
+        if [call.kind for call in analysis.calls] != [call.kind for call in calls]:
+            raise trace.NotSupported(
+                "tf2_mapreduce.transform: the preprocessing_fn called its analyzers in another order than when it "
+                "was analyzed (it must make the same calls every time it is traced)"
+            )
+        read = {call.name: traced for call, traced in zip(calls, analysis.calls)}
+        values = tuple(_encoded(read[name], read[name].values) for name in names)
         return {
             "examples": tf.size(records, out_type=tf.int64),
             "values": values,
             "missing": tf.zeros([len(values)], tf.int64),
         }
 
-    names = tuple("%d:%s" % (i, call.kind) for i, call in enumerate(calls))
+    # Known by name, not by place: another process may call them in another order (a
+    # function iterating a set), and a checkpoint holds what one process counted.
+    names = tuple(sorted({call.name for call in calls}))
     return Job(
         name=name,
         map_fn=map_fn,
@@ -232,14 +243,14 @@ def _quantiles(call, pairs):
 
 
 def results(calls, counts) -> list:
-    """Each call's result, in call order, from `counts`: {call index: [(term bytes, count)]}
+    """Each call's result, in call order, from `counts`: {call name: [(term bytes, count)]}
     (every value it read, counted). A vocabulary's is its terms in tft's order, kept as its
     parameters say (`vocabulary` of the results)."""
     from tf2_mapreduce.reducers.keys import tft_key
 
     out = []
-    for index, call in enumerate(calls):
-        entries = counts.get(index, [])
+    for call in calls:
+        entries = counts.get(call.name, [])
         if call.kind == "vocabulary":
             threshold, top_k = call.params["frequency_threshold"], call.params["top_k"]
             kept = [(t, c) for t, c in entries if not threshold or c >= threshold]
@@ -259,10 +270,10 @@ def results(calls, counts) -> list:
 
 
 def counts_of(result) -> dict:
-    """{call index: [(term bytes, count)]} from the analyze job's `Result`, read from the ps
+    """{call name: [(term bytes, count)]} from the analyze job's `Result`, read from the ps
     tasks (while its cluster is open). Blocking."""
     counts = {}
     with result._reading():
         for (name, term), count in result.reducer.entries(result._state):
-            counts.setdefault(int(name.split(":", 1)[0]), []).append((term, count))
+            counts.setdefault(name, []).append((term, count))
     return counts

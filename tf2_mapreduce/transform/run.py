@@ -4,7 +4,6 @@ example once, then the output directory put in place whole (data/, transform_fn/
 transformed_metadata/), as tft_beam's AnalyzeAndTransformDataset and WriteTransformFn."""
 
 import hashlib
-import marshal
 
 from tf2_mapreduce import storage
 from tf2_mapreduce.errors import UsageError
@@ -26,29 +25,28 @@ def _pass_options(options, name):
     return {**options, "checkpoint_dir": checkpoint_dir.rstrip("/") + "/" + name}
 
 
-def _code(function) -> bytes:
-    """A function's code and constants, its nested functions' too: what a change to it changes."""
-    code = getattr(function, "__code__", None)
-    if code is None:
-        return repr(function).encode()
-    return marshal.dumps(code)
-
-
-def fingerprint(preprocessing_fn, spec, calls) -> str:
-    """What ties a checkpoint of a transform's passes to it: the preprocessing_fn's name and
-    code, the raw features' spec and the analyzers it calls. A rerun with another of
-    these is refused its checkpoints, as a job's with other parameters is."""
+def fingerprint(spec, calls, computation) -> str:
+    """What ties a checkpoint of a transform's passes to it: the raw features' spec, the
+    analyzers by name and what the function computes from both (`computation`, a digest
+    of its traced graph: a helper or constant of its module that changed changes it). A
+    rerun with another of these is refused its checkpoints, as a job's with other
+    parameters is; the same computation traced in another order of calls is not."""
     described = [
-        getattr(preprocessing_fn, "__module__", ""),
-        getattr(preprocessing_fn, "__qualname__", ""),
         sorted((name, repr(feature)) for name, feature in spec.items()),
-        [(call.kind, call.dtype.name, sorted(call.params.items())) for call in calls],
+        sorted({call.name for call in calls}),
+        computation,
     ]
-    return hashlib.sha256(_code(preprocessing_fn) + repr(described).encode()).hexdigest()
+    return hashlib.sha256(repr(described).encode()).hexdigest()
 
 
 def _comparable(value):
     return value if isinstance(value, list) else (str(getattr(value, "dtype", "")), bytes(getattr(value, "data", b"")))
+
+
+def _results_digest(calls, values) -> str:
+    """The analyzers' results by name: the transform pass's checkpoint is tied to them."""
+    named = sorted({call.name: _comparable(value) for call, value in zip(calls, values)}.items())
+    return hashlib.sha256(repr(named).encode()).hexdigest()
 
 
 def feature_spec(transform, run_pass, options):
@@ -85,15 +83,15 @@ def run(cluster, transform, inputs, on_progress=None, output_dir=None, claimed=N
 
     spec, inferred = feature_spec(transform, run_pass, options)
     fn = transform.preprocessing_fn
-    calls, read = analysis.trace_calls(fn, spec)
-    identity = {"preprocessing_fn": fingerprint(fn, spec, calls)}
+    calls, read, computation = analysis.trace_calls(fn, spec)
+    identity = {"preprocessing_fn": fingerprint(spec, calls, computation)}
     values = []
     if calls:
         job = analysis.analyze_job(fn, spec, calls, read, transform.name + "-analyze", identity)
         counted = run_pass(job, _pass_options(options, "analyze"))
         values = analysis.results(calls, analysis.counts_of(counted))
         counted.release()  # a key per distinct value, on the ps tasks: not needed by the transform pass
-    identity["analyzers"] = hashlib.sha256(repr([_comparable(v) for v in values]).encode()).hexdigest()
+    identity["analyzers"] = _results_digest(calls, values)
     job = materialize_job(fn, spec, calls, values, transform.num_shards, transform.name, identity)
     result = run_pass(job, {**_pass_options(options, "transform"), "output_dir": output_dir})
 

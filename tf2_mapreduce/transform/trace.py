@@ -1,13 +1,16 @@
 """How a `preprocessing_fn` is traced twice: once to find what its analyzers read (each
 analyzer's input, counted exactly in one pass), once with their results as constants,
-which is the transform itself. An analyzer is known by its place in the call order."""
+which is the transform itself. Within a process an analyzer is known by its place in the
+call order; across processes (a checkpoint), by its name: what it computes."""
 
 import contextlib
+import hashlib
 import threading
 from dataclasses import dataclass, field
 
 from tf2_mapreduce.errors import UsageError
 from tf2_mapreduce.lazy_tf import tf
+from tf2_mapreduce.transform.digest import Digests
 
 __all__ = ["Call", "Analysis", "Applying", "current", "tracing", "analyzer", "values_of", "ancestors", "NotSupported"]
 
@@ -19,13 +22,15 @@ class NotSupported(UsageError):
 @dataclass
 class Call:
     """One analyzer call of a preprocessing_fn: its `kind` ("min", "vocabulary"...), the
-    `values` it reads (1-D, flattened; a tensor of the analysis trace), their dtype and
-    its parameters (a vocabulary's file name among them, named for its name scope)."""
+    `values` it reads (1-D, flattened; a tensor of the analysis trace), their dtype, its
+    parameters (a vocabulary's file name among them, named for its name scope) and its
+    `name`: its kind and a digest of all of these, the same in any process (`named`)."""
 
     kind: str
     dtype: object
     params: dict = field(default_factory=dict)
     values: object = None
+    name: str = ""
 
 
 class Analysis:
@@ -35,6 +40,7 @@ class Analysis:
 
     def __init__(self):
         self.calls = []
+        self.stand_ins = {}  # {stand-in tensor ref: its call}
         self._stand_ins = set()
 
     def record(self, call, values, result):
@@ -47,7 +53,28 @@ class Analysis:
         self.calls.append(call)
         stand_in = tf.identity(result)
         self._stand_ins.add(stand_in.op.name)
+        self.stand_ins[stand_in.ref()] = call
         return stand_in
+
+    def named(self, inputs, outputs) -> str:
+        """Names each call by what it computes from `inputs` (the traced function's
+        features: {name: tensor}), and returns a digest of what `outputs` ({name: tensor})
+        compute from them and from the analyzers' results: names and digest are the same
+        in every process that traces the same computation, whatever the order of calls."""
+        roots = {}
+        for feature, tensor in inputs.items():
+            for i, part in enumerate(tf.nest.flatten(tensor, expand_composites=True)):
+                roots[part.ref()] = "feature %s %d" % (feature, i)
+        inputs_only = Digests(roots)
+        for call in self.calls:
+            described = repr((call.kind, call.dtype.name, sorted(call.params.items()))).encode()
+            computed = inputs_only.of([call.values]).encode()
+            call.name = "%s:%s" % (call.kind, hashlib.sha256(described + computed).hexdigest()[:20])
+        roots.update({ref: "analyzer " + call.name for ref, call in self.stand_ins.items()})
+        names = sorted(outputs)
+        return hashlib.sha256(
+            repr(names).encode() + Digests(roots).of([outputs[n] for n in names]).encode()
+        ).hexdigest()
 
     def _depends_on_a_result(self, tensor):
         return not ancestors([tensor]).isdisjoint(self._stand_ins)

@@ -1,0 +1,121 @@
+"""What a traced tensor computes, as a digest that no op's name enters: how an analyzer,
+and a whole transform, are known in any process (names follow the order of calls)."""
+
+import hashlib
+
+from tf2_mapreduce.lazy_tf import tf
+
+__all__ = ["Digests"]
+
+# Attributes that name other ops or resources of the process, not what is computed:
+# colocation ("_class": "loc:@name"), other internal ones, and a table's shared name.
+_SKIPPED = ("shared_name",)
+
+
+def _hash(*parts) -> bytes:
+    h = hashlib.sha256()
+    for part in parts:
+        h.update(len(part).to_bytes(8, "little"))
+        h.update(part)
+    return h.digest()
+
+
+class Digests:
+    """Digests of the tensors of one graph. `roots`: {tensor ref: name} of the tensors it
+    is computed from (the features, each analyzer's result), known by their names alone;
+    a captured constant is known by its value. Digests of ops are kept: many tensors of
+    one graph share their ancestors."""
+
+    def __init__(self, roots: dict):
+        self._tensors = {ref: _hash(b"root", name.encode()) for ref, name in roots.items()}
+        self._ops = {}
+        self._functions = {}
+
+    def of(self, tensors) -> str:
+        """One digest of `tensors` (Tensors, SparseTensors or RaggedTensors), in order."""
+        parts = []
+        for tensor in tensors:
+            for component in tf.nest.flatten(tensor, expand_composites=True):
+                parts.append(self._tensor(component))
+        return _hash(*parts).hex()
+
+    def _tensor(self, tensor) -> bytes:
+        digest = self._tensors.get(tensor.ref())
+        if digest is None:
+            digest = _hash(self._op(tensor.op), str(tensor.value_index).encode())
+        return digest
+
+    def _op(self, op) -> bytes:
+        """The digest of `op`, its inputs' first: iterative, as a graph can be deeper than
+        Python's recursion."""
+        todo = [op]
+        while todo:
+            current = todo[-1]
+            if current.name in self._ops:
+                todo.pop()
+                continue
+            waiting = [t.op for t in current.inputs if t.ref() not in self._tensors and t.op.name not in self._ops] + [
+                c for c in current.control_inputs if c.name not in self._ops
+            ]
+            if waiting:
+                todo.extend(waiting)
+                continue
+            todo.pop()
+            self._ops[current.name] = self._own(current)
+        return self._ops[op.name]
+
+    def _own(self, op) -> bytes:
+        parts = [op.type.encode()]
+        for name in sorted(op.node_def.attr):
+            if name.startswith("_") or name in _SKIPPED:
+                continue
+            parts += [name.encode(), self._attr(op.graph, op.node_def.attr[name])]
+        if op.type == "Placeholder":
+            parts.append(self._captured(op))
+        parts += [self._tensor(t) for t in op.inputs]
+        parts += sorted(self._ops[c.name] for c in op.control_inputs)
+        return _hash(*parts)
+
+    def _captured(self, placeholder) -> bytes:
+        """A placeholder that is no root: a value the function captured (a constant made
+        outside it, by its value; a resource, by its kind), else the placeholder's name."""
+        for external, internal in getattr(placeholder.graph, "captures", ()):
+            if internal.op is placeholder:
+                if hasattr(external, "numpy") and external.dtype != tf.resource:
+                    return _hash(b"captured", external.numpy().tobytes(), str(external.dtype).encode())
+                return _hash(b"captured", str(external.dtype).encode())
+        return _hash(b"placeholder", placeholder.name.encode())
+
+    def _attr(self, graph, value) -> bytes:
+        """An attribute's value; one naming a function (a loop's body), its function's digest."""
+        kind = value.WhichOneof("value")
+        if kind == "func":
+            return _hash(b"func", self._function(graph, value.func.name), value.func.attr.SerializeToString())
+        if kind == "list" and value.list.func:
+            return _hash(b"funcs", *[self._function(graph, f.name) for f in value.list.func])
+        return value.SerializeToString(deterministic=True)
+
+    def _function(self, graph, name) -> bytes:
+        """A function of `graph`'s library, by its body (its name holds a number of the
+        process); by its name where the library does not have it."""
+        if name not in self._functions:
+            found = graph._get_function(name) if hasattr(graph, "_get_function") else None
+            definition = getattr(found, "definition", None)
+            if definition is None:
+                self._functions[name] = _hash(b"function", name.encode())
+            else:
+                self._functions[name] = self._function_definition(graph, definition)
+        return self._functions[name]
+
+    def _function_definition(self, graph, definition) -> bytes:
+        signature = type(definition.signature)()
+        signature.CopyFrom(definition.signature)
+        signature.name = ""  # a number of the process in it
+        parts = [signature.SerializeToString(deterministic=True)]
+        for node in sorted(definition.node_def, key=lambda n: n.name):
+            parts += [node.name.encode(), node.op.encode(), *[i.encode() for i in node.input]]
+            for name in sorted(node.attr):
+                if not name.startswith("_") and name not in _SKIPPED:
+                    parts += [name.encode(), self._attr(graph, node.attr[name])]
+        parts += [("%s=%s" % item).encode() for item in sorted(definition.ret.items())]
+        return _hash(*parts)
