@@ -23,7 +23,8 @@ def examples_fn(inputs):
 
 # Iterated by set_order_fn: a set of strings is iterated in an order of the process's hash
 # seed, so two processes (a coordinator and its rerun) may call its analyzers in two orders.
-NAMES = {"clicks", "clicks_x2"}
+INSERTED = ("clicks", "clicks_x2")
+NAMES = set(INSERTED)
 # A module constant a helper reads: a rerun after it changed computes something else.
 SCALE = float(os.environ.get("TF2MR_TEST_SCALE", "1"))
 
