@@ -140,10 +140,7 @@ def analyze_job(preprocessing_fn, feature_spec, calls, read, name="analyze", con
             preprocessing_fn(inputs)
         # This process traced `calls` in the same order: each is counted under its name, once.
         if [call.kind for call in analysis.calls] != [call.kind for call in calls]:
-            raise trace.NotSupported(
-                "tf2_mapreduce.transform: the preprocessing_fn called its analyzers in another order than when it "
-                "was analyzed (it must make the same calls every time it is traced)"
-            )
+            raise trace.reordered()
         read = {call.name: traced for call, traced in zip(calls, analysis.calls)}
         values = tuple(_encoded(read[name], read[name].values) for name in names)
         return {

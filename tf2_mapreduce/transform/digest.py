@@ -12,6 +12,11 @@ __all__ = ["Digests"]
 _SKIPPED = ("shared_name",)
 
 
+def _kept(attrs):
+    """(name, value) of the attributes that say what is computed, by name."""
+    return [(name, attrs[name]) for name in sorted(attrs) if not name.startswith("_") and name not in _SKIPPED]
+
+
 def _hash(*parts) -> bytes:
     h = hashlib.sha256()
     for part in parts:
@@ -66,10 +71,8 @@ class Digests:
 
     def _own(self, op) -> bytes:
         parts = [op.type.encode()]
-        for name in sorted(op.node_def.attr):
-            if name.startswith("_") or name in _SKIPPED:
-                continue
-            parts += [name.encode(), self._attr(op.graph, op.node_def.attr[name])]
+        for name, value in _kept(op.node_def.attr):
+            parts += [name.encode(), self._attr(op.graph, value)]
         if op.type == "Placeholder":
             parts.append(self._captured(op))
         parts += [self._tensor(t) for t in op.inputs]
@@ -114,8 +117,7 @@ class Digests:
         parts = [signature.SerializeToString(deterministic=True)]
         for node in sorted(definition.node_def, key=lambda n: n.name):
             parts += [node.name.encode(), node.op.encode(), *[i.encode() for i in node.input]]
-            for name in sorted(node.attr):
-                if not name.startswith("_") and name not in _SKIPPED:
-                    parts += [name.encode(), self._attr(graph, node.attr[name])]
+            for name, value in _kept(node.attr):
+                parts += [name.encode(), self._attr(graph, value)]
         parts += [("%s=%s" % item).encode() for item in sorted(definition.ret.items())]
         return _hash(*parts)

@@ -12,7 +12,18 @@ from tf2_mapreduce.errors import UsageError
 from tf2_mapreduce.lazy_tf import tf
 from tf2_mapreduce.transform.digest import Digests
 
-__all__ = ["Call", "Analysis", "Applying", "current", "tracing", "analyzer", "values_of", "ancestors", "NotSupported"]
+__all__ = [
+    "Call",
+    "Analysis",
+    "Applying",
+    "current",
+    "tracing",
+    "analyzer",
+    "values_of",
+    "ancestors",
+    "reordered",
+    "NotSupported",
+]
 
 
 class NotSupported(UsageError):
@@ -104,10 +115,7 @@ class Applying:
         index = self._next
         self._next += 1
         if index >= len(self.calls) or self.calls[index].kind != kind:
-            raise NotSupported(
-                "tf2_mapreduce.transform: the preprocessing_fn called its analyzers in another order than when it "
-                "was analyzed (it must make the same calls every time it is traced)"
-            )
+            raise reordered()
         if kind == "vocabulary":
             filename = tf.constant(self.calls[index].params["filename"])
             self._vocabulary_of[filename.ref()] = index
@@ -138,6 +146,14 @@ class Applying:
         values = output.values if isinstance(output, tf.SparseTensor) else output
         self.domains[values.ref()] = domain
         return output
+
+
+def reordered() -> NotSupported:
+    """The error of a trace whose analyzer calls are not those of the analysis trace."""
+    return NotSupported(
+        "tf2_mapreduce.transform: the preprocessing_fn called its analyzers in another order than when it "
+        "was analyzed (it must make the same calls every time it is traced)"
+    )
 
 
 def ancestors(tensors) -> set:
