@@ -108,6 +108,8 @@ def without_tensorflow(tmp_path):
             ["--job=transform", "--preprocessing_fn=json:dumps", "--schema=/nonexistent/s.pbtxt", "--output_dir=out"],
             "--schema /nonexistent/s.pbtxt: cannot be read: No such file or directory",
         ),
+        (["--input", "/nonexistent/x.txt"], "/nonexistent/x.txt: no such file or directory"),
+        (["--input", "/nonexistent/x.txt", "--local_cluster=processes"], "/nonexistent/x.txt: no such file"),
     ],
 )
 def test_checks_that_need_no_cluster_fail_before_tensorflow_is_imported(tmp_path, args, error):

@@ -11,7 +11,7 @@ from helpers.corpora import touch
 
 from tf2_mapreduce.errors import InputError
 from tf2_mapreduce.inputs.files import Files, InputFile, Inputs
-from tf2_mapreduce.inputs.listing import expand
+from tf2_mapreduce.inputs.listing import expand, first_files
 from tf2_mapreduce.inputs.walk import split_hidden
 
 
@@ -126,6 +126,42 @@ def test_bad_input_is_one_line_naming_path_and_cause(tmp_path, spec, message):
         expand([spec])
     assert str(e.value) == message.format(root=root)
     assert "\n" not in str(e.value)
+
+
+def error_of(call):
+    try:
+        call()
+    except InputError as e:
+        return str(e)
+    return None
+
+
+@pytest.mark.parametrize(
+    "specs, on_error, said_first",
+    [
+        (["ok.txt", "missing.txt"], "fail", True),
+        (["fifo", "ok.txt"], "fail", True),
+        (["dangling"], "fail", True),
+        (["ok.txt", "ok.txt"], "fail", False),
+        (["missing.txt"], "skip", False),
+        # Behind a directory, a pattern or a list, the error may be theirs: left to the listing.
+        (["empty", "missing.txt"], "fail", False),
+        (["*.nothing", "missing.txt"], "fail", False),
+        (["@list.txt", "missing.txt"], "fail", False),
+    ],
+)
+def test_the_first_files_error_is_the_listings_first(tmp_path, specs, on_error, said_first):
+    root = str(tmp_path)
+    touch(os.path.join(root, "ok.txt"))
+    os.mkdir(os.path.join(root, "empty"))
+    os.mkfifo(os.path.join(root, "fifo"))
+    os.symlink(os.path.join(root, "nowhere"), os.path.join(root, "dangling"))
+    touch(os.path.join(root, "list.txt"), ("%s/ok.txt\n" % root).encode())
+    specs = ["@" + os.path.join(root, s[1:]) if s.startswith("@") else os.path.join(root, s) for s in specs]
+    first = error_of(lambda: first_files(specs, on_error))
+    assert (first is not None) == said_first
+    if first is not None:
+        assert first == error_of(lambda: expand(specs, on_error))
 
 
 def test_no_input_at_all():

@@ -8,7 +8,7 @@ import sys
 from tf2_mapreduce.errors import InputError
 from tf2_mapreduce.inputs import forked
 from tf2_mapreduce.inputs.files import Files, Inputs
-from tf2_mapreduce.inputs.listing import expand
+from tf2_mapreduce.inputs.listing import expand, first_files
 from tf2_mapreduce.inputs.lists import read_streams
 from tf2_mapreduce.paths import local_path
 from tf2_mapreduce.storage import StorageOutage
@@ -34,6 +34,9 @@ class BackgroundListing:
     """
 
     def __init__(self, specs: list, on_error: str = "fail"):
+        """Raises at once the `InputError` of a missing or unreadable file named first
+        (`listing.first_files`): the user hears of a mistyped path before the wait."""
+        first_files(specs, on_error)
         self.specs, self.on_error = list(specs), on_error
         self._child = None
         self._streams = None  # read by `expand` itself when no child lists

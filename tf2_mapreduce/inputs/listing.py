@@ -22,7 +22,7 @@ from tf2_mapreduce.inputs.walk import RealPaths, is_hidden, names_and_subdirecto
 from tf2_mapreduce.paths import has_scheme, local_path
 from tf2_mapreduce.storage import retrying
 
-__all__ = ["ON_ERROR", "GLOB_CHARS", "expand"]
+__all__ = ["ON_ERROR", "GLOB_CHARS", "first_files", "expand"]
 
 GLOB_CHARS = frozenset("*?[")
 ON_ERROR = ("fail", "skip")
@@ -290,6 +290,22 @@ class _Expander:
             self.add_glob(spec)
         else:
             self.add_path(spec)
+
+
+def first_files(specs, on_error="fail") -> None:
+    """Raises the `InputError` `expand(specs, on_error)` would raise first, where that is
+    of a local file named before any directory, pattern, @list or remote spec (a missing
+    or unreadable path: a user's most common mistake). One stat and open of each of
+    those files: cheap enough to say so before TensorFlow is imported."""
+    if on_error != "fail":
+        return
+    for spec in specs:
+        if spec.startswith("@") or GLOB_CHARS & set(spec) or local_path(spec) is None:
+            return
+        try:
+            lookup.stat_file(spec)
+        except lookup.Directory:
+            return
 
 
 def expand(specs, on_error="fail", streams=None):
