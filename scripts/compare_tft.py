@@ -12,7 +12,7 @@ process of its own, one after the other, timed:
         transformed record batches encoded as tf.Examples and written with WriteToTFRecord;
   ours  mr.Transform on a local cluster (1 ps, 2 workers, in its process).
 Then, with --tft_python, loads both outputs with tft.TFTransformOutput and compares their
-transformed_feature_spec, vocabularies (vocabulary_by_name), transform_raw_features over every
+transformed_feature_spec (and our raw_feature_spec with the raw schema's), vocabularies (vocabulary_by_name), transform_raw_features over every
 raw example (and a few probes of values the data never had), our written examples against our
 transform_fn (bit for bit, in input order), and the transformed examples written (as
 multisets: Beam writes in no fixed order). Prints markdown tables: the checks, and each side's
@@ -83,6 +83,8 @@ def preprocessing_fn(tft):
 
     def fn(inputs):
         x, n, s, tags = inputs["x"], inputs["n"], inputs["s"], inputs["tags"]
+        # Not applied: made for the trainer, which reads it by its name (TFX's guide does this).
+        tft.vocabulary(tags, vocab_filename="tags_for_the_trainer")
         return {
             "x_z": tft.scale_to_z_score(x),
             "x_0_1": tft.scale_to_0_1(x),
@@ -431,6 +433,17 @@ def compare_outputs(work):
             "verdict": "ok" if not differing else "FAIL",
         }
     ]
+    ours_raw, raw = outputs[0].raw_feature_spec(), raw_feature_spec(work)
+    rows.append(
+        {
+            "check": "raw_feature_spec",
+            "features": sorted(ours_raw),
+            "result": "equal to the raw schema's, %d features" % len(raw)
+            if ours_raw == raw
+            else "ours %s; the raw schema's %s" % (ours_raw, raw),
+            "verdict": "ok" if ours_raw == raw else "FAIL",
+        }
+    )
     ours_domains, domains = (output.transformed_domains() for output in outputs)
     rows.append(
         {

@@ -83,7 +83,7 @@ flags.DEFINE_string(
     "For jobs that write files (wordfreq, vocab, stats, reshard, transform): write the result's files into this "
     "directory, which then holds that result alone (made if absent; an earlier result there is replaced whole; "
     "other files are refused): vocabularies as TensorFlow's lookups load them; stats.pb (TFDV's), stats.json and "
-    "stats.html; data/ of GZIP'd TFRecord files; transform_fn/ and transformed_metadata/ as tf.Transform's.",
+    "stats.html; data/ of GZIP'd TFRecord files; transform_fn/, transformed_metadata/ and metadata/ as tf.Transform's and TFX's.",
 )
 flags.DEFINE_enum(
     "vocabulary_format",

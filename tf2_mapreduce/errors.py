@@ -4,7 +4,9 @@ Every message is one line that names the path or task at fault and the cause,
 so a user (or a cluster manager's log) sees what to fix without a traceback.
 """
 
+import os
 import re
+import traceback
 
 __all__ = [
     "Error",
@@ -23,6 +25,7 @@ __all__ = [
     "op_error_cause",
     "cause_of",
     "first_line",
+    "raised_by_user_code",
     "connectivity_errors",
 ]
 
@@ -148,6 +151,22 @@ def first_line(error):
     """The first line of any exception's message, or its type's name if it has none."""
     lines = str(error).splitlines()
     return lines[0] if lines else type(error).__name__
+
+
+# Frames that are not a user's: this package's, TensorFlow's, Python's import machinery.
+_NOT_USERS = (os.path.dirname(os.path.abspath(__file__)) + os.sep, os.sep + "tensorflow" + os.sep, "<frozen ")
+
+
+def raised_by_user_code(error) -> str:
+    """What a user's code (a module imported, a function traced) raised, in one line: the
+    exception's type and first line, and the innermost line of the user's own files that
+    raised it (a SyntaxError's message says where already)."""
+    text = str(error).strip()
+    said = type(error).__name__ + (": " + text.splitlines()[0] if text else "")
+    if isinstance(error, SyntaxError):
+        return said
+    frames = [f for f in traceback.extract_tb(error.__traceback__) if not any(n in f.filename for n in _NOT_USERS)]
+    return said + (" (%s line %d)" % (frames[-1].filename, frames[-1].lineno) if frames else "")
 
 
 def connectivity_errors():

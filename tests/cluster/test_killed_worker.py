@@ -150,7 +150,7 @@ class Transform:
     def args(self, data, out):
         # The schema the reference inferred: the job runs its two passes, not a third of
         # statistics to infer it again.
-        schema = os.path.join(data[1], "raw_schema.pbtxt")
+        schema = os.path.join(data[1], "metadata", "schema.pbtxt")
         return ["--job=transform", "--preprocessing_fn", TRANSFORM_FN, "--num_shards=3", "--schema", schema] + [
             "--input",
             data[0],

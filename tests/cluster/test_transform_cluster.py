@@ -44,16 +44,17 @@ def test_transform_infers_the_schema_and_writes_tfts_layout_every_example_once(e
     assert sorted(os.listdir(out)) == [
         "_tf2_mapreduce.json",
         "data",
-        "raw_schema.pbtxt",
+        "metadata",
         "transform_fn",
         "transformed_metadata",
     ]
     for line in ("stats: exact statistics", "transform-analyze: the values", "transform: raw examples transformed"):
         assert line in run.stderr
     assert (
-        "wrote 6000 records in 3 files of data/, transform_fn/ (2 vocabularies) and transformed_metadata/" in run.stderr
+        "wrote 6000 records in 3 files of data/, transform_fn/ (2 vocabularies), transformed_metadata/ and metadata/"
+        in run.stderr
     )
-    with open(os.path.join(out, "raw_schema.pbtxt")) as f:
+    with open(os.path.join(out, "metadata", "schema.pbtxt")) as f:
         schema = f.read()
     assert (
         'name: "score"\n  type: FLOAT\n  presence {\n    min_fraction: 1.0\n    min_count: 1\n  }\n  shape {' in schema

@@ -92,12 +92,16 @@ OUTPUTS = ["n_mean", "n_scaled", "s_id", "s_top5_id", "tags_id", "x_0_1", "x_buc
 def test_the_spec_and_every_vocabulary_are_tfts(compared):
     assert check(compared, "transformed_feature_spec")["features"] == OUTPUTS
     assert check(compared, "transformed_feature_spec")["differing"] == []
+    # TFX trainers build their serving signature with it: tft reads it from our metadata/.
+    assert check(compared, "raw_feature_spec")["verdict"] == "ok", check(compared, "raw_feature_spec")["result"]
+    assert check(compared, "raw_feature_spec")["features"] == ["n", "s", "tags", "x"]
     names = check(compared, "vocabulary names")["names"]
     assert (
         names["ours"]
         == names["tft"]
         == [
             "s_top5",
+            "tags_for_the_trainer",
             "vocab_compute_and_apply_vocabulary_1_vocabulary",
             "vocab_compute_and_apply_vocabulary_vocabulary",
         ]
@@ -106,6 +110,7 @@ def test_the_spec_and_every_vocabulary_are_tfts(compared):
     # s: 40 values; tags: 15; top_k=5 cut inside a three-way tie (compare_tft.S_WEIGHTS).
     assert terms == {
         "s_top5": (5, "ok"),
+        "tags_for_the_trainer": (15, "ok"),
         "vocab_compute_and_apply_vocabulary_1_vocabulary": (15, "ok"),
         "vocab_compute_and_apply_vocabulary_vocabulary": (40, "ok"),
     }

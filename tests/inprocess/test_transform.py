@@ -6,6 +6,7 @@ example to exactly its materialized one."""
 
 import glob
 import gzip
+import json
 import math
 import os
 import random
@@ -76,7 +77,7 @@ def parsed(paths):
 
 
 def preprocessing_fn(inputs):
-    return {
+    outputs = {
         "x_z": tft.scale_to_z_score(inputs["x"]),
         "x_01": tft.scale_to_0_1(inputs["x"]),
         "n_scaled": tft.scale_by_min_max(inputs["n"], output_min=-1.0, output_max=1.0),
@@ -88,6 +89,8 @@ def preprocessing_fn(inputs):
         "n_mean": tf.zeros_like(inputs["x"]) + tft.mean(inputs["n"]),
         "n_sum": tf.zeros_like(inputs["n"]) + tft.sum(inputs["n"]) + tft.size(inputs["tags"]),
     }
+    tft.vocabulary(inputs["codes"], vocab_filename="codes_for_the_trainer")  # not applied: a trainer reads it
+    return outputs
 
 
 TRANSFORMED = {
@@ -168,6 +171,10 @@ def test_vocabularies_are_tfts_and_ids_follow_them(transformed, raw):
     assert [g["codes_id"] for g in got] == [
         [codes.index(str(c).encode()) for c in row.get("codes", [])] for row in rows
     ]
+    # A vocabulary no output applies is an asset too, listed by its name.
+    assert read_vocabulary(out, "codes_for_the_trainer") == codes
+    with open(os.path.join(out, "transformed_metadata", "asset_map")) as f:
+        assert json.load(f)["codes_for_the_trainer"] == "codes_for_the_trainer"
 
 
 def _exact_mean_var(values):
@@ -228,6 +235,19 @@ def test_the_output_has_tfts_layout_and_schema(transformed):
     )
     assert not features["tags_id"].HasField("shape") and features["x_z"].HasField("shape")
     assert features["n_bucket"].int_domain.max == 3
+    # The raw schema, where TFX writes it: each feature of SPEC, FixedLen ones with their shape.
+    with open(os.path.join(out, "metadata", "schema.pbtxt")) as f:
+        raw_schema = text_format.Parse(f.read(), schema_pb2.Schema())
+    types = {tf.float32: schema_pb2.FLOAT, tf.int64: schema_pb2.INT, tf.string: schema_pb2.BYTES}
+    got = {
+        f.name: (f.type, [d.size for d in f.shape.dim] if f.HasField("shape") else None, f.presence.min_fraction)
+        for f in raw_schema.feature
+    }
+    fixed = tf.io.FixedLenFeature
+    assert got == {
+        name: (types[spec.dtype], list(spec.shape), 1.0) if isinstance(spec, fixed) else (types[spec.dtype], None, 0.0)
+        for name, spec in SPEC.items()
+    }
 
 
 def test_what_is_not_supported_fails_when_traced_naming_it(inprocess, raw, tmp_path):
@@ -256,6 +276,15 @@ def test_what_is_not_supported_fails_when_traced_naming_it(inprocess, raw, tmp_p
         inprocess.run(
             mr.Transform(lambda inputs: {"x": inputs["nope"]}, SPEC), [raw[0]], output_dir=str(tmp_path / "out")
         )
+    # Examples of no feature, and ragged outputs (which a tf.Example cannot hold as they are).
+    with pytest.raises(NotSupported, match="returned an empty dict"):
+        inprocess.run(mr.Transform(lambda inputs: {}, SPEC), [raw[0]], output_dir=str(tmp_path / "out"))
+
+    def ragged(inputs):
+        return {"t": tf.RaggedTensor.from_sparse(inputs["tags"])}
+
+    with pytest.raises(NotSupported, match="output t is a RaggedTensor"):
+        inprocess.run(mr.Transform(ragged, SPEC), [raw[0]], output_dir=str(tmp_path / "out"))
     assert not os.path.exists(tmp_path / "out" / "data")
 
 

@@ -37,6 +37,29 @@ def test_job_names_are_checked(name, pattern, message):
     assert message.replace("--", "") in str(error.value)
 
 
+@pytest.mark.parametrize(
+    "source, said",
+    [
+        ("import os\nx = undefined_name\n", "NameError: name 'undefined_name' is not defined ({path} line 2)"),
+        ("def f(:\n", "SyntaxError: "),
+        ("raise RuntimeError('no config here')\n", "RuntimeError: no config here ({path} line 1)"),
+    ],
+)
+def test_a_users_module_that_fails_at_import_is_one_line_naming_its_line(tmp_path, monkeypatch, source, said):
+    name = "broken_user_module_%d" % len(source)
+    path = tmp_path / (name + ".py")
+    path.write_text(source)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    from tf2_mapreduce.jobs.transform import function_of
+
+    for call, flag in ((lambda: jobs.resolve(name + ":JOB", {}), "job"), (lambda: function_of(name + ":fn"), None)):
+        with pytest.raises(UsageError) as error:
+            call()
+        message = str(error.value)
+        assert "cannot import %s: %s" % (name, said.format(path=path)) in message and "\n" not in message
+        assert flag is None or message.startswith("job=")
+
+
 def test_a_job_mapping_whole_pieces_is_checked_when_made():
     reducer = mr.Stats().reducer
     with pytest.raises(ValueError, match="map_input must be 'batch' or 'dataset', not 'file'"):

@@ -140,7 +140,9 @@ def wrote(summary, output_dir) -> str:
     if "shards" in summary:
         written = "wrote %d records in %d files of data/" % (summary["records"], summary["shards"])
         if "vocabularies" in summary:  # a transform's
-            written += ", transform_fn/ (%d vocabularies) and transformed_metadata/" % len(summary["vocabularies"])
+            written += ", transform_fn/ (%d vocabularies), transformed_metadata/ and metadata/" % len(
+                summary["vocabularies"]
+            )
         return "%s to %s" % (written, output_dir)
     if "vocabularies" in summary:
         count = len(summary["vocabularies"])

@@ -6,7 +6,7 @@ checked (`check`) before anything starts; `resolve` makes the job."""
 import importlib
 import pkgutil
 
-from tf2_mapreduce.errors import UsageError
+from tf2_mapreduce.errors import UsageError, raised_by_user_code
 from tf2_mapreduce.jobs.base import Job
 
 __all__ = ["built_in", "parameters", "check", "resolve"]
@@ -80,8 +80,10 @@ def resolve(name: str, values: dict) -> Job:
     module_name, _, attribute = name.partition(":")
     try:
         module = importlib.import_module(module_name)
-    except ImportError as e:
-        raise UsageError("{setting:job}=%s: cannot import %s: %s" % (name, module_name, e)) from None
+    except Exception as e:  # noqa: BLE001 - the user's module, whatever it raised
+        raise UsageError(
+            "{setting:job}=%s: cannot import %s: %s" % (name, module_name, raised_by_user_code(e))
+        ) from None
     job = getattr(module, attribute, None)
     if not isinstance(job, Job):
         raise UsageError("{setting:job}=%s: %s.%s is not a tf2_mapreduce Job" % (name, module_name, attribute))

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import ClassVar
 
-from tf2_mapreduce.errors import UsageError
+from tf2_mapreduce.errors import UsageError, raised_by_user_code
 from tf2_mapreduce.jobs.base import Parameter
 from tf2_mapreduce.jobs.reshard import parse_num_shards
 from tf2_mapreduce.paths import local_path
@@ -27,7 +27,7 @@ def function_of(text) -> Callable:
     module_name, _, attribute = text.partition(":")
     try:
         module = importlib.import_module(module_name)
-    except ImportError as e:
+    except Exception as e:  # noqa: BLE001 - the user's module, whatever it raised
         raise _unimportable(text, module_name, e) from None
     function = getattr(module, attribute, None)
     if not callable(function):
@@ -37,6 +37,7 @@ def function_of(text) -> Callable:
 
 def _unimportable(text, module_name, cause) -> UsageError:
     """What `function_of` and `check_findable` say of a module that cannot be imported."""
+    cause = cause if isinstance(cause, str) else raised_by_user_code(cause)
     return UsageError("{setting:preprocessing_fn}=%s: cannot import %s: %s" % (text, module_name, cause))
 
 
@@ -70,7 +71,8 @@ class Transform:
     data/ (0: one per 128 MiB), beside transform_fn/ and transformed_metadata/. `schema`:
     the raw examples' (a tensorflow-metadata Schema, a path to one in text format, or a
     feature spec {name: tf.io.FixedLenFeature | tf.io.VarLenFeature}); None: inferred
-    from the data as TFDV does, and written as raw_schema.pbtxt."""
+    from the data as TFDV does. Given or inferred, it is written as metadata/schema.pbtxt,
+    where TFX writes it (tft's `raw_feature_spec()` reads it)."""
 
     COMMAND: ClassVar[str] = "transform"
     SUMMARY: ClassVar[str] = "tf.Transform's analyze-and-transform: every example transformed, written once"

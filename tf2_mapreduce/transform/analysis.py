@@ -7,7 +7,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from tf2_mapreduce.errors import Error, UsageError
+from tf2_mapreduce.errors import Error, UsageError, raised_by_user_code
 from tf2_mapreduce.inputs.formats import TFRECORD
 from tf2_mapreduce.jobs.base import Job
 from tf2_mapreduce.lazy_tf import tf
@@ -43,6 +43,11 @@ def raw_specs(feature_spec: dict) -> dict:
 def _outputs_checked(outputs):
     if not isinstance(outputs, dict):
         raise trace.NotSupported("preprocessing_fn must return a dict of features, not %s" % type(outputs).__name__)
+    if not outputs:  # examples of no feature: tf.Transform refuses it too
+        raise trace.NotSupported("preprocessing_fn returned an empty dict: a transform writes at least one feature")
+    for name, output in outputs.items():
+        if isinstance(output, tf.RaggedTensor):
+            raise trace.NotSupported("preprocessing_fn output %s is a RaggedTensor: dense and sparse ones only" % name)
     return outputs
 
 
@@ -78,10 +83,7 @@ def trace_calls(preprocessing_fn, feature_spec):
     except Error:
         raise
     except Exception as e:  # noqa: BLE001 - the user's function: what it raised, in one line
-        cause = str(e).strip().splitlines()[0] if str(e).strip() else ""
-        raise UsageError(
-            "{setting:preprocessing_fn}: failed when traced: %s%s" % (type(e).__name__, ": " + cause if cause else "")
-        ) from e
+        raise UsageError("{setting:preprocessing_fn}: failed when traced: %s" % raised_by_user_code(e)) from e
     for call in analysis.calls:
         call.values = None
     return analysis.calls, tuple(sorted(read)), digest[0]

@@ -1,14 +1,13 @@
 """How a `Transform` (`jobs.transform`) runs: the raw schema (read, or inferred in a pass
 of statistics), the analyze pass, the analyzers' results, the transform pass writing every
 example once, then the output directory put in place whole (data/, transform_fn/,
-transformed_metadata/), as tft_beam's AnalyzeAndTransformDataset and WriteTransformFn."""
+transformed_metadata/, metadata/: the raw schema), as tft_beam's AnalyzeAndTransformDataset and WriteTransformFn."""
 
 import hashlib
 
 from tf2_mapreduce import storage
 from tf2_mapreduce.errors import UsageError
 from tf2_mapreduce.jobs.stats import Stats
-from tf2_mapreduce.lazy_tf import tf
 from tf2_mapreduce.outputs.directory import ResultDirectory
 from tf2_mapreduce.transform import analysis, saved
 from tf2_mapreduce.transform import schema as schemas
@@ -50,13 +49,13 @@ def _results_digest(calls, values) -> str:
 
 
 def feature_spec(transform, run_pass, options):
-    """The raw features' spec of `transform`, and the schema inferred (None where it was
-    given): a pass of statistics (`run_pass`) when it must be inferred."""
+    """The raw features' spec of `transform`, and their `Schema` (given, made of a spec
+    given, or inferred in a pass of statistics, `run_pass`, where none was given)."""
     if isinstance(transform.schema, dict):
-        return dict(transform.schema), None
+        return dict(transform.schema), schemas.raw(transform.schema)
     if transform.schema is not None:
         given = schemas.read(transform.schema) if isinstance(transform.schema, str) else transform.schema
-        return schemas.feature_spec(given), None
+        return schemas.feature_spec(given), given
     statistics = run_pass(Stats(), _pass_options(options, "schema"))
     statistics.release()
     inferred = schemas.inferred(statistics.total)
@@ -81,7 +80,7 @@ def run(cluster, transform, inputs, on_progress=None, output_dir=None, claimed=N
         def run_pass(job, pass_options):
             return cluster.run(job, inputs, on_progress=on_progress, **pass_options)
 
-    spec, inferred = feature_spec(transform, run_pass, options)
+    spec, raw_schema = feature_spec(transform, run_pass, options)
     fn = transform.preprocessing_fn
     calls, read, computation = analysis.trace_calls(fn, spec)
     identity = {"preprocessing_fn": fingerprint(spec, calls, computation)}
@@ -97,12 +96,8 @@ def run(cluster, transform, inputs, on_progress=None, output_dir=None, claimed=N
 
     def also(staging):
         # Safe to repeat through an outage of the storage: the same files, written again.
-        vocabularies = storage.retrying(lambda: saved.write(fn, spec, calls, values, staging), staging)
-        written = {"vocabularies": vocabularies}
-        if inferred is not None:
-            with tf.io.gfile.GFile(staging.rstrip("/") + "/" + schemas.RAW_SCHEMA, "w") as f:
-                f.write(schemas.text(inferred))
-        return written
+        vocabularies = storage.retrying(lambda: saved.write(fn, raw_schema, spec, calls, values, staging), staging)
+        return {"vocabularies": vocabularies}
 
     result.written = result.write_dir(output_dir, also=also, claimed=claimed)
     return result

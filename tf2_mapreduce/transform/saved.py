@@ -1,6 +1,7 @@
 """The transform as tf.Transform writes it (`tft_beam.WriteTransformFn`): `transform_fn/`, a
 SavedModel whose `transform_fn` maps raw features to transformed ones with the analyzers'
-results built in, its vocabularies as assets; `transformed_metadata/`, their schema. So
+results built in, its vocabularies as assets; `transformed_metadata/`, their schema; and
+`metadata/`, the raw features' schema, where TFX's Transform writes it. So
 `tft.TFTransformOutput(dir)` loads it, for training and serving alike."""
 
 import json
@@ -33,9 +34,10 @@ def _file_table(path, key_dtype, default_value, num_oov_buckets):
     return tf.lookup.StaticHashTable(initializer, default_value)
 
 
-def write(preprocessing_fn, feature_spec, calls, values, directory) -> dict:
+def write(preprocessing_fn, raw_schema, feature_spec, calls, values, directory) -> dict:
     """Writes `directory`/transform_fn and `directory`/transformed_metadata for
-    `preprocessing_fn` over `feature_spec`, its analyzers' `calls` having given `values`.
+    `preprocessing_fn` over `feature_spec` (`raw_schema` read as tft reads it), its
+    analyzers' `calls` having given `values`, and `raw_schema` as `directory`/metadata.
     Returns {vocabulary file name: its terms' count}. Blocking."""
     from google.protobuf import text_format
 
@@ -49,6 +51,10 @@ def write(preprocessing_fn, feature_spec, calls, values, directory) -> dict:
             paths[index] = path
     module = tf.Module()
     module.tables = []
+    # Every vocabulary is an asset, applied or not: a trainer reads one the function does
+    # not apply by its name (vocabulary_file_by_name), and the SavedModel copies only assets
+    # that something it saves tracks.
+    module.vocabularies = [tf.saved_model.Asset(paths[index]) for index in sorted(paths)]
 
     def make_table(index, key_dtype, default_value, num_oov_buckets):
         with tf.init_scope():  # made once, outside the function, and saved with the module
@@ -77,6 +83,9 @@ def write(preprocessing_fn, feature_spec, calls, values, directory) -> dict:
     tf.io.gfile.makedirs(metadata)
     with tf.io.gfile.GFile(join(metadata, "schema.pbtxt"), "w") as f:
         f.write(text_format.MessageToString(schema))
+    tf.io.gfile.makedirs(join(directory, os.path.dirname(schemas.RAW_SCHEMA)))
+    with tf.io.gfile.GFile(join(directory, schemas.RAW_SCHEMA), "w") as f:
+        f.write(schemas.text(raw_schema))
     names = {calls[i].params["filename"]: os.path.basename(p) for i, p in paths.items()}
     if names:
         with tf.io.gfile.GFile(join(metadata, "asset_map"), "w") as f:

@@ -8,9 +8,11 @@ from tf2_mapreduce.feature_kinds import find
 from tf2_mapreduce.lazy_tf import tf
 from tf2_mapreduce.transform.trace import NotSupported
 
-__all__ = ["read", "feature_spec", "inferred", "transformed", "text", "RAW_SCHEMA"]
+__all__ = ["read", "feature_spec", "inferred", "raw", "transformed", "text", "RAW_SCHEMA"]
 
-RAW_SCHEMA = "raw_schema.pbtxt"  # the schema inferred, written beside the transform's output
+# The raw examples' schema in a transform's output, where TFX's Transform writes it (tft's
+# TFTransformOutput.RAW_METADATA_DIR): its `raw_feature_spec()` reads it.
+RAW_SCHEMA = "metadata/schema.pbtxt"
 
 # tft leaves out features in these stages of their life (schema_utils, through tfx_bsl).
 _LEFT_OUT = ("DEPRECATED", "DISABLED", "PLANNED", "ALPHA", "DEBUG_ONLY", "VALIDATION_DERIVED")
@@ -100,33 +102,55 @@ def text(schema) -> str:
     return text_format.MessageToString(schema)
 
 
-def _feature(schema, name, output, domains):
+def _add(schema, name, dtype, dims, domain=None):
+    """Adds feature `name` to `schema` as tft's `schema_from_feature_spec` does: FixedLen of
+    `dims` (present in every example), or VarLen where `dims` is None."""
     from tensorflow_metadata.proto.v0 import schema_pb2
 
-    values = output.values if isinstance(output, tf.SparseTensor) else output
-    kind = find(dtype=values.dtype.name)
+    kind = find(dtype=dtype.name)
     if kind is None:
+        raise NotSupported("feature %s is %s: tf.Examples hold int64, float32 and strings only" % (name, dtype.name))
+    feature = schema.feature.add(name=name, type=schema_pb2.FeatureType.Value(kind.schema_type))
+    if domain is not None:
+        feature.int_domain.min, feature.int_domain.max = domain
+        feature.int_domain.is_categorical = True
+    if dims is None:
+        return
+    feature.presence.min_fraction = 1.0
+    feature.shape.SetInParent()
+    for size in dims:
+        feature.shape.dim.add(size=size)
+
+
+def raw(spec: dict):
+    """The `Schema` of raw features `spec` ({name: FixedLenFeature | VarLenFeature}), as tft's
+    `schema_from_feature_spec` makes it: what TFX writes as the raw metadata."""
+    from tensorflow_metadata.proto.v0 import schema_pb2
+
+    schema = schema_pb2.Schema()
+    for name in sorted(spec):
+        feature = spec[name]
+        _add(schema, name, feature.dtype, list(feature.shape) if isinstance(feature, tf.io.FixedLenFeature) else None)
+    return schema
+
+
+def _output(schema, name, output, domains):
+    values = output.values if isinstance(output, tf.SparseTensor) else output
+    if find(dtype=values.dtype.name) is None:
         raise NotSupported(
             "preprocessing_fn output %s is %s: tf.Examples hold int64, float32 and strings only"
             % (name, values.dtype.name)
         )
-    feature = schema.feature.add(name=name, type=schema_pb2.FeatureType.Value(kind.schema_type))
-    domain = domains.get(values.ref())
-    if domain is not None:
-        feature.int_domain.min, feature.int_domain.max = domain
-        feature.int_domain.is_categorical = True
     if isinstance(output, tf.SparseTensor):
         if output.shape.rank != 2:
             raise NotSupported("preprocessing_fn output %s: a SparseTensor of rank 2 only" % name)
+        _add(schema, name, values.dtype, None, domains.get(values.ref()))
         return
     if output.shape.rank is None or output.shape.rank < 1 or not output.shape[1:].is_fully_defined():
         raise NotSupported(
             "preprocessing_fn output %s has shape %s: a batch of a fixed shape each" % (name, output.shape)
         )
-    feature.presence.min_fraction = 1.0
-    feature.shape.SetInParent()
-    for size in output.shape[1:]:
-        feature.shape.dim.add(size=size)
+    _add(schema, name, values.dtype, list(output.shape[1:]), domains.get(values.ref()))
 
 
 def transformed(outputs: dict, domains: dict):
@@ -137,5 +161,5 @@ def transformed(outputs: dict, domains: dict):
 
     schema = schema_pb2.Schema()
     for name in sorted(outputs):
-        _feature(schema, name, outputs[name], domains)
+        _output(schema, name, outputs[name], domains)
     return schema
