@@ -220,13 +220,19 @@ def test_checkpoints_on_storage_that_fails_are_retried_and_a_rerun_resumes_throu
     words = corpus_words(copies)
     checkpoints = ["--checkpoint_dir", "gs://data/ckpt-%s" % tmp_path.name, "--checkpoint_every", "0.2"]
     # The first save fails past TensorFlow's retries, later ones do not: an upload is
-    # tried 3 times (2 retries: helpers/gcs_server.py), and the whole of it 3 times.
+    # tried 3 times (2 retries: helpers/gcs_server.py), and the whole of it 3 times. The
+    # first is a periodic one, or, where the job ended within --checkpoint_every, the last.
     saves = Fault(STATUS, kinds=("write", "copy"), objects="data/ckpt-*/ckpt-*", times=9)
     server.faults.add(saves)
     run, result = counted(server, ["--input", "gs://data/corpus"] + checkpoints, tmp_path)
     assert run.returncode == 0, run.stderr
     assert saves.hits > 0
     assert "warning: checkpoint not saved: gs://data/ckpt-" in run.stderr, run.stderr
+    assert {f["path"]: f["words"] for f in result["per_file"] if f["path"] in words} == words
+    # Run again, it resumes from the last checkpoint (or, where none was saved, starts over)
+    # and ends with one saved either way.
+    run, result = counted(server, ["--input", "gs://data/corpus"] + checkpoints, tmp_path)
+    assert run.returncode == 0 and re.search(r"checkpoint saved: (\d+) of \1 files done", run.stderr), run.stderr
     assert {f["path"]: f["words"] for f in result["per_file"] if f["path"] in words} == words
     # The same command again: the finished job's checkpoint is read through an outage,
     # not taken for a damaged one (which would start over).

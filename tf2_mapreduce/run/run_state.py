@@ -102,10 +102,11 @@ class RunState:
         """{piece: size now} of the whole files a map step found changed. Blocking."""
         return self._ps.read(self.changed_files.read)
 
-    def save(self) -> bool:
+    def save(self, last=False) -> bool:
         """Saves a checkpoint now (with a checkpoint directory); blocking. Returns whether
         it did: one its storage cannot take (an outage, past TensorFlow's retries) is a
-        warning, the run goes on, and the next save tries again."""
+        warning, and the run goes on: the next save tries again, or, after the `last` (at
+        the end of the job), a rerun resumes from the checkpoint before it."""
         files_done = self.files_done()
         try:
             path = self._ps.read(self.checkpoint.save)
@@ -113,9 +114,13 @@ class RunState:
             cause = storage.outage_cause(e)
             if not cause:
                 raise
+            after = (
+                "the result is whole; a rerun resumes from the checkpoint saved before, if any"
+                if last
+                else "the job goes on, and the next checkpoint tries again"
+            )
             log.warning(
-                "checkpoint not saved: %s cannot be reached (%s); the job goes on, and the next checkpoint tries again"
-                % (self.checkpoint.directory, cause)
+                "checkpoint not saved: %s cannot be reached (%s); %s" % (self.checkpoint.directory, cause, after)
             )
             return False
         self.saved = (path, files_done)

@@ -162,7 +162,7 @@ class JobRun:
                 raise self.loop.stopped()
             figures = self.loop.report(self._skipped_count())
             if self.state.checkpoint:
-                self.state.save()
+                self.state.save(last=True)
             collected = self.ps.read(lambda: self.job.reducer.collect(self.state.values, self.plan, done))
             steps = self.state.steps_per_worker()
         except tf.errors.OpError as e:
