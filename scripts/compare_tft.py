@@ -85,7 +85,7 @@ def preprocessing_fn(tft):
         x, n, s, tags = inputs["x"], inputs["n"], inputs["s"], inputs["tags"]
         # Not applied: made for the trainer, which reads it by its name (TFX's guide does this).
         tft.vocabulary(tags, vocab_filename="tags_for_the_trainer")
-        return {
+        outputs = {
             "x_z": tft.scale_to_z_score(x),
             "x_0_1": tft.scale_to_0_1(x),
             "n_scaled": tft.scale_by_min_max(n, output_min=-1.0, output_max=1.0),
@@ -94,7 +94,17 @@ def preprocessing_fn(tft):
             "tags_id": tft.compute_and_apply_vocabulary(tags, num_oov_buckets=3),
             "s_top5_id": tft.compute_and_apply_vocabulary(s, top_k=5, vocab_filename="s_top5"),
             "n_mean": tf.zeros_like(n, tf.float32) + tft.mean(n),
+            # Calls of no analyzer, and the quantiles themselves (exact here; tft's sketch is at this size).
+            "s_hashed": tft.hash_strings(s, 7),
+            "tags_hashed": tft.sparse_tensor_to_dense_with_shape(
+                tft.hash_strings(tags, 11, key=[123, 456]), [None, 4], default_value=-1
+            ),
+            "x_quantiles": tf.zeros_like(x)[:, None] + tft.quantiles(x, 4, 0.01),
         }
+        # A one-hot as deep as a vocabulary (TFX's taxi and census modules).
+        depth = tf.cast(tft.experimental.get_vocabulary_size_by_name("s_top5"), tf.int32)
+        outputs["s_top5_one_hot"] = tf.one_hot(outputs["s_top5_id"], depth, dtype=tf.int64)
+        return outputs
 
     return fn
 

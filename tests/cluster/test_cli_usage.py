@@ -108,6 +108,10 @@ def without_tensorflow(tmp_path):
             ["--job=transform", "--preprocessing_fn=json:dumps", "--schema=/nonexistent/s.pbtxt", "--output_dir=out"],
             "--schema /nonexistent/s.pbtxt: cannot be read: No such file or directory",
         ),
+        (
+            ["--job=transform", "--preprocessing_fn=json:dumps", "--custom_config={", "--output_dir=out"],
+            "--custom_config: not JSON: ",
+        ),
         (["--input", "/nonexistent/x.txt"], "/nonexistent/x.txt: no such file or directory"),
         (["--input", "/nonexistent/x.txt", "--local_cluster=processes"], "/nonexistent/x.txt: no such file"),
     ],

@@ -86,7 +86,20 @@ def check(compared, name):
     return row
 
 
-OUTPUTS = ["n_mean", "n_scaled", "s_id", "s_top5_id", "tags_id", "x_0_1", "x_bucket", "x_z"]
+OUTPUTS = [
+    "n_mean",
+    "n_scaled",
+    "s_hashed",
+    "s_id",
+    "s_top5_id",
+    "s_top5_one_hot",
+    "tags_hashed",
+    "tags_id",
+    "x_0_1",
+    "x_bucket",
+    "x_quantiles",
+    "x_z",
+]
 
 
 def test_the_spec_and_every_vocabulary_are_tfts(compared):
@@ -125,12 +138,14 @@ def test_every_example_is_transformed_as_tft_transforms_it(compared, table, exam
     assert sorted(rows) == OUTPUTS
     assert {row["examples"] for row in rows.values()} == {examples}
     # Ids, OOV buckets and defaults; scalings and a mean bit for bit.
-    for name in ("s_id", "s_top5_id", "tags_id", "n_mean", "n_scaled", "x_0_1"):
+    exact = ("s_id", "s_top5_id", "s_top5_one_hot", "tags_id", "n_mean", "n_scaled", "x_0_1", "s_hashed", "tags_hashed")
+    for name in exact:
         assert rows[name]["differing"] == 0, rows[name]["result"]
     # tf.Transform's variance combines float32 batches and may be an ulp off the exact one.
     assert rows["x_z"]["max_ulps"] <= 2, rows["x_z"]["result"]
     # tf.Transform's quantiles come from a sketch, which is exact at this size.
     assert rows["x_bucket"]["differing"] == 0, rows["x_bucket"]["result"]
+    assert rows["x_quantiles"]["differing"] == 0, rows["x_quantiles"]["result"]
 
 
 def test_our_data_is_our_transform_fn_bit_for_bit(compared):

@@ -174,7 +174,9 @@ def test_vocabularies_are_tfts_and_ids_follow_them(transformed, raw):
     # A vocabulary no output applies is an asset too, listed by its name.
     assert read_vocabulary(out, "codes_for_the_trainer") == codes
     with open(os.path.join(out, "transformed_metadata", "asset_map")) as f:
-        assert json.load(f)["codes_for_the_trainer"] == "codes_for_the_trainer"
+        asset_map = json.load(f)
+    # Known by the name given, its file named as tft sanitizes it.
+    assert asset_map["codes_for_the_trainer"] == "codes_for_the_trainer" and asset_map["s top"] == "s-top"
 
 
 def _exact_mean_var(values):
@@ -266,11 +268,9 @@ def test_what_is_not_supported_fails_when_traced_naming_it(inprocess, raw, tmp_p
         inprocess.run(mr.Transform(preprocessing_fn, SPEC), [raw[0]])
 
     def hashed(inputs):
-        return {"h": tft.hash_strings(inputs["s"], 10)}
+        return {"h": tft.tfidf(inputs["tags"], 10)}
 
-    with pytest.raises(
-        UsageError, match="failed when traced: AttributeError: tf2_mapreduce.transform has no hash_strings"
-    ):
+    with pytest.raises(UsageError, match="failed when traced: AttributeError: tf2_mapreduce.transform has no tfidf"):
         inprocess.run(mr.Transform(hashed, SPEC), [raw[0]], output_dir=str(tmp_path / "out"))
     with pytest.raises(UsageError, match="failed when traced: KeyError: 'nope'"):
         inprocess.run(
@@ -301,6 +301,70 @@ def test_an_analyzer_over_vocabulary_ids_is_refused_and_a_fn_without_analyzers_r
     result = inprocess.run(mr.Transform(plain, SPEC, num_shards=1), [raw[0]], output_dir=str(tmp_path / "plain"))
     got = [row["twice"][0] for row in data_rows(str(tmp_path / "plain"))]
     assert got == [row["n"][0] * 2 for row in parsed(raw[1])] and result.total == 1001
+
+
+def test_a_table_the_function_makes_under_init_scope_is_saved_with_the_transform(inprocess, raw, tmp_path):
+    def census_fn(inputs):  # as TFX's census tutorial maps its label
+        with tf.init_scope():
+            initializer = tf.lookup.KeyValueTensorInitializer(
+                keys=[b"a", b"b", b"c"], values=tf.constant([0, 1, 2], tf.int64), key_dtype=tf.string
+            )
+            table = tf.lookup.StaticHashTable(initializer, default_value=-1)
+        return {"s_label": table.lookup(inputs["s"]), "x_z": tft.scale_to_z_score(inputs["x"])}
+
+    out = str(tmp_path / "out")
+    inprocess.run(mr.Transform(census_fn, SPEC, num_shards=1), [raw[0]], output_dir=out)
+    rows = parsed(raw[1])
+    want = [{b"a": 0, b"b": 1, b"c": 2}.get(row["s"][0], -1) for row in rows]
+    assert [row["s_label"][0] for row in data_rows(out)] == want
+    records = [r for path in raw[1] for r in read_tfrecords(path)]
+    served = tf.saved_model.load(os.path.join(out, "transform_fn")).transform_fn(tf.io.parse_example(records, SPEC))
+    assert served["s_label"].numpy().tolist() == want
+
+
+def test_a_one_hot_as_deep_as_a_vocabulary(inprocess, raw, tmp_path):
+    def one_hot_fn(inputs):
+        ids = tft.compute_and_apply_vocabulary(inputs["s"], vocab_filename="s/names", num_oov_buckets=1)
+        depth = tft.experimental.get_vocabulary_size_by_name("s/names") + 1
+        return {"s_one_hot": tf.one_hot(ids, tf.cast(depth, tf.int32), dtype=tf.int64)}
+
+    out = str(tmp_path / "out")
+    inprocess.run(mr.Transform(one_hot_fn, SPEC, num_shards=1), [raw[0]], output_dir=out)
+    s_values = [row["s"][0] for row in parsed(raw[1])]
+    terms = vocabulary(s_values)
+    assert read_vocabulary(out, "s_names") == terms
+    ids = [terms.index(v) if v in terms else len(terms) for v in s_values]  # one OOV bucket: the empty string's
+    want = [[int(k == i) for k in range(len(terms) + 1)] for i in ids]
+    assert [row["s_one_hot"] for row in data_rows(out)] == want
+
+    def unknown(inputs):
+        return {"n": inputs["n"] + tft.experimental.get_vocabulary_size_by_name("nowhere")}
+
+    with pytest.raises(UsageError, match="failed when traced: ValueError: Vocabulary size not found for nowhere"):
+        inprocess.run(mr.Transform(unknown, SPEC), [raw[0]], output_dir=str(tmp_path / "unknown"))
+
+    def unnamed(inputs):
+        return {"s": tft.compute_and_apply_vocabulary(inputs["s"], vocab_filename="")}
+
+    with pytest.raises(UsageError, match="vocab_filename='' names no file"):
+        inprocess.run(mr.Transform(unnamed, SPEC), [raw[0]], output_dir=str(tmp_path / "unnamed"))
+
+
+def test_a_tfx_preprocessing_fn_gets_its_custom_config(inprocess, raw, tmp_path):
+    def tfx_fn(inputs, custom_config):
+        return {"n_times": inputs["n"] * custom_config["times"]}
+
+    job = mr.Transform(tfx_fn, SPEC, num_shards=1, custom_config='{"times": 3}')  # as --custom_config gives it
+    inprocess.run(job, [raw[0]], output_dir=str(tmp_path / "out"))
+    got = [row["n_times"][0] for row in data_rows(str(tmp_path / "out"))]
+    assert got == [row["n"][0] * 3 for row in parsed(raw[1])]
+    # Without one, TFX passes {}; a function without the argument cannot take one.
+    with pytest.raises(UsageError, match="failed when traced: KeyError: 'times'"):
+        inprocess.run(mr.Transform(tfx_fn, SPEC), [raw[0]], output_dir=str(tmp_path / "none"))
+    with pytest.raises(UsageError, match="takes no custom_config argument"):
+        mr.Transform(lambda inputs: inputs, SPEC, custom_config={"times": 3})
+    with pytest.raises(UsageError, match="custom_config: give a JSON object"):
+        mr.Transform(tfx_fn, SPEC, custom_config="[3]")
 
 
 def test_a_checkpoint_of_another_preprocessing_fn_is_refused(inprocess, raw, transformed, tmp_path):

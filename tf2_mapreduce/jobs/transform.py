@@ -2,8 +2,11 @@
 declarative object (the runner is `tf2_mapreduce.transform.run`): a preprocessing_fn, the
 raw examples' schema, and how many files the transformed examples are written in."""
 
+import functools
 import importlib
 import importlib.util
+import inspect
+import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import ClassVar
@@ -13,7 +16,7 @@ from tf2_mapreduce.jobs.base import Parameter
 from tf2_mapreduce.jobs.reshard import parse_num_shards
 from tf2_mapreduce.paths import local_path
 
-__all__ = ["Transform", "function_of", "check_findable"]
+__all__ = ["Transform", "function_of", "check_findable", "parse_custom_config"]
 
 
 def _check_function(text):
@@ -32,6 +35,34 @@ def function_of(text) -> Callable:
     function = getattr(module, attribute, None)
     if not callable(function):
         raise UsageError("{setting:preprocessing_fn}=%s: %s.%s is not a function" % (text, module_name, attribute))
+    return function
+
+
+def parse_custom_config(text) -> dict:
+    """`--custom_config` (a JSON object) as a dict; raises `UsageError`."""
+    try:
+        value = json.loads(text)
+    except (TypeError, ValueError) as e:
+        raise UsageError("{setting:custom_config}: not JSON: %s" % e) from None
+    if not isinstance(value, dict):
+        raise UsageError("{setting:custom_config}: give a JSON object ({...}), not %s" % type(value).__name__)
+    return value
+
+
+def _with_config(function, custom_config):
+    """`function` called as TFX's Transform calls it: with `custom_config=` where it takes
+    an argument of that name (then `{}` where none was given)."""
+    try:
+        takes = "custom_config" in inspect.signature(function).parameters
+    except (TypeError, ValueError):  # a builtin, say: no signature to read
+        takes = False
+    if takes:
+        return functools.partial(function, custom_config={} if custom_config is None else custom_config)
+    if custom_config is not None:
+        raise UsageError(
+            "{setting:custom_config} given, but the preprocessing_fn takes no custom_config argument "
+            "(def preprocessing_fn(inputs, custom_config))"
+        )
     return function
 
 
@@ -82,18 +113,27 @@ class Transform:
         ),
         Parameter("schema", "the raw examples' tensorflow-metadata Schema, text format (default: inferred)"),
         Parameter("num_shards", "files of data/ to write (default: one per 128 MiB written)", check=parse_num_shards),
+        Parameter(
+            "custom_config",
+            "a JSON object, passed as preprocessing_fn(inputs, custom_config) as TFX's Transform passes it",
+            check=parse_custom_config,
+        ),
     )
 
     preprocessing_fn: object
     schema: object = None
     num_shards: object = 0
     name: str = "transform"
+    custom_config: object = None
 
     def __post_init__(self):
         if isinstance(self.preprocessing_fn, str):
             object.__setattr__(self, "preprocessing_fn", function_of(self.preprocessing_fn))
         if not callable(self.preprocessing_fn):
             raise TypeError("preprocessing_fn must be a function, not %r" % (self.preprocessing_fn,))
+        if isinstance(self.custom_config, str):
+            object.__setattr__(self, "custom_config", parse_custom_config(self.custom_config))
+        object.__setattr__(self, "preprocessing_fn", _with_config(self.preprocessing_fn, self.custom_config))
         if isinstance(self.num_shards, str):
             object.__setattr__(self, "num_shards", parse_num_shards(self.num_shards))
         if not isinstance(self.num_shards, int) or self.num_shards < 0:

@@ -3,15 +3,18 @@ tft` in place of `tensorflow_transform` for a preprocessing_fn written against t
 Analyzers are counted exactly in one pass; anything else fails when the function is traced,
 naming what is not supported."""
 
-from tf2_mapreduce.transform.analyzers import max, mean, min, size, sum, var, vocabulary  # noqa: A004
+from tf2_mapreduce.transform import experimental
+from tf2_mapreduce.transform.analyzers import max, mean, min, quantiles, size, sum, var, vocabulary  # noqa: A004
 from tf2_mapreduce.transform.mappers import (
     apply_buckets,
     apply_vocabulary,
     bucketize,
     compute_and_apply_vocabulary,
+    hash_strings,
     scale_by_min_max,
     scale_to_0_1,
     scale_to_z_score,
+    sparse_tensor_to_dense_with_shape,
 )
 from tf2_mapreduce.transform.trace import NotSupported
 
@@ -24,12 +27,16 @@ __all__ = [
     "scale_by_min_max",
     "bucketize",
     "apply_buckets",
+    "hash_strings",
+    "sparse_tensor_to_dense_with_shape",
+    "quantiles",
     "min",
     "max",
     "mean",
     "var",
     "size",
     "sum",
+    "experimental",
     "NotSupported",
 ]
 
@@ -40,5 +47,5 @@ def __getattr__(name):
         raise AttributeError("module %r has no attribute %r" % (__name__, name))
     raise AttributeError(
         "tf2_mapreduce.transform has no %s: tf.Transform's subset here is %s"
-        % (name, ", ".join(n for n in __all__ if n != "NotSupported"))
+        % (name, ", ".join(n for n in __all__ if n not in ("NotSupported", "experimental")))
     )

@@ -63,11 +63,13 @@ def trace_calls(preprocessing_fn, feature_spec):
     def traced(inputs):
         with trace.tracing(analysis):
             outputs = _outputs_checked(preprocessing_fn(dict(inputs)))
-        schemas.transformed(outputs, {})  # what tf.Examples cannot hold is refused here, before any pass
-        named = [call.params["filename"] for call in analysis.calls if call.kind == "vocabulary"]
-        for filename in named:
-            if named.count(filename) > 1:
-                raise trace.NotSupported("two vocabularies are named %s: give each its own vocab_filename" % filename)
+        # What tf.Examples cannot hold is refused here, before any pass.
+        schemas.transformed(outputs, {}, {name for name, out in outputs.items() if analysis.depends_on_a_result(out)})
+        for param in ("filename", "key"):
+            named = [call.params[param] for call in analysis.calls if call.kind == "vocabulary"]
+            for name in named:
+                if named.count(name) > 1:
+                    raise trace.NotSupported("two vocabularies are named %s: give each its own vocab_filename" % name)
         used = trace.ancestors([call.values for call in analysis.calls])
         for name, tensor in inputs.items():
             parts = (

@@ -84,10 +84,13 @@ def var(x, reduce_instance_dims=True, name=None, output_dtype=None):
         return trace.analyzer("var", x, _scalar(_mean_dtype(x, output_dtype)))
 
 
-def quantiles(x, num_buckets, epsilon=None, name=None):
+def quantiles(x, num_buckets, epsilon=None, weights=None, reduce_instance_dims=True, name=None):
     """The `num_buckets` - 1 boundaries between buckets of equal counts of `x`'s values,
     float32 of shape [1, num_buckets - 1]: exact, where tft's sketch is approximate
     (`epsilon` is taken and unused). NaN values are left out; no value gives zeros."""
+    if weights is not None or not reduce_instance_dims:
+        what = "weights" if weights is not None else "reduce_instance_dims=False"
+        raise NotSupported("tf2_mapreduce.transform: quantiles(%s) is not supported" % what)
     if not isinstance(num_buckets, int) or isinstance(num_buckets, bool):
         raise TypeError("num_buckets must be an int, not %r" % (num_buckets,))
     if num_buckets < 2:
@@ -156,5 +159,9 @@ def vocabulary(
         raise ValueError("vocabulary needs strings or integers, not %s" % dtype.name)
     with tf.name_scope(name or "vocabulary"):
         filename = sanitized_vocab_filename(vocab_filename, None if vocab_filename is not None else "vocab_")
-        params = {"top_k": top_k, "frequency_threshold": frequency_threshold, "filename": filename}
+        if not filename:
+            raise ValueError("vocab_filename=%r names no file: give it a name of letters or digits" % vocab_filename)
+        # Known by `key` (in asset_map, to get_vocabulary_size_by_name): the name as given, as tft knows it.
+        key = filename if vocab_filename is None else vocab_filename
+        params = {"top_k": top_k, "frequency_threshold": frequency_threshold, "filename": filename, "key": key}
         return trace.analyzer("vocabulary", x, tf.constant(filename), params)

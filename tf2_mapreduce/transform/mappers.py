@@ -1,6 +1,7 @@
 """tf.Transform's mappers over the analyzers' results: `scale_to_z_score`, `scale_to_0_1`,
 `scale_by_min_max`, `compute_and_apply_vocabulary`, `apply_vocabulary`, `bucketize`,
-`apply_buckets`; tft's names, defaults, dtypes and edge cases (min == max, var == 0)."""
+`apply_buckets`; and those of no analyzer: `hash_strings`, `sparse_tensor_to_dense_with_shape`.
+tft's names, defaults, dtypes and edge cases (min == max, var == 0)."""
 
 from tf2_mapreduce.lazy_tf import tf
 from tf2_mapreduce.transform import analyzers, trace
@@ -14,6 +15,8 @@ __all__ = [
     "apply_vocabulary",
     "bucketize",
     "apply_buckets",
+    "hash_strings",
+    "sparse_tensor_to_dense_with_shape",
 ]
 
 _FLOAT_OUTPUT = {"float16": tf.float16, "float32": tf.float32, "float64": tf.float64}
@@ -199,3 +202,34 @@ def bucketize(x, num_buckets, epsilon=None, weights=None, elementwise=False, nam
     with tf.name_scope(name or "bucketize"):
         boundaries = analyzers.quantiles(x, num_buckets, epsilon)
         return apply_buckets(x, boundaries)
+
+
+def hash_strings(strings, hash_buckets, key=None, name=None):
+    """Each string's bucket among `hash_buckets`, int64, as tft hashes it: TensorFlow's
+    Fingerprint64 bucket (`to_hash_bucket_fast`), or with `key` ([2] ints) its keyed
+    SipHash one (`to_hash_bucket_strong`); a SparseTensor's or RaggedTensor's structure kept."""
+    if not isinstance(strings, (tf.Tensor, tf.SparseTensor, tf.RaggedTensor)) or strings.dtype != tf.string:
+        raise TypeError(
+            "Input to hash_strings must be a `Tensor`, `SparseTensor`, or `RaggedTensor` of dtype string; got %s"
+            % getattr(strings, "dtype", type(strings).__name__)
+        )
+
+    def hashed(values):
+        if key is None:
+            return tf.strings.to_hash_bucket_fast(values, hash_buckets, name=name or "hash_strings")
+        return tf.strings.to_hash_bucket_strong(values, hash_buckets, key, name=name or "hash_strings")
+
+    return _map_values(strings, hashed)
+
+
+def sparse_tensor_to_dense_with_shape(x, shape, default_value=0):
+    """SparseTensor `x` as a dense tensor of `shape` (a dimension None: `x`'s own), the rest
+    `default_value`, as tft makes it (a value outside `shape` fails when run)."""
+    if not isinstance(x, tf.SparseTensor):
+        raise ValueError("input must be a SparseTensor")
+    dense_shape = [x.dense_shape[i] if size is None else size for i, size in enumerate(shape)]
+    dense = tf.raw_ops.SparseToDense(
+        sparse_indices=x.indices, output_shape=dense_shape, sparse_values=x.values, default_value=default_value
+    )
+    dense.set_shape(shape)
+    return dense

@@ -64,11 +64,19 @@ def write(preprocessing_fn, raw_schema, feature_spec, calls, values, directory) 
 
     applying = trace.Applying(calls, values, make_table)
     written = []
+    # TensorFlow's own tracker of the resources made within (private; Keras uses it): a
+    # lookup table the user's function makes under tf.init_scope (TFX's census example)
+    # is saved only if the module tracks it, and the save traces the function again.
+    from tensorflow.python.trackable import resource as trackable_resource
+
+    module.made_by_the_function = []
 
     def transform_fn(inputs):
         applying.restart()
-        with trace.tracing(applying):
+        made = trackable_resource.ResourceTracker()
+        with trace.tracing(applying), trackable_resource.resource_tracker_scope(made):
             outputs = preprocessing_fn(dict(inputs))
+        module.made_by_the_function.extend(made.resources)
         if not isinstance(outputs, dict):
             raise trace.NotSupported("preprocessing_fn must return a dict of features")
         # Here, where the outputs are still the tensors the mappers marked.
@@ -86,7 +94,7 @@ def write(preprocessing_fn, raw_schema, feature_spec, calls, values, directory) 
     tf.io.gfile.makedirs(join(directory, os.path.dirname(schemas.RAW_SCHEMA)))
     with tf.io.gfile.GFile(join(directory, schemas.RAW_SCHEMA), "w") as f:
         f.write(schemas.text(raw_schema))
-    names = {calls[i].params["filename"]: os.path.basename(p) for i, p in paths.items()}
+    names = {calls[i].params["key"]: os.path.basename(p) for i, p in paths.items()}
     if names:
         with tf.io.gfile.GFile(join(metadata, "asset_map"), "w") as f:
             f.write(json.dumps(names))

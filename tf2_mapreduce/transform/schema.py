@@ -134,7 +134,7 @@ def raw(spec: dict):
     return schema
 
 
-def _output(schema, name, output, domains):
+def _output(schema, name, output, domains, shape_later=False):
     values = output.values if isinstance(output, tf.SparseTensor) else output
     if find(dtype=values.dtype.name) is None:
         raise NotSupported(
@@ -146,6 +146,8 @@ def _output(schema, name, output, domains):
             raise NotSupported("preprocessing_fn output %s: a SparseTensor of rank 2 only" % name)
         _add(schema, name, values.dtype, None, domains.get(values.ref()))
         return
+    if shape_later and output.shape.rank is not None and output.shape.rank >= 1:
+        return  # a shape known once the analyzers' results are constants: checked then
     if output.shape.rank is None or output.shape.rank < 1 or not output.shape[1:].is_fully_defined():
         raise NotSupported(
             "preprocessing_fn output %s has shape %s: a batch of a fixed shape each" % (name, output.shape)
@@ -153,13 +155,15 @@ def _output(schema, name, output, domains):
     _add(schema, name, values.dtype, list(output.shape[1:]), domains.get(values.ref()))
 
 
-def transformed(outputs: dict, domains: dict):
+def transformed(outputs: dict, domains: dict, shapes_later=frozenset()):
     """The schema of a transform's `outputs` ({name: Tensor or SparseTensor}, batched), as
     tft writes it (`schema_utils.schema_from_feature_spec`): a dense output FixedLen of
-    its shape, a sparse one VarLen, ids of a vocabulary or of buckets with their range."""
+    its shape, a sparse one VarLen, ids of a vocabulary or of buckets with their range.
+    Outputs named in `shapes_later` may have dimensions not known yet (the analysis trace,
+    where a one-hot's depth is a stand-in of a vocabulary's size)."""
     from tensorflow_metadata.proto.v0 import schema_pb2
 
     schema = schema_pb2.Schema()
     for name in sorted(outputs):
-        _output(schema, name, outputs[name], domains)
+        _output(schema, name, outputs[name], domains, name in shapes_later)
     return schema

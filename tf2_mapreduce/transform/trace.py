@@ -52,6 +52,7 @@ class Analysis:
     def __init__(self):
         self.calls = []
         self.stand_ins = {}  # {stand-in tensor ref: its call}
+        self.sizes = {}  # {stand-in tensor ref: the call of the vocabulary whose size it stands for}
         self._stand_ins = set()
 
     def record(self, call, values, result):
@@ -66,6 +67,17 @@ class Analysis:
         self._stand_ins.add(stand_in.op.name)
         self.stand_ins[stand_in.ref()] = call
         return stand_in
+
+    def vocabulary_size(self, key):
+        """A stand-in of the size of the vocabulary known as `key`, made before."""
+        stand_in = tf.identity(tf.constant(0, tf.int64))
+        self._stand_ins.add(stand_in.op.name)
+        self.sizes[stand_in.ref()] = _vocabulary(self.calls, key)
+        return stand_in
+
+    def depends_on_a_result(self, output) -> bool:
+        """Whether `output` (a Tensor or SparseTensor) is computed from an analyzer's result."""
+        return self._depends_on_a_result(output.values if isinstance(output, tf.SparseTensor) else output)
 
     def named(self, inputs, outputs) -> str:
         """Names each call by what it computes from `inputs` (the traced function's
@@ -82,6 +94,7 @@ class Analysis:
             computed = inputs_only.of([call.values]).encode()
             call.name = "%s:%s" % (call.kind, hashlib.sha256(described + computed).hexdigest()[:20])
         roots.update({ref: "analyzer " + call.name for ref, call in self.stand_ins.items()})
+        roots.update({ref: "vocabulary size " + call.name for ref, call in self.sizes.items()})
         names = sorted(outputs)
         return hashlib.sha256(
             repr(names).encode() + Digests(roots).of([outputs[n] for n in names]).encode()
@@ -122,6 +135,10 @@ class Applying:
             return filename
         return tf.constant(self.values[index])
 
+    def vocabulary_size(self, key):
+        """The size of the vocabulary known as `key`, a constant."""
+        return tf.constant(len(self.values[self.calls.index(_vocabulary(self.calls, key))]), tf.int64)
+
     def table(self, deferred, key_dtype, default_value, num_oov_buckets):
         """The table of the vocabulary whose file name `deferred` is, and its ids' range."""
         index = self._vocabulary_of.get(deferred.ref()) if isinstance(deferred, tf.Tensor) else None
@@ -146,6 +163,17 @@ class Applying:
         values = output.values if isinstance(output, tf.SparseTensor) else output
         self.domains[values.ref()] = domain
         return output
+
+
+def _vocabulary(calls, key) -> Call:
+    """The call of the vocabulary known as `key` (tft's vocab_filename) among `calls`."""
+    for call in calls:
+        if call.kind == "vocabulary" and call.params["key"] == key:
+            return call
+    raise ValueError(
+        "Vocabulary size not found for %s. If this vocabulary was created using `tft.vocabulary`, this should be "
+        "the same as the `vocab_filename` argument passed to it." % key
+    )
 
 
 def reordered() -> NotSupported:
