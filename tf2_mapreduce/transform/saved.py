@@ -34,14 +34,8 @@ def _file_table(path, key_dtype, default_value, num_oov_buckets):
     return tf.lookup.StaticHashTable(initializer, default_value)
 
 
-def write(preprocessing_fn, raw_schema, feature_spec, calls, values, directory) -> dict:
-    """Writes `directory`/transform_fn and `directory`/transformed_metadata for
-    `preprocessing_fn` over `feature_spec` (`raw_schema` read as tft reads it), its
-    analyzers' `calls` having given `values`, and `raw_schema` as `directory`/metadata.
-    Returns {vocabulary file name: its terms' count}. Blocking."""
-    from google.protobuf import text_format
-
-    assets = tempfile.mkdtemp(prefix="tf2_mapreduce-vocabularies-")
+def _vocabulary_files(calls, values, assets) -> dict:
+    """{call index: path} of each vocabulary's file, written into `assets`."""
     paths = {}
     for index, call in enumerate(calls):
         if call.kind == "vocabulary":
@@ -49,8 +43,19 @@ def write(preprocessing_fn, raw_schema, feature_spec, calls, values, directory) 
             with open(path, "wb") as f:
                 f.write(vocabulary_lines(values[index]))
             paths[index] = path
+    return paths
+
+
+def _module(preprocessing_fn, feature_spec, calls, values, paths):
+    """The `tf.Module` saved as transform_fn/ (its `transform_fn` traced), and the
+    transformed features' schema."""
+    # TensorFlow's own tracker of the resources made within (private; Keras uses it): a
+    # lookup table the user's function makes under tf.init_scope (TFX's census example)
+    # is saved only if the module tracks it, and the save traces the function again.
+    from tensorflow.python.trackable import resource as trackable_resource
+
     module = tf.Module()
-    module.tables = []
+    module.tables, module.made_by_the_function = [], []
     # Every vocabulary is an asset, applied or not: a trainer reads one the function does
     # not apply by its name (vocabulary_file_by_name), and the SavedModel copies only assets
     # that something it saves tracks.
@@ -64,12 +69,6 @@ def write(preprocessing_fn, raw_schema, feature_spec, calls, values, directory) 
 
     applying = trace.Applying(calls, values, make_table)
     written = []
-    # TensorFlow's own tracker of the resources made within (private; Keras uses it): a
-    # lookup table the user's function makes under tf.init_scope (TFX's census example)
-    # is saved only if the module tracks it, and the save traces the function again.
-    from tensorflow.python.trackable import resource as trackable_resource
-
-    module.made_by_the_function = []
 
     def transform_fn(inputs):
         applying.restart()
@@ -85,19 +84,29 @@ def write(preprocessing_fn, raw_schema, feature_spec, calls, values, directory) 
 
     module.transform_fn = tf.function(transform_fn, input_signature=[raw_specs(feature_spec)], autograph=False)
     module.transform_fn.get_concrete_function()
-    schema = written[0]
+    return module, written[0]
+
+
+def _write_text(path, text):
+    tf.io.gfile.makedirs(os.path.dirname(path))
+    with tf.io.gfile.GFile(path, "w") as f:
+        f.write(text)
+
+
+def write(preprocessing_fn, raw_schema, feature_spec, calls, values, directory) -> dict:
+    """Writes `directory`/transform_fn and `directory`/transformed_metadata for
+    `preprocessing_fn` over `feature_spec` (`raw_schema` read as tft reads it), its
+    analyzers' `calls` having given `values`, and `raw_schema` as `directory`/metadata.
+    Returns {vocabulary file name: its terms' count}. Blocking."""
+    assets = tempfile.mkdtemp(prefix="tf2_mapreduce-vocabularies-")
+    paths = _vocabulary_files(calls, values, assets)
+    module, schema = _module(preprocessing_fn, feature_spec, calls, values, paths)
     tf.saved_model.save(module, join(directory, TRANSFORM_FN))
-    metadata = join(directory, METADATA)
-    tf.io.gfile.makedirs(metadata)
-    with tf.io.gfile.GFile(join(metadata, "schema.pbtxt"), "w") as f:
-        f.write(text_format.MessageToString(schema))
-    tf.io.gfile.makedirs(join(directory, os.path.dirname(schemas.RAW_SCHEMA)))
-    with tf.io.gfile.GFile(join(directory, schemas.RAW_SCHEMA), "w") as f:
-        f.write(schemas.text(raw_schema))
+    _write_text(join(directory, METADATA + "/schema.pbtxt"), schemas.text(schema))
+    _write_text(join(directory, schemas.RAW_SCHEMA), schemas.text(raw_schema))
     names = {calls[i].params["key"]: os.path.basename(p) for i, p in paths.items()}
     if names:
-        with tf.io.gfile.GFile(join(metadata, "asset_map"), "w") as f:
-            f.write(json.dumps(names))
+        _write_text(join(directory, METADATA + "/asset_map"), json.dumps(names))
     for path in paths.values():
         os.remove(path)
     os.rmdir(assets)
