@@ -1,8 +1,10 @@
 """The local default keeps TF's unauthenticated servers off the network: from outside
 the coordinator's private network namespace, none of their ports answers."""
 
+import contextlib
 import os
 import re
+import signal
 import subprocess
 
 import pytest
@@ -12,7 +14,7 @@ from helpers.processes import LiveCoordinator, live_args, servers_of, task_env
 
 from tf2_mapreduce.cluster import spec as cluster_spec
 
-NUM_FILES = 800
+NUM_FILES = 40
 
 
 def _why_no_private_network():
@@ -40,6 +42,17 @@ def start_job(tmp_path, processes, *extra):
     return job, addresses, output
 
 
+@contextlib.contextmanager
+def held(job):
+    """The coordinator stopped (SIGSTOP), so that its servers are up, mid-job, however
+    short the job: what is asked of them within is asked while they serve."""
+    job.proc.send_signal(signal.SIGSTOP)
+    try:
+        yield
+    finally:
+        job.proc.send_signal(signal.SIGCONT)
+
+
 def network_namespace(pid):
     return os.readlink("/proc/%d/ns/net" % pid)
 
@@ -50,17 +63,14 @@ def test_local_cluster_ports_do_not_answer_from_outside(tmp_path, processes):
     # deselect it by name: pytest -m "not netns".
     assert WHY_NOT is None, "no private network namespaces here (%s): run pytest -m 'not netns'" % WHY_NOT
     job, addresses, output = start_job(tmp_path, processes)
-    assert {address: cluster_spec.probe(address) for address in addresses} == {
-        a: "connection refused" for a in addresses
-    }
-    # Asked while the servers were up: they were listening, in the coordinator's namespace.
-    servers = servers_of(job.proc.pid)
+    with held(job):
+        probed = {address: cluster_spec.probe(address) for address in addresses}
+        # Asked while the servers were up: they were listening, in the coordinator's namespace.
+        servers = servers_of(job.proc.pid)
+        namespaces = {network_namespace(pid) for pid in servers}
+    assert probed == {a: "connection refused" for a in addresses}
     assert len(servers) == 3
-    assert (
-        {network_namespace(pid) for pid in servers}
-        == {network_namespace(job.proc.pid)}
-        != {network_namespace(os.getpid())}
-    )
+    assert namespaces == {network_namespace(job.proc.pid)} != {network_namespace(os.getpid())}
     code, _, stderr = job.finish()
     assert code == 0, stderr
     assert "warning" not in stderr
@@ -69,7 +79,9 @@ def test_local_cluster_ports_do_not_answer_from_outside(tmp_path, processes):
 
 def test_without_a_private_network_the_ports_answer_and_a_warning_says_so(tmp_path, processes):
     job, addresses, output = start_job(tmp_path, processes, "--noprivate_network")
-    assert {address: cluster_spec.probe(address) for address in addresses} == {a: None for a in addresses}
+    with held(job):
+        probed = {address: cluster_spec.probe(address) for address in addresses}
+    assert probed == {a: None for a in addresses}
     code, _, stderr = job.finish()
     assert code == 0, stderr
     warning = re.search(
