@@ -69,7 +69,25 @@ class Round:
                 self._splits.append((kind, plan.splits(chosen, cap, most)))
 
     def start(self):
+        """Starts scheduling the round's steps on a thread of its own. Blocking only while
+        each kind's step is traced, here: TensorFlow's tracing on two threads at once
+        crashed the coordinator (a segfault in its op creation, seen in CI: the scheduling
+        thread tracing a step while the run loop traced its first progress read), so the
+        scheduling thread only ever finds its steps traced. A step that fails to trace (a
+        map_fn's output its reducer cannot take) ends the round as a failed schedule does."""
+        try:
+            for kind, _ in self._splits:
+                self.steps[kind].get_concrete_function()
+        except Exception as e:  # handed to the run loop
+            self._end(e)
+            return
         threading.Thread(target=self._drive, name="tf2_mapreduce-schedule", daemon=True).start()
+
+    def _end(self, error=None):
+        self.error = error if error is not None else self.error
+        self.finished = True
+        self._ended.set()
+        self.wake.set()
 
     def _drive(self):
         try:
@@ -84,9 +102,7 @@ class Round:
         except Exception as e:  # handed to the run loop
             self.error = e
         finally:
-            self.finished = True
-            self._ended.set()
-            self.wake.set()
+            self._end()
 
     def wait(self, timeout: float) -> bool:
         """Whether the round has `finished`, waiting up to `timeout` s for it. Blocking."""
