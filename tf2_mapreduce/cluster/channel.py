@@ -190,12 +190,10 @@ def request_exit(cluster, coordinator, within=0.0, on_retry=None, gone_is_final=
     message = Message(JOB_OVER, coordinator)
     failed = {}
 
-    def tell(role, index, address, done):
+    def tell(role, index, channel, done):
         # A task may be coming back (a worker being restarted, a link down), or answer
         # after an attempt gave up (a loaded one): only its answer counts as told.
-        channel = None
         try:
-            channel = _Channel(role, index, address)
             failure = _try_telling(channel, message)
             if failure and within > 0 and not (gone_is_final and failure[1]):
                 if on_retry:
@@ -209,15 +207,17 @@ def request_exit(cluster, coordinator, within=0.0, on_retry=None, gone_is_final=
             failed[role, index] = "%s: %s" % (type(e).__name__, e)
         finally:
             try:
-                if channel is not None:
-                    _close_apart(channel, "tf2_mapreduce-close-%s%d" % (role, index))
+                _close_apart(channel, "tf2_mapreduce-close-%s%d" % (role, index))
             finally:
                 done.set()
 
     told = []
-    for task in cluster.tasks(roles=("worker", "ps")):
+    for role, index, address in cluster.tasks(roles=("worker", "ps")):
+        # Built here, on this thread: TensorFlow's graph building on several threads at
+        # once is not safe (a coordinator crashed tracing on two).
+        channel = _Channel(role, index, address)
         told.append(threading.Event())
-        threading.Thread(target=tell, args=(*task, told[-1]), daemon=True).start()
+        threading.Thread(target=tell, args=(role, index, channel, told[-1]), daemon=True).start()
     for done in told:
         done.wait()
     return failed
@@ -241,21 +241,20 @@ class Heartbeats:
         self.started = time.monotonic()
         self._answered = {}  # (role, index) -> monotonic time of the last answer
         self._errors = {}  # (role, index) -> the last failure, while failing
-        self._channels = []  # (role, index, _Channel) of each thread, closed by __exit__
+        # Built here, on the caller's thread: TensorFlow's graph building on several
+        # threads at once is not safe (a coordinator crashed tracing on two).
+        self._channels = [(role, index, _Channel(role, index, address)) for role, index, address in cluster.tasks()]
         self._threads = [
             threading.Thread(
                 target=self._beat,
-                args=(role, index, address),
+                args=(role, index, channel),
                 daemon=True,
                 name="tf2_mapreduce-heartbeat-%s%d" % (role, index),
             )
-            for role, index, address in cluster.tasks()
+            for role, index, channel in self._channels
         ]
 
-    def _beat(self, role, index, address):
-        channel = _Channel(role, index, address)
-        with self._lock:
-            self._channels.append((role, index, channel))
+    def _beat(self, role, index, channel):
         while not self._stop.is_set():
             try:
                 channel.send(self.message)
