@@ -56,11 +56,21 @@ def plan(tmp_path):
     return Plan(Files(paths, sizes, [0] * len(paths)), 1000, "words")
 
 
+class Step(tuple):
+    """A kind of piece as its own map step, as the fake schedule records it; traced
+    (`get_concrete_function`) on the thread that starts the round, never on the scheduling one."""
+
+    traced_on = []
+
+    def get_concrete_function(self):
+        Step.traced_on.append(threading.current_thread())
+
+
 class Steps(dict):
-    """A kind of piece -> its map step: here the kind itself, as the fake schedule records it."""
+    """A kind of piece -> its map step (`Step`)."""
 
     def __missing__(self, kind):
-        return kind
+        return Step(kind)
 
 
 def run_round(coordinator, plan, pending, groups=(), split_size=64 << 20, whole=1 << 20, max_pieces=0):
@@ -68,7 +78,9 @@ def run_round(coordinator, plan, pending, groups=(), split_size=64 << 20, whole=
     round_ = rounds.Round(
         coordinator, Steps(), plan, pending, [list(g) for g in groups], 2, split_size, whole, max_pieces, wake
     )
+    Step.traced_on.clear()
     round_.start()
+    assert set(Step.traced_on) <= {threading.current_thread()}  # none on the scheduling thread
     assert round_.wait(30) and wake.is_set()
     return round_
 
