@@ -102,14 +102,20 @@ def text(schema) -> str:
     return text_format.MessageToString(schema)
 
 
+def _kind(what, dtype):
+    """The feature kind of `dtype`; `NotSupported` naming `what` ("feature x") otherwise."""
+    kind = find(dtype=dtype.name)
+    if kind is None:
+        raise NotSupported("%s is %s: tf.Examples hold int64, float32 and strings only" % (what, dtype.name))
+    return kind
+
+
 def _add(schema, name, dtype, dims, domain=None):
     """Adds feature `name` to `schema` as tft's `schema_from_feature_spec` does: FixedLen of
     `dims` (present in every example), or VarLen where `dims` is None."""
     from tensorflow_metadata.proto.v0 import schema_pb2
 
-    kind = find(dtype=dtype.name)
-    if kind is None:
-        raise NotSupported("feature %s is %s: tf.Examples hold int64, float32 and strings only" % (name, dtype.name))
+    kind = _kind("feature %s" % name, dtype)
     feature = schema.feature.add(name=name, type=schema_pb2.FeatureType.Value(kind.schema_type))
     if domain is not None:
         feature.int_domain.min, feature.int_domain.max = domain
@@ -136,11 +142,7 @@ def raw(spec: dict):
 
 def _output(schema, name, output, domains, shape_later=False):
     values = output.values if isinstance(output, tf.SparseTensor) else output
-    if find(dtype=values.dtype.name) is None:
-        raise NotSupported(
-            "preprocessing_fn output %s is %s: tf.Examples hold int64, float32 and strings only"
-            % (name, values.dtype.name)
-        )
+    _kind("preprocessing_fn output %s" % name, values.dtype)  # before its shape is looked at
     if isinstance(output, tf.SparseTensor):
         if output.shape.rank != 2:
             raise NotSupported("preprocessing_fn output %s: a SparseTensor of rank 2 only" % name)
