@@ -16,7 +16,7 @@ from tf2_mapreduce.reducers import Vocabularies
 from tf2_mapreduce.transform import schema as schemas
 from tf2_mapreduce.transform import sums, trace
 
-__all__ = ["raw_specs", "trace_calls", "analyze_job", "counts_of", "results", "EMPTY_VOCABULARY"]
+__all__ = ["raw_specs", "outputs_checked", "trace_calls", "analyze_job", "counts_of", "results", "EMPTY_VOCABULARY"]
 
 # tft's vocabulary of no term (`get_empy_vocabulary_dummy_value`): one dummy term.
 EMPTY_VOCABULARY = {"string": b"49d0cd50-04bb-48c0-bc6f-5b575dce351a", "int": b"-1"}
@@ -40,7 +40,9 @@ def raw_specs(feature_spec: dict) -> dict:
     return specs
 
 
-def _outputs_checked(outputs):
+def outputs_checked(outputs):
+    """`outputs`, what a preprocessing_fn returned, if a transform can write them (a
+    non-empty dict, no ragged output); `NotSupported` otherwise."""
     if not isinstance(outputs, dict):
         raise trace.NotSupported("preprocessing_fn must return a dict of features, not %s" % type(outputs).__name__)
     if not outputs:  # examples of no feature: tf.Transform refuses it too
@@ -62,7 +64,7 @@ def trace_calls(preprocessing_fn, feature_spec):
 
     def traced(inputs):
         with trace.tracing(analysis):
-            outputs = _outputs_checked(preprocessing_fn(dict(inputs)))
+            outputs = outputs_checked(preprocessing_fn(dict(inputs)))
         # What tf.Examples cannot hold is refused here, before any pass.
         schemas.transformed(outputs, {}, {name for name, out in outputs.items() if analysis.depends_on_a_result(out)})
         for param in ("filename", "key"):

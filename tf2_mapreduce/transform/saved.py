@@ -12,7 +12,7 @@ from tf2_mapreduce.lazy_tf import tf
 from tf2_mapreduce.paths import join
 from tf2_mapreduce.transform import schema as schemas
 from tf2_mapreduce.transform import trace
-from tf2_mapreduce.transform.analysis import raw_specs
+from tf2_mapreduce.transform.analysis import outputs_checked, raw_specs
 
 __all__ = ["TRANSFORM_FN", "METADATA", "write", "vocabulary_lines"]
 
@@ -74,10 +74,8 @@ def _module(preprocessing_fn, feature_spec, calls, values, paths):
         applying.restart()
         made = trackable_resource.ResourceTracker()
         with trace.tracing(applying), trackable_resource.resource_tracker_scope(made):
-            outputs = preprocessing_fn(dict(inputs))
+            outputs = outputs_checked(preprocessing_fn(dict(inputs)))
         module.made_by_the_function.extend(made.resources)
-        if not isinstance(outputs, dict):
-            raise trace.NotSupported("preprocessing_fn must return a dict of features")
         # Here, where the outputs are still the tensors the mappers marked.
         written.append(schemas.transformed(outputs, applying.domains))
         return dict(outputs)
