@@ -15,6 +15,7 @@ from tf2_mapreduce.cluster import spec as cluster_spec
 from tf2_mapreduce.errors import JobFailed, UsageError
 from tf2_mapreduce.inputs.files import InputFile
 from tf2_mapreduce.inputs.listing import expand
+from tf2_mapreduce.run import rounds
 from tf2_mapreduce.run.options import Options
 from tf2_mapreduce.state.base import Figures
 
@@ -45,6 +46,27 @@ def test_total_and_per_file_counts_match_oracle(inprocess, corpus, max_pieces):
     assert [f.value for f in result.per_file] == [oracle_words([f.path]) for f in corpus]
     assert [f.path for f in result.per_file] == [f.path for f in corpus]
     assert result.bytes_done == sum(os.path.getsize(f.path) for f in corpus)
+
+
+def test_each_map_step_is_traced_once_and_never_on_the_scheduling_thread(inprocess, corpus, monkeypatch):
+    """TensorFlow's tracing on two threads at once crashed the coordinator: a round traces
+    its steps before its scheduling thread starts, as schedule() would (a trace made in
+    another scope was made again on that thread, each step twice). Whole files and byte
+    ranges: two kinds of step."""
+    traced = []
+    drive = rounds.Round._drive
+
+    def counted(self):
+        before = {kind: self.steps[kind].experimental_get_tracing_count() for kind, _ in self._splits}
+        drive(self)
+        traced.append({kind: self.steps[kind].experimental_get_tracing_count() - n for kind, n in before.items()})
+
+    monkeypatch.setattr(rounds.Round, "_drive", counted)
+    result = run(inprocess, corpus, read_size=1024)
+    assert result.total == oracle_words(f.path for f in corpus)
+    kinds = {kind[0] for counts in traced for kind in counts}
+    assert kinds == {"whole", "range"}, kinds
+    assert all(n == 0 for counts in traced for n in counts.values()), traced
 
 
 def test_progress_reports_are_consistent(inprocess, corpus):

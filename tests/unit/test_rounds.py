@@ -27,6 +27,7 @@ class Coordinator:
     """schedule() records each step's kind and piece ids; join() raises what it is told."""
 
     def __init__(self, errors=None, join_error=None, block=None):
+        self.strategy = tf.distribute.get_strategy()  # its scope() is the one the round traces in
         self.scheduled = []
         self.errors = errors or {}
         self.join_error = join_error

@@ -76,8 +76,11 @@ class Round:
         scheduling thread only ever finds its steps traced. A step that fails to trace (a
         map_fn's output its reducer cannot take) ends the round as a failed schedule does."""
         try:
-            for kind, _ in self._splits:
-                self.steps[kind].get_concrete_function()
+            # In the strategy's scope, as schedule() traces: a function's traces are
+            # cached per scope, and one made outside it was made again on that thread.
+            with self.coordinator.strategy.scope():
+                for kind, _ in self._splits:
+                    self.steps[kind].get_concrete_function()
         except Exception as e:  # handed to the run loop
             self._end(e)
             return
