@@ -64,6 +64,7 @@ def run_peer(python, args, log_path, timeout):
     The process and whatever it started are killed and reaped either way."""
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONUNBUFFERED="1")
     env.pop("PYTHONPATH", None)  # the peer's venv alone: not this repo's package
+    env.pop("PYTHONDONTWRITEBYTECODE", None)  # what one peer process compiles, the next reads
     with open(log_path, "wb") as log:
         proc = subprocess.Popen(
             [python, *args],
