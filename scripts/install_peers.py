@@ -158,7 +158,7 @@ def install(peer, interpreter):
     ]
     # The import check writes the bytecode of what the tier's peer processes import, even
     # where PYTHONDONTWRITEBYTECODE is set: without it each of them compiled it all again
-    # (tf.Transform and Beam: 12 CPU-s an import, 4.7 with their bytecode).
+    # (tf.Transform and Beam: 12 CPU-s an import, 4.2 to 4.7 with their bytecode).
     envs = {"import check": writing_bytecode()}
     start = time.monotonic()
     log_path = os.path.join(PEERS_DIR, peer + ".log")

@@ -23,9 +23,9 @@ PACKAGE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 
 def pytest_configure(config):
     """Compiles the package to bytecode once, in the controller (not in each xdist worker).
-    Where PYTHONDONTWRITEBYTECODE is set (it is on the machines this was measured on), Python writes none
-    at import, and each of the ~300 processes the suite starts compiled every module again
-    (0.09 s of CPU each, measured); a user's first run writes it."""
+    Where PYTHONDONTWRITEBYTECODE is set (it is on the machines this was measured on),
+    Python writes none at import, and each of the ~300 processes the suite starts compiled
+    every module again (0.09 s of CPU each, measured); a user's first run writes it."""
     if not hasattr(config, "workerinput"):
         compileall.compile_dir(PACKAGE, quiet=1)
 
