@@ -41,6 +41,32 @@ def test_request_exit_returns_with_each_sessions_close_in_a_thread_an_exiting_in
         thread.join(WAIT)
 
 
+def test_a_task_not_told_at_first_is_named_with_its_own_address_and_told_again(monkeypatch):
+    tried = {}
+    all_tried = threading.Barrier(len(ADDRESSES))  # every task's thread started: the loop over them is done
+
+    def first_fails(task_channel, _message):
+        tried[task_channel.address] = tried.get(task_channel.address, 0) + 1
+        if tried[task_channel.address] > 1:
+            return None
+        all_tried.wait(WAIT)
+        return ("busy", False)
+
+    monkeypatch.setattr(channel, "_try_telling", first_fails)
+    monkeypatch.setattr(channel._Channel, "close", lambda _channel: None)
+    retried = []
+    failed = channel.request_exit(
+        SPEC, channel.new_coordinator_id(), within=WAIT, on_retry=lambda *args: retried.append(args)
+    )
+    assert failed == {}
+    assert sorted(retried) == [
+        ("ps", 0, "localhost:2", "busy"),
+        ("worker", 0, "localhost:3", "busy"),
+        ("worker", 1, "localhost:4", "busy"),
+    ]
+    assert tried == {address: 2 for address in ADDRESSES}
+
+
 def test_leaving_heartbeats_waits_for_a_send_in_flight_then_closes_each_session_apart(monkeypatch):
     lock = threading.Lock()
     sending, closed = set(), []

@@ -197,7 +197,7 @@ def request_exit(cluster, coordinator, within=0.0, on_retry=None, gone_is_final=
             failure = _try_telling(channel, message)
             if failure and within > 0 and not (gone_is_final and failure[1]):
                 if on_retry:
-                    on_retry(role, index, address, failure[0])
+                    on_retry(role, index, channel.address, failure[0])
                 while failure and not (gone_is_final and failure[1]) and time.monotonic() + RETRY_EVERY < deadline:
                     time.sleep(RETRY_EVERY)  # a retry interval for a task that is down, not a wait for a result
                     failure = _try_telling(channel, message)
