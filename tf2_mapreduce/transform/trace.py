@@ -72,7 +72,7 @@ class Analysis:
         """A stand-in of the size of the vocabulary known as `key`, made before."""
         stand_in = tf.identity(tf.constant(0, tf.int64))
         self._stand_ins.add(stand_in.op.name)
-        self.sizes[stand_in.ref()] = _vocabulary(self.calls, key)
+        self.sizes[stand_in.ref()] = self.calls[_vocabulary_index(self.calls, key)]
         return stand_in
 
     def depends_on_a_result(self, output) -> bool:
@@ -137,7 +137,7 @@ class Applying:
 
     def vocabulary_size(self, key):
         """The size of the vocabulary known as `key`, a constant."""
-        return tf.constant(len(self.values[self.calls.index(_vocabulary(self.calls, key))]), tf.int64)
+        return tf.constant(len(self.values[_vocabulary_index(self.calls, key)]), tf.int64)
 
     def table(self, deferred, key_dtype, default_value, num_oov_buckets):
         """The table of the vocabulary whose file name `deferred` is, and its ids' range."""
@@ -165,11 +165,11 @@ class Applying:
         return output
 
 
-def _vocabulary(calls, key) -> Call:
-    """The call of the vocabulary known as `key` (tft's vocab_filename) among `calls`."""
-    for call in calls:
+def _vocabulary_index(calls, key) -> int:
+    """The index in `calls` of the vocabulary known as `key` (tft's vocab_filename)."""
+    for index, call in enumerate(calls):
         if call.kind == "vocabulary" and call.params["key"] == key:
-            return call
+            return index
     raise ValueError(
         "Vocabulary size not found for %s. If this vocabulary was created using `tft.vocabulary`, this should be "
         "the same as the `vocab_filename` argument passed to it." % key
