@@ -82,12 +82,12 @@ class Round:
                 for kind, _ in self._splits:
                     self.steps[kind].get_concrete_function()
         except Exception as e:  # handed to the run loop
-            self._end(e)
+            self.error = e
+            self._end()
             return
         threading.Thread(target=self._drive, name="tf2_mapreduce-schedule", daemon=True).start()
 
-    def _end(self, error=None):
-        self.error = error if error is not None else self.error
+    def _end(self):
         self.finished = True
         self._ended.set()
         self.wake.set()
