@@ -93,7 +93,8 @@ class Digests:
         """An attribute's value; one naming a function (a loop's body), its function's digest."""
         kind = value.WhichOneof("value")
         if kind == "func":
-            return _hash(b"func", self._function(graph, value.func.name), value.func.attr.SerializeToString())
+            attrs = [name.encode() + self._attr(graph, v) for name, v in sorted(value.func.attr.items())]
+            return _hash(b"func", self._function(graph, value.func.name), *attrs)
         if kind == "list" and value.list.func:
             return _hash(b"funcs", *[self._function(graph, f.name) for f in value.list.func])
         return value.SerializeToString(deterministic=True)
