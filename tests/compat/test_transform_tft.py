@@ -161,11 +161,6 @@ def test_the_data_check_catches_one_ulp(compared):
     assert nudged["verdict"] == "FAIL"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 42: a user's division by a constant (x / 3.0) is a multiplication by its inverse "
-    "in one of data/'s and transform_fn's graphs, an ulp apart for some x",
-)
 def test_a_division_by_a_constant_is_the_same_in_data_and_transform_fn(compared):
     division = compared["data"]["division"]
     assert (division["examples"], division["written"]) == (EXAMPLES, EXAMPLES)

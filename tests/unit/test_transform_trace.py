@@ -1,12 +1,56 @@
-"""How a preprocessing_fn is traced (`transform.trace`, `transform.digest`), without a
-cluster: a function calling tf.cond is digested, the same each trace."""
+"""How a preprocessing_fn is traced (`transform.trace`, `transform.as_written`,
+`transform.digest`), without a cluster: float arithmetic traced gives eager execution's bits
+in any graph and any batch; a function calling tf.cond is digested, the same each trace."""
 
+import numpy as np
+import pytest
 import tensorflow as tf
 
 import tf2_mapreduce.transform as tft
-from tf2_mapreduce.transform import analysis
+from tf2_mapreduce.transform import analysis, trace
 
 SPEC = {"x": tf.io.FixedLenFeature([], tf.float32)}
+VALUES = np.random.RandomState(3).uniform(0.5, 50, 4099).astype(np.float32)
+
+
+def _traced(fn):
+    """`fn` as a tf.function whose arithmetic is made as_written, like a map step's."""
+
+    def within(x):
+        with trace.tracing(trace.Applying([], [], None)):
+            return fn(x)
+
+    return tf.function(within, input_signature=[tf.TensorSpec([None], tf.float32)])
+
+
+@pytest.mark.parametrize(
+    "fn",
+    [
+        lambda x: x / 3.0,
+        lambda x: tf.pow(x, 0.5),
+        lambda x: tf.math.log(1.0 + x),
+        lambda x: x / tf.sqrt(x + 2.0),
+        lambda x: (x - 1.5) / 2.5 * 3.0 / 7.0,
+        lambda x: tf.exp(x / 20.0) - 1.0,
+        lambda x: tf.cond(tf.size(x) > 0, lambda: tf.math.log(x) / 7.0, lambda: x),
+    ],
+)
+def test_traced_arithmetic_has_eager_bits_in_any_batch(fn):
+    traced = _traced(fn)
+    # Eagerly, 16 times over: every value of the first copy is computed in vector lanes.
+    eager = fn(tf.constant(np.tile(VALUES, 16))).numpy()[: len(VALUES)]
+    whole = traced(tf.constant(VALUES)).numpy()
+    alone = np.concatenate([traced(tf.constant(VALUES[i : i + 1])).numpy() for i in range(0, len(VALUES), 97)])
+    assert whole.tobytes() == eager.tobytes()
+    assert alone.tobytes() == eager[::97].tobytes()
+
+
+def test_a_division_by_a_constant_differs_without_it():
+    # What as_written guards against, still so in this TensorFlow: a tf.function's graph
+    # multiplies by the inverse, eager execution divides.
+    plain = tf.function(lambda x: x / 3.0, input_signature=[tf.TensorSpec([None], tf.float32)])
+    assert plain(tf.constant(VALUES)).numpy().tobytes() != (VALUES / np.float32(3.0)).tobytes()
+    assert _traced(lambda x: x / 3.0)(tf.constant(VALUES)).numpy().tobytes() == (VALUES / np.float32(3.0)).tobytes()
 
 
 def _with_cond(divisor):

@@ -32,14 +32,6 @@ def _map_values(x, fn):
     return fn(x)
 
 
-def _opaque(divisor):
-    """`divisor`, hidden from TensorFlow's graph optimizer: it makes a division by a
-    constant a multiplication by its inverse in some graphs and not in others (the saved
-    transform and a map step differed by an ulp), and the two must agree, and agree with
-    tft, which divides."""
-    return tf.raw_ops.PlaceholderWithDefault(input=divisor, shape=divisor.shape)
-
-
 def _no_elementwise(elementwise, what):
     if elementwise:
         raise NotSupported("tf2_mapreduce.transform: %s(elementwise=True) is not supported" % what)
@@ -56,7 +48,7 @@ def scale_to_z_score(x, elementwise=False, name=None, output_dtype=None):
         mean = analyzers.mean(x, output_dtype=output_dtype)
         variance = analyzers.var(x, output_dtype=output_dtype)
 
-        deviation = _opaque(tf.sqrt(variance))
+        deviation = tf.sqrt(variance)
 
         def scaled(values):
             centered = values - mean
@@ -75,7 +67,7 @@ def scale_by_min_max(x, output_min=0.0, output_max=1.0, elementwise=False, name=
         x = _map_values(x, lambda v: tf.cast(v, tf.float32))
         low, high = analyzers.min(x), analyzers.max(x)
 
-        spread = _opaque(high - low)
+        spread = high - low
 
         def scaled(values):
             linear = (values - low) / tf.where(spread > 0, spread, 1)

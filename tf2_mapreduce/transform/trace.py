@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 from tf2_mapreduce.errors import UsageError
 from tf2_mapreduce.lazy_tf import tf
+from tf2_mapreduce.transform import as_written
 from tf2_mapreduce.transform.digest import Digests
 
 __all__ = [
@@ -201,11 +202,14 @@ _state = threading.local()
 
 @contextlib.contextmanager
 def tracing(trace):
-    """Within it, analyzers called on this thread record into (or read from) `trace`."""
+    """Within it, analyzers called on this thread record into (or read from) `trace`, and
+    float arithmetic is made to compute the same bits in every graph and batch
+    (`as_written`): in the analyze pass, the map steps writing data/ and the saved function."""
     before = getattr(_state, "trace", None)
     _state.trace = trace
     try:
-        yield trace
+        with as_written.rewriting():
+            yield trace
     finally:
         _state.trace = before
 
