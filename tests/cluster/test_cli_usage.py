@@ -94,7 +94,22 @@ def without_tensorflow(tmp_path):
         ),
         (["--job=wordcount", "--output_dir=out"], "--output_dir is for jobs that write files"),
         (["--job=reshard", "--output=r.json"], "--output: this job writes records into files: use --output_dir"),
-        (["--job=transform"], "--job=transform needs --preprocessing_fn"),
+        (
+            ["--job=transform"],
+            "--job=transform needs --preprocessing_fn (to analyze and transform) or --transform_output",
+        ),
+        (
+            ["--job=transform", "--preprocessing_fn=json:dumps", "--transform_output=t", "--output_dir=out"],
+            "or --transform_output (to apply an earlier transform), one of the two",
+        ),
+        (
+            ["--job=transform", "--transform_output=/nonexistent/t", "--output_dir=out"],
+            "--transform_output /nonexistent/t: no transform_fn/saved_model.pb: not the output of a transform",
+        ),
+        (
+            ["--job=transform", "--transform_output=/nonexistent/t", "--schema=s.pbtxt", "--output_dir=out"],
+            "--transform_output applies an earlier transform as it was written, over the raw schema written with it",
+        ),
         (["--job=transform", "--preprocessing_fn=nocolon"], "--preprocessing_fn=nocolon: give MODULE:FUNCTION"),
         (
             ["--job=transform", "--preprocessing_fn=json:dumps", "--output=x.json"],

@@ -1,19 +1,18 @@
 """`--job=transform` from the command line on real clusters: the schema inferred, the
 output laid out as tf.Transform's, every example written once in input order, and the
-saved transform_fn mapping each raw example to exactly its materialized one. A killed
-worker: test_killed_worker.py."""
+saved transform_fn mapping each raw example to exactly its materialized one; an eval
+split transformed by it (--transform_output), the same bytes on any cluster and after a
+killed coordinator. A killed worker: test_killed_worker.py."""
 
 import os
+import random
+import time
 
 import pytest
 import tensorflow as tf
 from helpers.corpora import make_examples
-from helpers.oracles import read_tfrecords
-from helpers.processes import (
-    REPO,
-    run_cli,
-    task_env,
-)
+from helpers.oracles import data_digest, data_records, read_tfrecords
+from helpers.processes import REPO, LiveCoordinator, run_cli, task_env
 from helpers.transforms import RAW, TRANSFORMED, first_difference
 
 TESTS = os.path.join(REPO, "tests")
@@ -74,3 +73,53 @@ def test_transform_infers_the_schema_and_writes_tfts_layout_every_example_once(e
     served = tf.saved_model.load(os.path.join(out, "transform_fn")).transform_fn(tf.io.parse_example(raw, RAW))
     materialized = tf.io.parse_example(data, TRANSFORMED)
     assert first_difference(served, materialized, TRANSFORMED) is None
+
+
+@pytest.fixture(scope="module")
+def eval_split(tmp_path_factory):
+    """Another split of the same kind of examples: 3,000 of another seed in 150 files."""
+    directory = str(tmp_path_factory.mktemp("eval"))
+    return directory, make_examples(directory, seed=7, examples=3000, shards=150)
+
+
+def killed_mid_pass(args, processes, log_path):
+    """Runs `args` until its pass saved a checkpoint, and kills it at a random moment of the
+    next half second; checks the pass had not ended by then."""
+    job = LiveCoordinator(args, env(), processes, log_path)
+    job.wait_for(r"transform: raw examples transformed")
+    job.wait_for(r"checkpoint saved: [1-9]\d* of")
+    time.sleep(random.uniform(0.0, 0.5))  # the fault's moment, drawn at random: no condition is awaited
+    job.proc.kill()
+    job.proc.wait(60)
+    with open(log_path) as f:
+        assert "wrote 3000 records" not in f.read(), "the pass ended before the kill"
+
+
+def test_an_eval_split_is_transformed_by_the_train_transform_fn_once_the_same_on_any_cluster_and_fault(
+    reference, eval_split, processes, tmp_path
+):
+    train = reference[0]
+    args = ["--job=transform", "--transform_output", train, eval_split[0], "--num_shards=2"]
+    run = run_cli(args + ["--output_dir", str(tmp_path / "one"), "--num_workers=1"], env())
+    assert run.returncode == 0, run.stderr
+    assert "transform-analyze" not in run.stderr and "stats:" not in run.stderr  # no analysis
+    assert "wrote 3000 records in 2 files of data/ by %s/transform_fn" % train in run.stderr
+    raw = [r for p in eval_split[1] for r in read_tfrecords(p)]
+    data = data_records(str(tmp_path / "one"))
+    assert len(data) == len(raw) == 3000
+    served = tf.saved_model.load(os.path.join(train, "transform_fn")).transform_fn(tf.io.parse_example(raw, RAW))
+    assert first_difference(served, tf.io.parse_example(data, TRANSFORMED), TRANSFORMED) is None
+    for side in (train, str(tmp_path / "one")):
+        with open(os.path.join(side, "transformed_metadata", "schema.pbtxt")) as f:
+            assert f.read() == open(os.path.join(train, "transformed_metadata", "schema.pbtxt")).read()
+    # Another cluster; a coordinator killed mid-pass, then the same command: the same bytes.
+    run = run_cli(args + ["--output_dir", str(tmp_path / "three"), "--num_workers=3", "--num_ps=2"], env())
+    assert run.returncode == 0, run.stderr
+    again = args + ["--output_dir", str(tmp_path / "killed"), "--checkpoint_dir", str(tmp_path / "ckpt")]
+    again += ["--files_per_step", "1", "--checkpoint_every", "0.2"]
+    killed_mid_pass(again, processes, tmp_path / "killed.log")
+    rerun = run_cli(again, env())
+    assert rerun.returncode == 0, rerun.stderr
+    assert "resuming from" in rerun.stderr, rerun.stderr
+    digests = {name: data_digest(str(tmp_path / name)) for name in ("one", "three", "killed")}
+    assert len(set(digests.values())) == 1, digests

@@ -206,12 +206,13 @@ def write_random_records(directory, num_files, seed=12):
     return paths
 
 
-def make_examples(directory):
-    """scripts/make_examples.py's tricky examples, 6,000 in 6 shards, in `directory`;
-    returns their paths."""
+def make_examples(directory, seed=None, examples=6000, shards=6):
+    """scripts/make_examples.py's tricky examples, 6,000 in 6 shards (or as asked), in
+    `directory`; returns their paths."""
     subprocess.run(
         [sys.executable, os.path.join(REPO, "scripts", "make_examples.py"), "--output_dir", directory]
-        + ["--shards", "6", "--examples", "6000", "--tricky"],
+        + ["--shards", str(shards), "--examples", str(examples), "--tricky"]
+        + ([] if seed is None else ["--seed", str(seed)]),
         check=True,
         capture_output=True,
         timeout=300,

@@ -376,3 +376,22 @@ def test_a_checkpoint_of_another_preprocessing_fn_is_refused(inprocess, raw, tra
 
     with pytest.raises(UsageError, match="checkpoint"):
         inprocess.run(mr.Transform(other, SPEC), [raw[0]], output_dir=str(tmp_path / "b"), checkpoint_dir=checkpoint)
+
+
+def test_an_earlier_transform_applied_alone_writes_the_same_examples(inprocess, transformed, raw, tmp_path):
+    # tf.Transform's TransformDataset from Python: the same inputs through the transform_fn
+    # that the analyze-and-transform run wrote give the very records it wrote.
+    out, _ = transformed
+    applied = str(tmp_path / "applied")
+    result = inprocess.run(mr.Transform(transform_output=out, num_shards=3), [raw[0]], output_dir=applied)
+    assert result.written["transform_fn"] == out
+    assert sorted(os.listdir(applied)) == ["_tf2_mapreduce.json", "data", "transformed_metadata"]
+    for name in sorted(os.listdir(os.path.join(out, "data"))):
+        with open(os.path.join(out, "data", name), "rb") as a, open(os.path.join(applied, "data", name), "rb") as b:
+            assert a.read() == b.read(), name
+    with pytest.raises(UsageError, match="one of the two"):
+        mr.Transform(preprocessing_fn, SPEC, transform_output=out)
+    with pytest.raises(UsageError, match="give no schema"):
+        mr.Transform(schema=SPEC, transform_output=out)
+    with pytest.raises(UsageError, match="not the output of a transform"):
+        inprocess.run(mr.Transform(transform_output=str(tmp_path)), [raw[0]], output_dir=str(tmp_path / "none"))

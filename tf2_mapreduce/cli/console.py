@@ -143,6 +143,8 @@ def wrote(summary, output_dir) -> str:
             written += ", transform_fn/ (%d vocabularies), transformed_metadata/ and metadata/" % len(
                 summary["vocabularies"]
             )
+        if "transform_fn" in summary:  # an earlier transform's, applied
+            written += " by %s/transform_fn, and transformed_metadata/" % summary["transform_fn"].rstrip("/")
         return "%s to %s" % (written, output_dir)
     if "vocabularies" in summary:
         count = len(summary["vocabularies"])

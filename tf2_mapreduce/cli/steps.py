@@ -17,7 +17,7 @@ from tf2_mapreduce.cluster.spec import ROLES, TASK_ENV
 from tf2_mapreduce.errors import Error, Interrupted, UsageError
 from tf2_mapreduce.inputs import background
 from tf2_mapreduce.inputs.files import sample_corpus
-from tf2_mapreduce.jobs.transform import Transform, check_findable
+from tf2_mapreduce.jobs.transform import Transform, check_findable, check_given, check_transform_output
 from tf2_mapreduce.outputs.directory import ResultDirectory
 from tf2_mapreduce.paths import local_path
 
@@ -125,11 +125,15 @@ class Command:
         (`_user_job`)."""
         v = self.values
         if v.job == Transform.COMMAND:
+            check_given(v.preprocessing_fn, v.transform_output, v.schema, v.custom_config)
             if v.output or not v.output_dir:
                 raise UsageError(
                     "{setting:job}=transform writes a directory: give {setting:output_dir}, not {setting:output}"
                 )
-            check_findable(v.preprocessing_fn, v.schema)
+            if v.preprocessing_fn:
+                check_findable(v.preprocessing_fn, v.schema)
+            else:
+                check_transform_output(v.transform_output)
         elif v.job in jobs.built_in():
             self.job = jobs.resolve(v.job, self._parameters())
             self._check_writes(self.job)

@@ -7,6 +7,7 @@ import importlib
 import importlib.util
 import inspect
 import json
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import ClassVar
@@ -16,7 +17,7 @@ from tf2_mapreduce.jobs.base import Parameter
 from tf2_mapreduce.jobs.reshard import parse_num_shards
 from tf2_mapreduce.paths import local_path
 
-__all__ = ["Transform", "function_of", "check_findable", "parse_custom_config"]
+__all__ = ["Transform", "function_of", "check_given", "check_findable", "check_transform_output", "parse_custom_config"]
 
 
 def _check_function(text):
@@ -72,6 +73,22 @@ def _unimportable(text, module_name, cause) -> UsageError:
     return UsageError("{setting:preprocessing_fn}=%s: cannot import %s: %s" % (text, module_name, cause))
 
 
+def check_given(preprocessing_fn, transform_output, schema=None, custom_config=None) -> None:
+    """Raises `UsageError` unless one of `preprocessing_fn` (analyze and transform) and
+    `transform_output` (apply an earlier transform) is given, and with the latter neither
+    a `schema` (it has its raw schema) nor a `custom_config`."""
+    if (preprocessing_fn is None) == (transform_output is None):
+        raise UsageError(
+            "{setting:job}=transform needs {setting:preprocessing_fn} (to analyze and transform) or "
+            "{setting:transform_output} (to apply an earlier transform), one of the two"
+        )
+    if transform_output is not None and (schema is not None or custom_config is not None):
+        raise UsageError(
+            "{setting:transform_output} applies an earlier transform as it was written, over the raw schema "
+            "written with it: give no {setting:schema} or {setting:custom_config}"
+        )
+
+
 def check_findable(preprocessing_fn: str, schema: str | None) -> None:
     """Raises `UsageError` where the module of `preprocessing_fn` ("module:FUNCTION")
     cannot be found or a local `schema` file cannot be read, without importing the
@@ -93,6 +110,20 @@ def check_findable(preprocessing_fn: str, schema: str | None) -> None:
             raise UsageError("{setting:schema} %s: cannot be read: %s" % (schema, e.strerror)) from None
 
 
+def check_transform_output(directory: str) -> None:
+    """Raises `UsageError` where `directory`, on the local file system, holds no transform
+    (transform_fn/ and the raw schema beside it), without importing TensorFlow; one on
+    another file system is read when the job starts."""
+    path = local_path(directory)
+    if path is None:
+        return
+    for needed in ("transform_fn/saved_model.pb", "metadata/schema.pbtxt"):
+        if not os.path.isfile(os.path.join(path, needed)):
+            raise UsageError(
+                "{setting:transform_output} %s: no %s: not the output of a transform" % (directory, needed)
+            )
+
+
 @dataclass(frozen=True)
 class Transform:
     """tf.Transform's AnalyzeAndTransformDataset and WriteTransformFn in one job: every
@@ -103,13 +134,23 @@ class Transform:
     the raw examples' (a tensorflow-metadata Schema, a path to one in text format, or a
     feature spec {name: tf.io.FixedLenFeature | tf.io.VarLenFeature}); None: inferred
     from the data as TFDV does. Given or inferred, it is written as metadata/schema.pbtxt,
-    where TFX writes it (tft's `raw_feature_spec()` reads it)."""
+    where TFX writes it (tft's `raw_feature_spec()` reads it).
+
+    `transform_output` (in place of `preprocessing_fn`): the output directory of an earlier
+    transform, whose transform_fn is applied to every example, with no analysis, as
+    tf.Transform's TransformDataset (the eval and test splits); data/ then holds them,
+    beside a copy of that transform's transformed_metadata/."""
 
     COMMAND: ClassVar[str] = "transform"
     SUMMARY: ClassVar[str] = "tf.Transform's analyze-and-transform: every example transformed, written once"
     PARAMETERS: ClassVar[tuple] = (
         Parameter(
-            "preprocessing_fn", "MODULE:FUNCTION, written against tf2_mapreduce.transform", True, _check_function
+            "preprocessing_fn", "MODULE:FUNCTION, written against tf2_mapreduce.transform", check=_check_function
+        ),
+        Parameter(
+            "transform_output",
+            "the output directory of an earlier transform: its transform_fn applied alone, no analysis "
+            "(tf.Transform's TransformDataset: the eval and test splits)",
         ),
         Parameter("schema", "the raw examples' tensorflow-metadata Schema, text format (default: inferred)"),
         Parameter("num_shards", "files of data/ to write (default: one per 128 MiB written)", check=parse_num_shards),
@@ -120,13 +161,18 @@ class Transform:
         ),
     )
 
-    preprocessing_fn: object
+    preprocessing_fn: object = None
     schema: object = None
     num_shards: object = 0
     name: str = "transform"
     custom_config: object = None
+    transform_output: str | None = None
 
     def __post_init__(self):
+        check_given(self.preprocessing_fn, self.transform_output, self.schema, self.custom_config)
+        self._check_num_shards()
+        if self.transform_output is not None:
+            return
         if isinstance(self.preprocessing_fn, str):
             object.__setattr__(self, "preprocessing_fn", function_of(self.preprocessing_fn))
         if not callable(self.preprocessing_fn):
@@ -134,6 +180,8 @@ class Transform:
         if isinstance(self.custom_config, str):
             object.__setattr__(self, "custom_config", parse_custom_config(self.custom_config))
         object.__setattr__(self, "preprocessing_fn", _with_config(self.preprocessing_fn, self.custom_config))
+
+    def _check_num_shards(self):
         if isinstance(self.num_shards, str):
             object.__setattr__(self, "num_shards", parse_num_shards(self.num_shards))
         if not isinstance(self.num_shards, int) or self.num_shards < 0:

@@ -1,16 +1,23 @@
 """How a `Transform` (`jobs.transform`) runs: the raw schema (read, or inferred in a pass
-of statistics), the analyze pass, the analyzers' results, the transform pass writing every
-example once, then the output directory put in place whole (data/, transform_fn/,
-transformed_metadata/, metadata/: the raw schema), as tft_beam's AnalyzeAndTransformDataset and WriteTransformFn."""
+of statistics), the analyze pass, the analyzers' results, transform_fn saved, the transform
+pass applying it to every example once, then the output directory put in place whole
+(data/, transform_fn/, transformed_metadata/, metadata/: the raw schema), as tft_beam's
+AnalyzeAndTransformDataset and WriteTransformFn. With `transform_output`, an earlier
+transform's transform_fn applied alone, as TransformDataset."""
 
 import hashlib
+import shutil
+import tempfile
 
 from tf2_mapreduce import storage
 from tf2_mapreduce.errors import UsageError
 from tf2_mapreduce.jobs.stats import Stats
+from tf2_mapreduce.lazy_tf import tf
 from tf2_mapreduce.outputs.directory import ResultDirectory
+from tf2_mapreduce.paths import join
 from tf2_mapreduce.transform import analysis, saved
 from tf2_mapreduce.transform import schema as schemas
+from tf2_mapreduce.transform.applied import SavedTransform
 from tf2_mapreduce.transform.materialize import materialize_job
 
 __all__ = ["run", "feature_spec"]
@@ -80,6 +87,8 @@ def run(cluster, transform, inputs, on_progress=None, output_dir=None, claimed=N
         def run_pass(job, pass_options):
             return cluster.run(job, inputs, on_progress=on_progress, **pass_options)
 
+    if transform.transform_output:
+        return _apply_earlier(transform, run_pass, output_dir, claimed, options)
     spec, raw_schema = feature_spec(transform, run_pass, options)
     fn = transform.preprocessing_fn
     calls, read, computation = analysis.trace_calls(fn, spec)
@@ -91,13 +100,44 @@ def run(cluster, transform, inputs, on_progress=None, output_dir=None, claimed=N
         values = analysis.results(calls, analysis.counts_of(counted))
         counted.release()  # a key per distinct value, on the ps tasks: not needed by the transform pass
     identity["analyzers"] = _results_digest(calls, values)
-    job = materialize_job(fn, spec, calls, values, transform.num_shards, transform.name, identity)
+    made = tempfile.mkdtemp(prefix="tf2_mapreduce-transform-")
+    try:
+        # Saved first, then applied: what writes data/ is the transform_fn written beside it.
+        vocabularies = saved.write(fn, raw_schema, spec, calls, values, made)
+        applied = SavedTransform(join(made, saved.TRANSFORM_FN))
+        job = materialize_job(applied, spec, transform.num_shards, transform.name, identity)
+        result = run_pass(job, {**_pass_options(options, "transform"), "output_dir": output_dir})
+
+        def also(staging):
+            # Safe to repeat through an outage of the storage: the same files, copied again.
+            storage.retrying(lambda: saved.copy(made, staging, saved.WRITTEN), staging)
+            return {"vocabularies": vocabularies}
+
+        result.written = result.write_dir(output_dir, also=also, claimed=claimed)
+    finally:
+        shutil.rmtree(made, ignore_errors=True)
+    return result
+
+
+def _apply_earlier(transform, run_pass, output_dir, claimed, options):
+    """The transform pass alone: the transform_fn of `transform.transform_output` applied
+    to every example, over the raw schema written beside it; the output gets data/ and a
+    copy of its transformed_metadata/."""
+    earlier = transform.transform_output
+    raw_schema = join(earlier, schemas.RAW_SCHEMA)
+    if not storage.retrying(lambda: tf.io.gfile.exists(raw_schema), raw_schema):
+        raise UsageError(
+            "{setting:transform_output} %s: no %s: not the output of a transform" % (earlier, schemas.RAW_SCHEMA)
+        )
+    spec = schemas.feature_spec(schemas.read(raw_schema))
+    applied = SavedTransform(join(earlier, saved.TRANSFORM_FN))
+    identity = {"transform_fn": applied.digest, "raw": fingerprint(spec, [], "")}
+    job = materialize_job(applied, spec, transform.num_shards, transform.name, identity)
     result = run_pass(job, {**_pass_options(options, "transform"), "output_dir": output_dir})
 
     def also(staging):
-        # Safe to repeat through an outage of the storage: the same files, written again.
-        vocabularies = storage.retrying(lambda: saved.write(fn, raw_schema, spec, calls, values, staging), staging)
-        return {"vocabularies": vocabularies}
+        storage.retrying(lambda: saved.copy(earlier, staging, [saved.METADATA]), staging)
+        return {"transform_fn": earlier}
 
     result.written = result.write_dir(output_dir, also=also, claimed=claimed)
     return result

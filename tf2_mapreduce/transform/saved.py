@@ -14,10 +14,12 @@ from tf2_mapreduce.transform import schema as schemas
 from tf2_mapreduce.transform import trace
 from tf2_mapreduce.transform.analysis import outputs_checked, raw_specs
 
-__all__ = ["TRANSFORM_FN", "METADATA", "write", "vocabulary_lines"]
+__all__ = ["TRANSFORM_FN", "METADATA", "WRITTEN", "write", "copy", "vocabulary_lines"]
 
 TRANSFORM_FN = "transform_fn"
 METADATA = "transformed_metadata"
+# The directories `write` writes.
+WRITTEN = (TRANSFORM_FN, METADATA, os.path.dirname(schemas.RAW_SCHEMA))
 
 
 def vocabulary_lines(terms) -> bytes:
@@ -109,3 +111,15 @@ def write(preprocessing_fn, raw_schema, feature_spec, calls, values, directory) 
         os.remove(path)
     os.rmdir(assets)
     return {calls[i].params["filename"]: len(values[i]) for i in paths}
+
+
+def copy(source, target, names) -> None:
+    """Copies the directories `names` of `source` into `target` (any file systems), each
+    file whole. Blocking."""
+    for name in names:
+        top = join(source, name)
+        for directory, _, files in tf.io.gfile.walk(top):
+            into = join(target, name + directory[len(top) :])
+            tf.io.gfile.makedirs(into)
+            for file in files:
+                tf.io.gfile.copy(join(directory, file), join(into, file), overwrite=True)

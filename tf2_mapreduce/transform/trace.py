@@ -204,7 +204,8 @@ _state = threading.local()
 def tracing(trace):
     """Within it, analyzers called on this thread record into (or read from) `trace`, and
     float arithmetic is made to compute the same bits in every graph and batch
-    (`as_written`): in the analyze pass, the map steps writing data/ and the saved function."""
+    (`as_written`): in the analyze pass's map steps and the saved transform_fn, which the
+    transform pass's map steps apply."""
     before = getattr(_state, "trace", None)
     _state.trace = trace
     try:
