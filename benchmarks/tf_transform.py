@@ -37,6 +37,7 @@ def run_tft(
     make_fn: Callable = preprocessing_fn,
     runner: str = "DirectRunner",
     batch_size: int | None = None,
+    eval_pattern: str | None = None,
 ) -> None:
     """tf.Transform's side, in its venv: analyze and transform with `make_fn(tft)`, the
     transform written, the examples encoded and written as GZIP'd TFRecord files of
@@ -44,7 +45,8 @@ def run_tft(
     then runs the FnApiRunner where the download fails: `runner="FnApiRunner"` runs that one
     without the attempt. The record batches are `batch_size` examples, or Beam's by how fast
     they go: tf.Transform's mean and variance combine float32 statistics of each batch, so
-    only a fixed size repeats them to the bit."""
+    only a fixed size repeats them to the bit. `eval_pattern`: another split, transformed by
+    the same transform_fn (TransformDataset) into `output_dir`/eval/data."""
     import apache_beam as beam
     import tensorflow_transform as tft
     import tensorflow_transform.beam as tft_beam
@@ -65,12 +67,24 @@ def run_tft(
             ) | tft_beam.AnalyzeAndTransformDataset(make_fn(tft), output_record_batches=True)
             _ = transform_fn | tft_beam.WriteTransformFn(output_dir)
             encoder = example_coder.RecordBatchToExamplesEncoder(metadata.schema)
-            _ = (
-                data
-                | "Encode" >> beam.FlatMap(lambda batch: encoder.encode(batch[0]))
-                | "Write"
-                >> beam.io.WriteToTFRecord(os.path.join(output_dir, "data", "part"), file_name_suffix=".tfrecord.gz")
-            )
+            splits = [("", data)]
+            if eval_pattern:
+                eval_source = tfxio.TFExampleRecord(file_pattern=eval_pattern, schema=schema)
+                eval_raw = pipeline | "ReadEval" >> eval_source.BeamSource(batch_size)
+                (eval_data, _) = (
+                    (eval_raw, eval_source.TensorAdapterConfig()),
+                    transform_fn,
+                ) | tft_beam.TransformDataset(output_record_batches=True)
+                splits.append(("eval", eval_data))
+            for split, batches in splits:
+                _ = (
+                    batches
+                    | "Encode" + split >> beam.FlatMap(lambda batch: encoder.encode(batch[0]))
+                    | "Write" + split
+                    >> beam.io.WriteToTFRecord(
+                        os.path.join(output_dir, split, "data", "part"), file_name_suffix=".tfrecord.gz"
+                    )
+                )
 
 
 def main(argv: list[str]) -> None:

@@ -109,8 +109,14 @@ def preprocessing_fn(tft):
     return fn
 
 
-def raw_pattern(work):
-    return os.path.join(work, "raw", "part-*.tfrecord.gz")
+def raw_pattern(work, split="raw"):
+    return os.path.join(work, split, "part-*.tfrecord.gz")
+
+
+def eval_pattern(work):
+    """Another split's examples: written by `write_raw(work, count, "eval")`, transformed by
+    each side's transform of the raw split."""
+    return raw_pattern(work, "eval")
 
 
 def schema_path(work):
@@ -147,18 +153,19 @@ def s_column(count, rng):
     return column
 
 
-def write_raw(work, count):
-    """Writes `count` examples in SHARDS files, and their schema. Same count, same examples."""
+def write_raw(work, count, split="raw"):
+    """Writes `count` examples in SHARDS files of `split`, and their schema. Same count and
+    split, same examples; another split, others of the same kind."""
     import tensorflow as tf
 
-    rng = random.Random(SEED)
-    os.makedirs(os.path.join(work, "raw"), exist_ok=True)
+    rng = random.Random(SEED if split == "raw" else split)
+    os.makedirs(os.path.join(work, split), exist_ok=True)
     with open(schema_path(work), "w") as f:
         f.write(SCHEMA)
     tag_weights = [1 / (i + 1) for i in range(len(TAGS))]
     column = s_column(count, rng)
     writers = [
-        tf.io.TFRecordWriter(os.path.join(work, "raw", "part-%05d.tfrecord.gz" % i), options="GZIP")
+        tf.io.TFRecordWriter(os.path.join(work, split, "part-%05d.tfrecord.gz" % i), options="GZIP")
         for i in range(SHARDS)
     ]
     for i, s in enumerate(column):
@@ -220,11 +227,11 @@ def extend(table, batch):
         table.setdefault(name, []).extend(per_example(tensor))
 
 
-def raw_records(work, probes=True):
+def raw_records(work, probes=True, split="raw"):
     """The raw examples' batches, in the order of their files (our input order), then the probes."""
     import tensorflow as tf
 
-    files = sorted(tf.io.gfile.glob(raw_pattern(work)))
+    files = sorted(tf.io.gfile.glob(raw_pattern(work, split)))
     yield from tf.data.TFRecordDataset(files, compression_type="GZIP").batch(4096)
     if probes:
         yield tf.constant([serialized_example(*probe) for probe in PROBES])
@@ -236,13 +243,13 @@ def raw_feature_spec(work):
     return schema_utils.schema_as_feature_spec(read_schema(work)).feature_spec
 
 
-def transformed(output, work, probes=True):
+def transformed(output, work, probes=True, split="raw"):
     """{output name: per example} of `output`'s transform_raw_features over `raw_records`."""
     import tensorflow as tf
 
     raw_spec = raw_feature_spec(work)
     table = {}
-    for records in raw_records(work, probes):
+    for records in raw_records(work, probes, split):
         extend(table, output.transform_raw_features(tf.io.parse_example(records, raw_spec)))
     return table
 
@@ -358,14 +365,15 @@ def bitwise_differences(served, data):
     ]
 
 
-def data_against_transform_fn(work, output_dir):
-    """The examples written in `output_dir`/data against its transform_fn, loaded by
-    tft.TFTransformOutput and applied to the raw examples in input order, bit for bit: {"examples"
-    (raw), "written", "differing": [[example, feature]]}."""
+def data_against_transform_fn(work, output_dir, split="raw", transform_dir=None):
+    """The examples written in `output_dir`/data against the transform_fn of `transform_dir`
+    (`output_dir`'s own by default), loaded by tft.TFTransformOutput and applied to `split`'s
+    raw examples in input order, bit for bit: {"examples" (raw), "written", "differing":
+    [[example, feature]]}."""
     import tensorflow_transform as tft
 
-    output = tft.TFTransformOutput(output_dir)
-    served = transformed(output, work, probes=False)
+    output = tft.TFTransformOutput(transform_dir or output_dir)
+    served = transformed(output, work, probes=False, split=split)
     data = written(output_dir, output.transformed_feature_spec())
     examples = len(next(iter(served.values())))
     return {
@@ -375,12 +383,16 @@ def data_against_transform_fn(work, output_dir):
     }
 
 
-def data_row(work, side):
-    check = data_against_transform_fn(work, os.path.join(work, side))
+def data_row(work, side, split="raw", transform_side=None):
+    """The row of `data_against_transform_fn`: `side`'s data/ of `split`, against the
+    transform_fn of `transform_side` (`side`'s own by default)."""
+    transform_dir = os.path.join(work, transform_side or side)
+    check = data_against_transform_fn(work, os.path.join(work, side), split, transform_dir)
     shown = ", ".join("example %d %s" % tuple(d) for d in check["differing"][:5])
     return dict(
         check,
-        check="data: %s/data = its transform_fn" % side,
+        check="data: %s/data = %s"
+        % (side, "its transform_fn" if not transform_side else transform_side + "'s transform_fn"),
         result="%d/%d examples written, %d with other bits%s"
         % (check["written"], check["examples"], len(set(i for i, _ in check["differing"])), shown and ": " + shown),
         verdict="ok" if check["written"] == check["examples"] and not check["differing"] else "FAIL",
@@ -471,6 +483,20 @@ def compare_outputs(work):
     rows.append(data_row(work, "ours"))
     ours_data, theirs_data = (written(directory, spec) for directory in output_dirs)
     rows += compare_tables("data", kinds, canonical(ours_data, kinds), canonical(theirs_data, kinds))
+    return rows
+
+
+def compare_eval(work, side):
+    """The rows of the eval split: `side`'s data/ (ours, by --transform_output) against our
+    transform_fn bit for bit, and against tf.Transform's TransformDataset (work/tft/eval),
+    each feature as the raw split's data/ are compared."""
+    import tensorflow_transform as tft
+
+    spec = tft.TFTransformOutput(os.path.join(work, "tft")).transformed_feature_spec()
+    kinds = kinds_of(spec)
+    rows = [data_row(work, side, "eval", transform_side="ours")]
+    ours, theirs = (written(os.path.join(work, d), spec) for d in (side, os.path.join("tft", "eval")))
+    rows += compare_tables("eval data", kinds, canonical(ours, kinds), canonical(theirs, kinds))
     return rows
 
 

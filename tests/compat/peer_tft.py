@@ -1,10 +1,12 @@
 """The compat tier's tf.Transform side, run with the Python of tf.Transform's venv: one process a
 test, Beam's run and the comparison together (Beam and TensorFlow take seconds to import).
 
-    python peer_tft.py transform WORK REPORT [SIDE...]
+    python peer_tft.py transform WORK REPORT [SIDE...] [--eval=SIDE]
         tf.Transform analyzes and transforms WORK's raw examples with scripts/compare_tft.py's
         preprocessing_fn into WORK/tft; compare_tft then compares WORK/ours with it, and each
         SIDE's WORK/SIDE/data with its own transform_fn, bit for bit; the rows go to REPORT (JSON).
+        --eval=SIDE: WORK/eval's examples too, transformed by tf.Transform's TransformDataset
+        into WORK/tft/eval, compared with WORK/SIDE (ours, by --transform_output).
     python peer_tft.py vocab PATTERN SCHEMA OUT VOCABULARIES
         tf.Transform computes each vocabulary of VOCABULARIES (JSON: {file name: [feature,
         compute_and_apply_vocabulary's options]}) over PATTERN's examples into OUT/transform_fn/assets.
@@ -32,7 +34,7 @@ RUNNER = "FnApiRunner"
 BATCH_SIZE = 1000
 
 
-def transform(work, report, sides):
+def transform(work, report, sides, eval_side=None):
     start = time.monotonic()
     tf_transform.run_tft(
         compare_tft.raw_pattern(work),
@@ -41,9 +43,12 @@ def transform(work, report, sides):
         compare_tft.preprocessing_fn,
         runner=RUNNER,
         batch_size=BATCH_SIZE,
+        eval_pattern=compare_tft.eval_pattern(work) if eval_side else None,
     )
     beam_seconds = time.monotonic() - start
     rows = compare_tft.compare_outputs(work)
+    if eval_side:
+        rows += compare_tft.compare_eval(work, eval_side)
     checks = {side: compare_tft.data_row(work, side) for side in sides}
     with open(report, "w") as f:
         json.dump({"rows": rows, "data": checks, "beam_seconds": beam_seconds}, f, indent=1)
@@ -69,7 +74,9 @@ def vocab(pattern, schema, out, vocabularies):
 
 def main(argv):
     if argv[1:2] == ["transform"] and len(argv) >= 4:
-        transform(argv[2], argv[3], argv[4:])
+        sides = [side for side in argv[4:] if not side.startswith("--eval=")]
+        evals = [side.split("=", 1)[1] for side in argv[4:] if side.startswith("--eval=")]
+        transform(argv[2], argv[3], sides, *evals[:1])
     elif argv[1:2] == ["vocab"] and len(argv) == 6:
         vocab(*argv[2:])
     else:

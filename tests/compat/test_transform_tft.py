@@ -19,6 +19,7 @@ import tf2_mapreduce.transform as tft
 pytestmark = [pytest.mark.compat, pytest.mark.cluster]
 
 EXAMPLES = 3000
+EVAL_EXAMPLES = 1000
 # The one value the self-check moves by an ulp: (example in input order, feature).
 NUDGED = (1234, "x_z")
 # Beam's run and the comparison took 50 s on a loaded 2-core machine; our two jobs, 15 s.
@@ -65,10 +66,15 @@ def compared(tft_python, inprocess, tmp_path_factory, worker_id):
         for side, fn in (("ours", compare_tft.preprocessing_fn(tft)), ("division", division_fn)):
             job = mr.Transform(fn, schema=compare_tft.schema_path(work), num_shards=2)
             inprocess.run(job, [compare_tft.raw_pattern(work)], output_dir=os.path.join(work, side))
+        # Another split through our transform of the first, as tf.Transform's TransformDataset.
+        compare_tft.write_raw(work, EVAL_EXAMPLES, "eval")
+        applied = mr.Transform(transform_output=os.path.join(work, "ours"), num_shards=2)
+        inprocess.run(applied, [compare_tft.eval_pattern(work)], output_dir=os.path.join(work, "ours_eval"))
         old, new = nudge_one_value(os.path.join(work, "ours"), os.path.join(work, "ours_1ulp"), *NUDGED)
         assert abs(int(new) - int(old)) == 1  # one ulp: the next float32, its bits one apart
         report = os.path.join(work, "report.json")
         args = [os.path.join(HERE, "peer_tft.py"), "transform", work, report, "ours", "ours_1ulp", "division"]
+        args.append("--eval=ours_eval")
         run_peer(tft_python, args, os.path.join(work, "peer_tft.log"), PEER_TIMEOUT)
         with open(report) as f:
             return json.load(f)
@@ -146,6 +152,22 @@ def test_every_example_is_transformed_as_tft_transforms_it(compared, table, exam
     # tf.Transform's quantiles come from a sketch, which is exact at this size.
     assert rows["x_bucket"]["differing"] == 0, rows["x_bucket"]["result"]
     assert rows["x_quantiles"]["differing"] == 0, rows["x_quantiles"]["result"]
+
+
+def test_an_eval_split_through_transform_output_is_tfts_transform_dataset(compared):
+    """Our --transform_output of another split: our transform_fn's, bit for bit and in input
+    order; and as tf.Transform's TransformDataset of it with its own transform, as the first
+    split's data/ are (multisets)."""
+    (exact_row,) = [row for row in compared["rows"] if row["check"].startswith("data: ours_eval/data")]
+    assert (exact_row["examples"], exact_row["written"]) == (EVAL_EXAMPLES, EVAL_EXAMPLES)
+    assert exact_row["differing"] == [], exact_row["result"]
+    rows = rows_of(compared, "eval data")
+    assert sorted(rows) == OUTPUTS
+    assert {row["examples"] for row in rows.values()} == {EVAL_EXAMPLES}
+    exact = ("s_id", "s_top5_id", "s_top5_one_hot", "tags_id", "n_mean", "n_scaled", "x_0_1", "s_hashed", "tags_hashed")
+    for name in exact + ("x_bucket", "x_quantiles"):
+        assert rows[name]["differing"] == 0, rows[name]["result"]
+    assert rows["x_z"]["max_ulps"] <= 2, rows["x_z"]["result"]
 
 
 def test_our_data_is_our_transform_fn_bit_for_bit(compared):
