@@ -486,6 +486,51 @@ def compare_outputs(work):
     return rows
 
 
+def _as_listed(array):
+    """An example's values as JSON holds them: float32 by their bits."""
+    if array.dtype.kind == "f":
+        return array.astype("float32").view("uint32").tolist()
+    return [v.hex() if isinstance(v, bytes) else v for v in array.tolist()]
+
+
+def reading(output, work, raw_spec):
+    """What a trainer reads of a transform's output through `output`, a TFTransformOutput
+    (tf.Transform's, or tf2_mapreduce's, which must answer alike): the specs, the buckets'
+    counts, every vocabulary, transform_raw_features of every raw example and probe, and
+    which outputs it gives without the raw feature n (a request without a label). As JSON.
+    `raw_spec`: the raw examples' (tft_beam's own output has no raw schema to read it from)."""
+    import tensorflow as tf
+
+    spec = output.transformed_feature_spec()
+    try:
+        raw_read = sorted((n, repr(f)) for n, f in output.raw_feature_spec().items())
+    except OSError as e:
+        raw_read = "OSError: " + str(e).split(" does not exist")[0].rsplit("/", 2)[-2] + " missing"
+    buckets = {}
+    for name in sorted(spec):
+        try:
+            buckets[name] = output.num_buckets_for_transformed_feature(name)
+        except ValueError:
+            buckets[name] = None
+    path = os.path.join(output.transform_savedmodel_dir, "..", "transformed_metadata", "asset_map")
+    names = sorted(json.load(open(path))) if os.path.exists(path) else []
+    table = {}
+    for records in raw_records(work):
+        extend(table, output.transform_raw_features(tf.io.parse_example(records, raw_spec)))
+    records = next(iter(raw_records(work)))
+    without_n = output.transform_raw_features(
+        {k: v for k, v in tf.io.parse_example(records, raw_spec).items() if k != "n"}
+    )
+    return {
+        "transformed_feature_spec": sorted((n, repr(f)) for n, f in spec.items()),
+        "raw_feature_spec": raw_read,
+        "num_buckets": buckets,
+        "vocabularies": {n: [t.hex() for t in output.vocabulary_by_name(n)] for n in names},
+        "values": {n: [_as_listed(v) for v in values] for n, values in sorted(table.items())},
+        "without_n": sorted(without_n),
+    }
+
+
 def compare_eval(work, side):
     """The rows of the eval split: `side`'s data/ (ours, by --transform_output) against our
     transform_fn bit for bit, and against tf.Transform's TransformDataset (work/tft/eval),

@@ -7,6 +7,8 @@ test, Beam's run and the comparison together (Beam and TensorFlow take seconds t
         SIDE's WORK/SIDE/data with its own transform_fn, bit for bit; the rows go to REPORT (JSON).
         --eval=SIDE: WORK/eval's examples too, transformed by tf.Transform's TransformDataset
         into WORK/tft/eval, compared with WORK/SIDE (ours, by --transform_output).
+        The report also holds what tft.TFTransformOutput reads of WORK/ours and WORK/tft
+        (compare_tft.reading), for our TFTransformOutput to read alike.
     python peer_tft.py vocab PATTERN SCHEMA OUT VOCABULARIES
         tf.Transform computes each vocabulary of VOCABULARIES (JSON: {file name: [feature,
         compute_and_apply_vocabulary's options]}) over PATTERN's examples into OUT/transform_fn/assets.
@@ -50,8 +52,16 @@ def transform(work, report, sides, eval_side=None):
     if eval_side:
         rows += compare_tft.compare_eval(work, eval_side)
     checks = {side: compare_tft.data_row(work, side) for side in sides}
+    import tensorflow_transform as tft
+
+    readings = {
+        side: compare_tft.reading(
+            tft.TFTransformOutput(os.path.join(work, side)), work, compare_tft.raw_feature_spec(work)
+        )
+        for side in compare_tft.SIDES
+    }
     with open(report, "w") as f:
-        json.dump({"rows": rows, "data": checks, "beam_seconds": beam_seconds}, f, indent=1)
+        json.dump({"rows": rows, "data": checks, "readings": readings, "beam_seconds": beam_seconds}, f)
 
 
 def vocabulary_fn(vocabularies):

@@ -77,7 +77,7 @@ def compared(tft_python, inprocess, tmp_path_factory, worker_id):
         args.append("--eval=ours_eval")
         run_peer(tft_python, args, os.path.join(work, "peer_tft.log"), PEER_TIMEOUT)
         with open(report) as f:
-            return json.load(f)
+            return dict(json.load(f), work=work)
 
     return made_once(tmp_path_factory, worker_id, "compare_tft", make, PEER_TIMEOUT + OURS_TIMEOUT)
 
@@ -168,6 +168,22 @@ def test_an_eval_split_through_transform_output_is_tfts_transform_dataset(compar
     for name in exact + ("x_bucket", "x_quantiles"):
         assert rows[name]["differing"] == 0, rows[name]["result"]
     assert rows["x_z"]["max_ulps"] <= 2, rows["x_z"]["result"]
+
+
+@pytest.mark.parametrize("side", compare_tft.SIDES)
+def test_our_tftransformoutput_reads_as_tfts_reads_ours_and_tfts(compared, side):
+    """tf2_mapreduce.transform.TFTransformOutput, without tf.Transform, on our output and on
+    tf.Transform's: specs, buckets' counts, vocabularies, transform_raw_features of every raw
+    example and probe (bit for bit), and the outputs given without a raw feature."""
+    work = compared["work"]
+    theirs = compared["readings"][side]
+    raw_spec = tft.TFTransformOutput(os.path.join(work, "ours")).raw_feature_spec()
+    ours = json.loads(json.dumps(compare_tft.reading(tft.TFTransformOutput(os.path.join(work, side)), work, raw_spec)))
+    for key in ("transformed_feature_spec", "raw_feature_spec", "num_buckets", "vocabularies", "without_n"):
+        assert ours[key] == theirs[key], key
+    assert sorted(ours["values"]) == sorted(theirs["values"]) == OUTPUTS
+    for name in OUTPUTS:
+        assert ours["values"][name] == theirs["values"][name], name
 
 
 def test_our_data_is_our_transform_fn_bit_for_bit(compared):

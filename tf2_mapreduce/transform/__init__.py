@@ -16,6 +16,7 @@ from tf2_mapreduce.transform.mappers import (
     scale_to_z_score,
     sparse_tensor_to_dense_with_shape,
 )
+from tf2_mapreduce.transform.output import TFTransformOutput
 from tf2_mapreduce.transform.trace import NotSupported
 
 __all__ = [
@@ -37,6 +38,7 @@ __all__ = [
     "size",
     "sum",
     "experimental",
+    "TFTransformOutput",
     "NotSupported",
 ]
 
@@ -47,5 +49,5 @@ def __getattr__(name):
         raise AttributeError("module %r has no attribute %r" % (__name__, name))
     raise AttributeError(
         "tf2_mapreduce.transform has no %s: tf.Transform's subset here is %s"
-        % (name, ", ".join(n for n in __all__ if n not in ("NotSupported", "experimental")))
+        % (name, ", ".join(n for n in __all__ if n not in ("NotSupported", "experimental", "TFTransformOutput")))
     )

@@ -63,25 +63,53 @@ def _rebuilt(keys, values, key_dtype, value_dtype):
         return tf.identity(handle)
 
 
+def _names_of(structure) -> list:
+    """The name each flat component of `structure` ({name: spec}, flattened as
+    tf.nest flattens it, composites expanded) belongs to."""
+    return [name for name in sorted(structure) for _ in tf.nest.flatten(structure[name], expand_composites=True)]
+
+
+def _reads(graph, outputs, inputs, input_names) -> dict:
+    """{output name: the raw features its components are computed from (data, not control
+    dependencies: see `SavedTransform`)}."""
+    placeholders = {tensor.op.name: name for tensor, name in zip(inputs, input_names)}
+    reads = {}
+    for name, tensor in outputs:
+        seen, todo = set(), [tensor.op]
+        while todo:
+            op = todo.pop()
+            if op.name not in seen:
+                seen.add(op.name)
+                todo.extend(t.op for t in op.inputs)
+        reads.setdefault(name, set()).update(placeholders[op] for op in seen if op in placeholders)
+    return reads
+
+
+def _nodes(graph_def) -> set:
+    return {node.name for node in graph_def.node}
+
+
 class SavedTransform:
     """The `transform_fn` of the SavedModel at `directory` (a transform_fn/ that
-    tf2_mapreduce wrote), loaded here; `apply` computes it in a graph being traced. Every
-    value it captured is copied: its tables by their contents, its constants by value."""
+    tf2_mapreduce or tf.Transform wrote), loaded here; `apply` computes it in a graph
+    being traced. `portable`: its captured values copied, to be applied elsewhere (in
+    map steps): its tables by their contents (`digest` covers them), its constants by value."""
 
-    def __init__(self, directory: str):
+    def __init__(self, directory: str, portable: bool = True):
         try:
-            loaded = tf.saved_model.load(directory)
+            self.loaded = tf.saved_model.load(directory)
         except (OSError, tf.errors.OpError) as e:
             raise UsageError("%s: not a SavedModel: %s" % (directory, getattr(e, "message", e))) from None
-        function = getattr(loaded, "transform_fn", None)
-        concrete = getattr(function, "concrete_functions", ())
+        function = getattr(self.loaded, "transform_fn", None)
+        # Ours saves a tf.function of one input signature; tf.Transform its concrete function.
+        concrete = getattr(function, "concrete_functions", [function] if hasattr(function, "graph") else [])
         if len(concrete) != 1:
             raise UsageError("%s: no transform_fn of one input signature: not a transform's transform_fn/" % directory)
-        (concrete,) = concrete
-        graph = concrete.graph
+        (self.function,) = concrete
+        graph = self.function.graph
         args = len(graph.inputs) - len(graph.internal_captures)
-        self.input_signature = concrete.structured_input_signature[0][0]
-        self.output_signature = concrete.structured_outputs
+        self.input_signature = self.function.structured_input_signature[0][0]
+        self.output_signature = self.function.structured_outputs
         self._graph_def = graph.as_graph_def()
         # The functions it calls (tf.cond's branches) are added to each step's graph as
         # functions of its own, which TensorFlow sends to the workers with the step; the
@@ -89,36 +117,62 @@ class SavedTransform:
         self._functions = list(graph._functions.values())
         digest = hashlib.sha256(self._graph_def.SerializeToString(deterministic=True))
         self._graph_def.library.Clear()
-        self._inputs = [t.name for t in graph.inputs[:args]]
-        self._outputs = [t.name for t in graph.outputs]
+        # TensorFlow makes a function's outputs wait for all its stateful ops (every lookup):
+        # each output is to wait for what it is computed from alone.
+        returned = {t.op.name for t in graph.outputs}
+        for node in self._graph_def.node:
+            if node.name in returned:
+                node.input[:] = [i for i in node.input if not i.startswith("^")]
+        self._inputs = {}  # {raw feature: the names of its components' placeholders}
+        for name, tensor in zip(_names_of(self.input_signature), graph.inputs[:args]):
+            self._inputs.setdefault(name, []).append(tensor.name)
+        self._outputs = list(zip(_names_of(self.output_signature), [t.name for t in graph.outputs]))
+        self.reads = _reads(
+            graph,
+            zip(_names_of(self.output_signature), graph.outputs),
+            graph.inputs[:args],
+            _names_of(self.input_signature),
+        )
         self._captured = []
-        for external, internal in zip(concrete.captured_inputs, graph.internal_captures):
-            if external.dtype == tf.resource:
+        for external, internal in zip(self.function.captured_inputs, graph.internal_captures):
+            value = None
+            if portable and external.dtype == tf.resource:
                 value = _table_contents(external, _table_dtypes(graph, internal, directory))
-            else:
+            elif portable:
                 value = (external.numpy(),)
-            for part in value[:2]:
+            for part in (value or ())[:2]:
                 digest.update(repr((str(part.dtype), part.shape)).encode() + _bytes(part))
-            self._captured.append((internal.name, value))
+            self._captured.append((internal.name, external, value))
         self.digest = digest.hexdigest()
 
-    def apply(self, features: dict) -> dict:
-        """The transformed features of `features` (raw ones, as `input_signature` says), in
-        the graph being traced: the saved graph, imported."""
-        missing = sorted(set(self.input_signature) - set(features))
+    def apply(self, features: dict, outputs=None) -> dict:
+        """The transformed features `outputs` (all by default) of `features` (raw ones, as
+        `input_signature` says; those the outputs read at least), in the graph being
+        traced: the saved graph, imported. Where not portable, the tables are the loaded ones."""
+        outputs = sorted(self.output_signature if outputs is None else outputs)
+        missing = sorted(set().union(*[self.reads[name] for name in outputs]) - set(features))
         if missing:
-            raise UsageError("transform_fn reads features %s, which the examples' schema lacks" % missing)
-        flat = tf.nest.flatten({name: features[name] for name in self.input_signature}, expand_composites=True)
-        input_map = dict(zip(self._inputs, flat))
-        for name, value in self._captured:
-            input_map[name] = _rebuilt(*value) if len(value) == 4 else tf.constant(value[0])
+            raise UsageError("transform_fn reads raw features %s, which are not given" % missing)
         graph = tf.compat.v1.get_default_graph()
+        input_map = {}
+        for name in set(features) & set(self._inputs):
+            input_map.update(zip(self._inputs[name], tf.nest.flatten(features[name], expand_composites=True)))
+        for name, external, value in self._captured:
+            if value is None:
+                input_map[name] = graph.capture(external)
+            else:
+                input_map[name] = _rebuilt(*value) if len(value) == 4 else tf.constant(value[0])
         for function in self._functions:
             graph._add_function_recursive(function)
-        outputs = tf.graph_util.import_graph_def(
-            self._graph_def, input_map=input_map, return_elements=self._outputs, name="transform_fn"
+        wanted = [tensor for name, tensor in self._outputs if name in outputs]
+        # Only what they are computed from: a lookup of a raw feature not given would run.
+        graph_def = tf.compat.v1.graph_util.extract_sub_graph(self._graph_def, [t.split(":")[0] for t in wanted])
+        input_map = {name: tensor for name, tensor in input_map.items() if name.split(":")[0] in _nodes(graph_def)}
+        imported = tf.graph_util.import_graph_def(
+            graph_def, input_map=input_map, return_elements=wanted, name="transform_fn"
         )
+        specs = {name: self.output_signature[name] for name in outputs}
         # Imported ops may not know the shapes that the saved function's signature states.
-        for output, spec in zip(outputs, tf.nest.flatten(self.output_signature, expand_composites=True)):
-            output.set_shape(spec.shape)
-        return tf.nest.pack_sequence_as(self.output_signature, outputs, expand_composites=True)
+        for tensor, spec in zip(imported, tf.nest.flatten(specs, expand_composites=True)):
+            tensor.set_shape(spec.shape)
+        return tf.nest.pack_sequence_as(specs, imported, expand_composites=True)
