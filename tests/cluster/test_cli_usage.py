@@ -107,6 +107,10 @@ def without_tensorflow(tmp_path):
             "--transform_output /nonexistent/t: no transform_fn/saved_model.pb: not the output of a transform",
         ),
         (
+            ["--job=transform", "--transform_output=%s" % REPO, "--output_dir=%s/" % REPO],
+            "the output replaces its directory whole; write it apart from the transform it applies",
+        ),
+        (
             ["--job=transform", "--transform_output=/nonexistent/t", "--schema=s.pbtxt", "--output_dir=out"],
             "--transform_output applies an earlier transform as it was written, over the raw schema written with it",
         ),

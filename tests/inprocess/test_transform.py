@@ -393,5 +393,14 @@ def test_an_earlier_transform_applied_alone_writes_the_same_examples(inprocess, 
         mr.Transform(preprocessing_fn, SPEC, transform_output=out)
     with pytest.raises(UsageError, match="give no schema"):
         mr.Transform(schema=SPEC, transform_output=out)
+    with pytest.raises(UsageError, match="write it apart from the transform it applies"):
+        inprocess.run(mr.Transform(transform_output=out), [raw[0]], output_dir=os.path.join(out, ""))
+    assert sorted(os.listdir(out)) == [
+        "_tf2_mapreduce.json",
+        "data",
+        "metadata",
+        "transform_fn",
+        "transformed_metadata",
+    ]
     with pytest.raises(UsageError, match="not the output of a transform"):
-        inprocess.run(mr.Transform(transform_output=str(tmp_path)), [raw[0]], output_dir=str(tmp_path / "none"))
+        inprocess.run(mr.Transform(transform_output=raw[0]), [raw[0]], output_dir=str(tmp_path / "none"))

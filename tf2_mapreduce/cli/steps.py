@@ -17,7 +17,13 @@ from tf2_mapreduce.cluster.spec import ROLES, TASK_ENV
 from tf2_mapreduce.errors import Error, Interrupted, UsageError
 from tf2_mapreduce.inputs import background
 from tf2_mapreduce.inputs.files import sample_corpus
-from tf2_mapreduce.jobs.transform import Transform, check_findable, check_given, check_transform_output
+from tf2_mapreduce.jobs.transform import (
+    Transform,
+    check_apart,
+    check_findable,
+    check_given,
+    check_transform_output,
+)
 from tf2_mapreduce.outputs.directory import ResultDirectory
 from tf2_mapreduce.paths import local_path
 
@@ -133,6 +139,7 @@ class Command:
             if v.preprocessing_fn:
                 check_findable(v.preprocessing_fn, v.schema)
             else:
+                check_apart(v.transform_output, v.output_dir)
                 check_transform_output(v.transform_output)
         elif v.job in jobs.built_in():
             self.job = jobs.resolve(v.job, self._parameters())

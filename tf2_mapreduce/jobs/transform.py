@@ -17,7 +17,15 @@ from tf2_mapreduce.jobs.base import Parameter
 from tf2_mapreduce.jobs.reshard import parse_num_shards
 from tf2_mapreduce.paths import local_path
 
-__all__ = ["Transform", "function_of", "check_given", "check_findable", "check_transform_output", "parse_custom_config"]
+__all__ = [
+    "Transform",
+    "function_of",
+    "check_given",
+    "check_findable",
+    "check_transform_output",
+    "check_apart",
+    "parse_custom_config",
+]
 
 
 def _check_function(text):
@@ -108,6 +116,22 @@ def check_findable(preprocessing_fn: str, schema: str | None) -> None:
                 pass
         except OSError as e:
             raise UsageError("{setting:schema} %s: cannot be read: %s" % (schema, e.strerror)) from None
+
+
+def check_apart(transform_output: str, output_dir: str) -> None:
+    """Raises `UsageError` where `output_dir` is `transform_output`, or holds it, or is in
+    it: the result replaces its directory whole, and the transform read would be lost."""
+
+    def parts(path):
+        local = local_path(path)
+        return (os.path.abspath(local) if local is not None else path.rstrip("/")).split("/")
+
+    a, b = parts(transform_output), parts(output_dir)
+    if a[: len(b)] == b or b[: len(a)] == a:
+        raise UsageError(
+            "{setting:output_dir} %s and {setting:transform_output} %s: the output replaces its directory whole; "
+            "write it apart from the transform it applies" % (output_dir, transform_output)
+        )
 
 
 def check_transform_output(directory: str) -> None:

@@ -11,32 +11,27 @@ import numpy as np
 
 from tf2_mapreduce.errors import UsageError
 from tf2_mapreduce.lazy_tf import tf
+from tf2_mapreduce.transform.digest import Digests
 
 __all__ = ["SavedTransform"]
 
-_TYPED = {"LookupTableFindV2": ("Tin", "Tout"), "LookupTableExportV2": ("Tkeys", "Tvalues")}
 
-
-def _table_dtypes(graph, placeholder, where):
-    """The key and value dtypes of the table `placeholder` (a captured handle) stands for,
-    read from the ops that use it: its own, else (used within tf.cond's branches, say)
-    those of the functions it calls, where all agree. A wrong guess would not do: the
-    export kernel aborts the process on dtypes that are not the table's."""
-    for op in placeholder.consumers():
-        if op.type in _TYPED:
-            return tuple(op.get_attr(attr) for attr in _TYPED[op.type])
-    found = {
-        tuple(tf.as_dtype(node.attr[attr].type) for attr in _TYPED[node.op])
-        for function in graph._functions.values()
-        for node in function.definition.node_def
-        if node.op in _TYPED
-    }
-    if len(found) != 1:
-        raise UsageError(
-            "%s: transform_fn captures a resource that no lookup of its own reads (a variable, or a table "
-            "used only within nested functions): it cannot be applied in map steps" % where
-        )
-    return found.pop()
+def _table_dtypes(loaded, handle, where):
+    """The key and value dtypes of the lookup table whose handle `handle` is, from the
+    SavedModel's own function that makes it (a table's handle says neither, and the export
+    kernel aborts the process on dtypes that are not the table's)."""
+    for trackable in tf.train.TrackableView(loaded).descendants():
+        if getattr(trackable, "resource_handle", None) is not handle:
+            continue
+        made_by = getattr(trackable, "_create_resource", None)
+        for function in getattr(made_by, "concrete_functions", [made_by] if made_by is not None else []):
+            for op in function.graph.get_operations():
+                if "key_dtype" in op.node_def.attr and "value_dtype" in op.node_def.attr:
+                    return op.get_attr("key_dtype"), op.get_attr("value_dtype")
+    raise UsageError(
+        "%s: transform_fn captures a resource that is no lookup table the SavedModel makes (a variable?): "
+        "it cannot be applied in map steps" % where
+    )
 
 
 def _table_contents(handle, dtypes):
@@ -115,7 +110,6 @@ class SavedTransform:
         # functions of its own, which TensorFlow sends to the workers with the step; the
         # imported library alone stays on the coordinator.
         self._functions = list(graph._functions.values())
-        digest = hashlib.sha256(self._graph_def.SerializeToString(deterministic=True))
         self._graph_def.library.Clear()
         # TensorFlow makes a function's outputs wait for all its stateful ops (every lookup):
         # each output is to wait for what it is computed from alone.
@@ -133,11 +127,16 @@ class SavedTransform:
             graph.inputs[:args],
             _names_of(self.input_signature),
         )
+        # What it computes, no op's or function's name in it (a load numbers its functions
+        # anew, and orders its library by a per-process hash): what ties a checkpoint to it.
+        roots = {t.ref(): "input %d" % i for i, t in enumerate(graph.inputs[:args])}
+        described = repr([name for name, _ in self._outputs]).encode()
+        digest = hashlib.sha256(described + Digests(roots).of(graph.outputs).encode())
         self._captured = []
         for external, internal in zip(self.function.captured_inputs, graph.internal_captures):
             value = None
             if portable and external.dtype == tf.resource:
-                value = _table_contents(external, _table_dtypes(graph, internal, directory))
+                value = _table_contents(external, _table_dtypes(self.loaded, external, directory))
             elif portable:
                 value = (external.numpy(),)
             for part in (value or ())[:2]:

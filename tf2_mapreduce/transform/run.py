@@ -12,6 +12,7 @@ import tempfile
 from tf2_mapreduce import storage
 from tf2_mapreduce.errors import UsageError
 from tf2_mapreduce.jobs.stats import Stats
+from tf2_mapreduce.jobs.transform import check_apart
 from tf2_mapreduce.lazy_tf import tf
 from tf2_mapreduce.outputs.directory import ResultDirectory
 from tf2_mapreduce.paths import join
@@ -79,6 +80,8 @@ def run(cluster, transform, inputs, on_progress=None, output_dir=None, claimed=N
     written. Blocking."""
     if not output_dir:
         raise UsageError("a Transform writes its output: give it an output directory ({setting:output_dir})")
+    if transform.transform_output:
+        check_apart(transform.transform_output, output_dir)
     if claimed is None:  # claimed before any pass: the map steps write into it as they run
         with ResultDirectory(output_dir) as claimed:
             return run(cluster, transform, inputs, on_progress, output_dir, claimed, run_pass, **options)
