@@ -100,6 +100,11 @@ def preprocessing_fn(tft):
                 tft.hash_strings(tags, 11, key=[123, 456]), [None, 4], default_value=-1
             ),
             "x_quantiles": tf.zeros_like(x)[:, None] + tft.quantiles(x, 4, 0.01),
+            # Text (the sentiment example's calls): tags as tokens, and s's characters.
+            "tags_ngrams": tft.ngrams(tags, (1, 2), " "),
+            "tags_bag": tft.bag_of_words(tags, (1, 3), "|"),
+            "tags_count": tft.word_count(tags),
+            "s_char_bag": tft.bag_of_words(tf.compat.v1.string_split(s, ""), (1, 2), ""),
         }
         # A one-hot as deep as a vocabulary (TFX's taxi and census modules).
         depth = tf.cast(tft.experimental.get_vocabulary_size_by_name("s_top5"), tf.int32)
@@ -269,7 +274,13 @@ def kinds_of(spec):
     import tensorflow as tf
 
     return {
-        name: "bucket" if name in BUCKETS else "int" if feature.dtype == tf.int64 else "float"
+        name: "bucket"
+        if name in BUCKETS
+        else "int"
+        if feature.dtype == tf.int64
+        else "bytes"
+        if feature.dtype == tf.string
+        else "float"
         for name, feature in spec.items()
     }
 
@@ -321,7 +332,7 @@ def compare_feature(kind, ours, theirs):
             % (differing, count, ours_counts, theirs_counts),
             verdict="approx.",
         )
-    if kind == "int":
+    if kind in ("int", "bytes"):
         return dict(
             figures, result="%d/%d examples equal" % (count - differing, count), verdict="FAIL" if differing else "ok"
         )
@@ -355,12 +366,16 @@ def bitwise_differences(served, data):
     features, per example in the same order; floats by their bits, NaN too), over the examples
     both hold."""
     count = min(len(served[name]) for name in served)
+
+    def bits(values):  # strings by their bytes: an object array's are its pointers
+        return values.tolist() if values.dtype == object else values.tobytes()
+
     return [
         [i, name]
         for i in range(count)
         for name in sorted(served)
         if served[name][i].dtype != data[name][i].dtype
-        or served[name][i].tobytes() != data[name][i].tobytes()
+        or bits(served[name][i]) != bits(data[name][i])
         or served[name][i].shape != data[name][i].shape
     ]
 

@@ -112,14 +112,11 @@ def test_an_eval_split_is_transformed_by_the_train_transform_fn_once_the_same_on
     for side in (train, str(tmp_path / "one")):
         with open(os.path.join(side, "transformed_metadata", "schema.pbtxt")) as f:
             assert f.read() == open(os.path.join(train, "transformed_metadata", "schema.pbtxt")).read()
-    # Another cluster; a coordinator killed mid-pass, then the same command: the same bytes.
-    run = run_cli(args + ["--output_dir", str(tmp_path / "three"), "--num_workers=3", "--num_ps=2"], env())
-    assert run.returncode == 0, run.stderr
+    # On another cluster, its coordinator killed mid-pass, then the same command: the same bytes.
     again = args + ["--output_dir", str(tmp_path / "killed"), "--checkpoint_dir", str(tmp_path / "ckpt")]
-    again += ["--files_per_step", "1", "--checkpoint_every", "0.2"]
+    again += ["--num_workers=3", "--num_ps=2", "--files_per_step", "1", "--checkpoint_every", "0.2"]
     killed_mid_pass(again, processes, tmp_path / "killed.log")
     rerun = run_cli(again, env())
     assert rerun.returncode == 0, rerun.stderr
     assert "resuming from" in rerun.stderr, rerun.stderr
-    digests = {name: data_digest(str(tmp_path / name)) for name in ("one", "three", "killed")}
-    assert len(set(digests.values())) == 1, digests
+    assert data_digest(str(tmp_path / "killed")) == data_digest(str(tmp_path / "one"))

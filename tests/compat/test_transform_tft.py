@@ -20,6 +20,8 @@ pytestmark = [pytest.mark.compat, pytest.mark.cluster]
 
 EXAMPLES = 3000
 EVAL_EXAMPLES = 1000
+# tft.ngrams, bag_of_words and word_count (tf.Transform's sentiment example calls them).
+TEXT = ("tags_ngrams", "tags_bag", "tags_count", "s_char_bag")
 # The one value the self-check moves by an ulp: (example in input order, feature).
 NUDGED = (1234, "x_z")
 # Beam's run and the comparison took 50 s on a loaded 2-core machine; our two jobs, 15 s.
@@ -95,12 +97,16 @@ def check(compared, name):
 OUTPUTS = [
     "n_mean",
     "n_scaled",
+    "s_char_bag",
     "s_hashed",
     "s_id",
     "s_top5_id",
     "s_top5_one_hot",
+    "tags_bag",
+    "tags_count",
     "tags_hashed",
     "tags_id",
+    "tags_ngrams",
     "x_0_1",
     "x_bucket",
     "x_quantiles",
@@ -145,7 +151,7 @@ def test_every_example_is_transformed_as_tft_transforms_it(compared, table, exam
     assert {row["examples"] for row in rows.values()} == {examples}
     # Ids, OOV buckets and defaults; scalings and a mean bit for bit.
     exact = ("s_id", "s_top5_id", "s_top5_one_hot", "tags_id", "n_mean", "n_scaled", "x_0_1", "s_hashed", "tags_hashed")
-    for name in exact:
+    for name in exact + TEXT:
         assert rows[name]["differing"] == 0, rows[name]["result"]
     # tf.Transform's variance combines float32 batches and may be an ulp off the exact one.
     assert rows["x_z"]["max_ulps"] <= 2, rows["x_z"]["result"]
@@ -165,7 +171,7 @@ def test_an_eval_split_through_transform_output_is_tfts_transform_dataset(compar
     assert sorted(rows) == OUTPUTS
     assert {row["examples"] for row in rows.values()} == {EVAL_EXAMPLES}
     exact = ("s_id", "s_top5_id", "s_top5_one_hot", "tags_id", "n_mean", "n_scaled", "x_0_1", "s_hashed", "tags_hashed")
-    for name in exact + ("x_bucket", "x_quantiles"):
+    for name in exact + TEXT + ("x_bucket", "x_quantiles"):
         assert rows[name]["differing"] == 0, rows[name]["result"]
     assert rows["x_z"]["max_ulps"] <= 2, rows["x_z"]["result"]
 

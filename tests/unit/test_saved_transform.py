@@ -72,5 +72,7 @@ def digest_in_a_process(path, seed):
 def test_the_digest_is_the_computation_not_the_load(saved):
     here = SavedTransform(saved[0]).digest
     assert SavedTransform(saved[0]).digest == here  # a second load numbers its functions anew
-    assert {digest_in_a_process(saved[0], seed) for seed in (1, 2)} == {here}
+    current = os.environ.get("PYTHONHASHSEED", "")
+    seed = int(current) + 1 if current.isdigit() else 1  # another than this process's
+    assert digest_in_a_process(saved[0], seed) == here
     assert SavedTransform(saved[1]).digest != here

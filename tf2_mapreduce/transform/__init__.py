@@ -17,6 +17,7 @@ from tf2_mapreduce.transform.mappers import (
     sparse_tensor_to_dense_with_shape,
 )
 from tf2_mapreduce.transform.output import TFTransformOutput
+from tf2_mapreduce.transform.tokens import bag_of_words, ngrams, word_count
 from tf2_mapreduce.transform.trace import NotSupported
 
 __all__ = [
@@ -30,6 +31,9 @@ __all__ = [
     "apply_buckets",
     "hash_strings",
     "sparse_tensor_to_dense_with_shape",
+    "ngrams",
+    "bag_of_words",
+    "word_count",
     "quantiles",
     "min",
     "max",
