@@ -11,7 +11,6 @@ import pytest
 import tensorflow as tf
 
 from tf2_mapreduce.transform import sums
-from tf2_mapreduce.transform.analysis import _rounded
 
 
 def counted(values, dtype, squares=True):
@@ -46,7 +45,7 @@ def test_int64_extremes_sum_exactly():
     values = [2**63 - 1, -(2**63), -1, 0, 1, 12345678901234, -987654321] * 3
     totals = counted(values, tf.int64)
     assert totals.total == sum(values) and totals.squares == sum(v * v for v in values)
-    assert _rounded(totals.sum(), np.int64) == np.array(values, np.int64).sum()
+    assert sums.rounded(totals.sum(), np.int64) == np.array(values, np.int64).sum()
 
 
 def test_nan_and_infinities_are_counted_apart_as_numpy_sums_them():
@@ -63,6 +62,6 @@ def test_a_fraction_is_rounded_to_float32_once():
     low = np.float32(1.0)
     high = np.nextafter(low, np.float32(2))
     halfway = (Fraction(float(low)) + Fraction(float(high))) / 2
-    assert _rounded(halfway + Fraction(1, 2**80), np.float32) == high
-    assert _rounded(halfway - Fraction(1, 2**80), np.float32) == low
-    assert _rounded(halfway, np.float32) == low  # ties to even
+    assert sums.rounded(halfway + Fraction(1, 2**80), np.float32) == high
+    assert sums.rounded(halfway - Fraction(1, 2**80), np.float32) == low
+    assert sums.rounded(halfway, np.float32) == low  # ties to even

@@ -10,8 +10,8 @@ import tempfile
 
 from tf2_mapreduce.lazy_tf import tf
 from tf2_mapreduce.paths import join
+from tf2_mapreduce.transform import kinds, trace
 from tf2_mapreduce.transform import schema as schemas
-from tf2_mapreduce.transform import trace
 from tf2_mapreduce.transform.analysis import outputs_checked, raw_specs
 
 __all__ = ["TRANSFORM_FN", "METADATA", "WRITTEN", "write", "copy", "vocabulary_lines"]
@@ -40,7 +40,7 @@ def _vocabulary_files(calls, values, assets) -> dict:
     """{call index: path} of each vocabulary's file, written into `assets`."""
     paths = {}
     for index, call in enumerate(calls):
-        if call.kind == "vocabulary":
+        if call.kind == kinds.VOCABULARY:
             path = os.path.join(assets, call.params["filename"])
             with open(path, "wb") as f:
                 f.write(vocabulary_lines(values[index]))

@@ -5,10 +5,12 @@ whatever the number of distinct values, and come out the same in any order."""
 
 from fractions import Fraction
 
+import numpy as np
+
 from tf2_mapreduce.lazy_tf import tf
 from tf2_mapreduce.numerics import Moments
 
-__all__ = ["terms", "Totals"]
+__all__ = ["terms", "Totals", "rounded"]
 
 _CHUNK = 12  # bits: a product of two chunks, doubled, stays below 2**25; 2**38 of those fit in an int64
 _TAGS = ("+", "-", "square", "finite", "nan", "inf", "-inf")
@@ -113,3 +115,21 @@ class Totals:
     def mean_and_var(self):
         """The finite values' mean and population variance, exact (0 and 0 of none)."""
         return self._moments.mean_and_var(self.finite)
+
+
+def rounded(value, dtype):
+    """`value` (a Fraction, or a float for NaN and infinities) as `dtype`, rounded once, to
+    the nearest (ties to even): a Fraction goes through float64 first, then the neighbours
+    of that float32 are weighed against it exactly."""
+    if dtype == np.int64:
+        return np.int64((int(value) + 2**63) % 2**64 - 2**63)  # wrapped, as numpy's int64 sum
+    wide = np.float64(float(value))
+    if dtype == np.float64 or not isinstance(value, Fraction) or not np.isfinite(wide):
+        return dtype(wide)
+    with np.errstate(over="ignore"):
+        near = np.float32(wide)
+    if not np.isfinite(near):  # beyond float32's range: its infinity, as a float32 sum gives
+        return near
+    candidates = [np.nextafter(near, np.float32(-np.inf)), near, np.nextafter(near, np.float32(np.inf))]
+    finite = [c for c in candidates if np.isfinite(c)]
+    return min(finite, key=lambda c: (abs(Fraction(float(c)) - value), int(np.array(c).view(np.int32)) & 1))

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 from tf2_mapreduce.errors import UsageError
 from tf2_mapreduce.lazy_tf import tf
-from tf2_mapreduce.transform import as_written
+from tf2_mapreduce.transform import as_written, kinds
 from tf2_mapreduce.transform.digest import Digests
 
 __all__ = [
@@ -130,11 +130,11 @@ class Applying:
         self._next += 1
         if index >= len(self.calls) or self.calls[index].kind != kind:
             raise reordered()
-        if kind == "vocabulary":
-            filename = tf.constant(self.calls[index].params["filename"])
-            self._vocabulary_of[filename.ref()] = index
-            return filename
-        return tf.constant(self.values[index])
+        call = self.calls[index]
+        result = kinds.of(call).applied(call, self.values[index])
+        if kind == kinds.VOCABULARY:  # its file's name, which apply_vocabulary looks up
+            self._vocabulary_of[result.ref()] = index
+        return result
 
     def vocabulary_size(self, key):
         """The size of the vocabulary known as `key`, a constant."""
@@ -169,7 +169,7 @@ class Applying:
 def _vocabulary_index(calls, key) -> int:
     """The index in `calls` of the vocabulary known as `key` (tft's vocab_filename)."""
     for index, call in enumerate(calls):
-        if call.kind == "vocabulary" and call.params["key"] == key:
+        if call.kind == kinds.VOCABULARY and call.params["key"] == key:
             return index
     raise ValueError(
         "Vocabulary size not found for %s. If this vocabulary was created using `tft.vocabulary`, this should be "

@@ -1,0 +1,175 @@
+"""What each kind of analyzer is, in one class: the stand-in of its result while the function
+is analyzed, the keys it counts the values it reads under (in the map steps), its result
+from those counts, and that result as the transform applies it.
+
+tf.Transform pairs each analyzer with a combiner; here an analyzer's values are counted in
+one per-key table, exactly, and its `Kind` makes its result of every (key, count). Adding
+an analyzer is a class here and a public function (`analyzers`) that calls `trace.analyzer`."""
+
+import math
+
+import numpy as np
+
+from tf2_mapreduce.lazy_tf import tf
+from tf2_mapreduce.numerics import Extremes
+from tf2_mapreduce.transform import sums
+
+__all__ = ["Kind", "of", "VOCABULARY", "EMPTY_VOCABULARY"]
+
+VOCABULARY = "vocabulary"
+# tft's vocabulary of no term (`get_empy_vocabulary_dummy_value`): one dummy term.
+EMPTY_VOCABULARY = {"string": b"49d0cd50-04bb-48c0-bc6f-5b575dce351a", "int": b"-1"}
+# Strings tft leaves out of a text vocabulary: empty, or holding a newline.
+_UNHOLDABLE = r"^$|\C*[\n\r]\C*"
+
+
+def _as_keys(values):
+    """Values as the bytes they are counted under: a string as it is (without those tft
+    leaves out of a vocabulary), an integer as decimal text, a float as the decimal text of
+    its bits (exact, and NaN kept apart)."""
+    if values.dtype == tf.string:
+        return tf.boolean_mask(values, tf.logical_not(tf.strings.regex_full_match(values, _UNHOLDABLE)))
+    if values.dtype.is_integer:
+        return tf.strings.as_string(tf.cast(values, tf.int64))
+    if values.dtype == tf.float64:
+        return tf.strings.as_string(tf.bitcast(values, tf.int64))
+    return tf.strings.as_string(tf.bitcast(tf.cast(values, tf.float32), tf.int32))
+
+
+def _decoded(dtype, key):
+    """A key of `_as_keys` as the value it was, of `dtype`."""
+    if dtype.is_integer:
+        return int(key)
+    if dtype == tf.float64:
+        return float(np.array(int(key), np.int64).view(np.float64))
+    return float(np.array(int(key), np.int64).astype(np.int32).view(np.float32))
+
+
+class Kind:
+    """An analyzer kind. `counted(call, values)`: the keys the 1-D `values` a call reads
+    are counted under (in a map step); `result(call, entries)`: the call's result from
+    every (key bytes, count); `applied(call, result)`: that result in the traced transform."""
+
+    name = ""
+
+    def counted(self, call, values):
+        return _as_keys(values)
+
+    def result(self, call, entries):
+        raise NotImplementedError
+
+    def applied(self, call, result):
+        return tf.constant(result)
+
+
+class Size(Kind):
+    """How many values: one key, counted once a value."""
+
+    name = "size"
+
+    def counted(self, call, values):
+        return tf.fill(tf.shape(values), "")
+
+    def result(self, call, entries):
+        return np.int64(sum(count for _, count in entries))
+
+
+class Sums(Kind):
+    """`sum`, `mean` or `var`: exact sums of the values (and their squares), rounded once."""
+
+    def __init__(self, name):
+        self.name = name
+
+    def counted(self, call, values):
+        return sums.terms(values, squares=self.name == "var")
+
+    def result(self, call, entries):
+        totals = sums.Totals(entries)
+        if self.name == "sum":
+            dtype = np.int64 if call.dtype.is_integer else np.float64 if call.dtype == tf.float64 else np.float32
+            return sums.rounded(totals.sum(), dtype)
+        mean, variance = totals.mean_and_var()
+        out = np.float64 if call.dtype == tf.float64 else np.float32
+        return sums.rounded(mean if self.name == "mean" else variance, out)
+
+
+class Extreme(Kind):
+    """`min` or `max`: only each batch's least (greatest) value is counted, one key a batch;
+    NaN if any is (TensorFlow's reductions give NaN, as tft's); of none, tft's default."""
+
+    def __init__(self, name):
+        self.name = name
+        self._reduce = tf.reduce_min if name == "min" else tf.reduce_max
+
+    def counted(self, call, values):
+        extreme = tf.boolean_mask(tf.reshape(self._reduce(values), [1]), tf.reshape(tf.size(values) > 0, [1]))
+        return _as_keys(extreme)
+
+    def result(self, call, entries):
+        values = [_decoded(call.dtype, key) for key, _ in entries]
+        numpy_type = call.dtype.as_numpy_dtype
+        low = self.name == "min"
+        if call.dtype.is_floating and any(math.isnan(v) for v in values):
+            return np.array(math.nan, numpy_type)
+        if not values:
+            if call.dtype.is_floating:
+                return np.array(math.inf if low else -math.inf, numpy_type)
+            most = np.iinfo(numpy_type).max
+            return np.array(most if low else -most, numpy_type)
+        extremes = Extremes()
+        for value in values:
+            extremes.add(value)
+        return np.array(extremes.low if low else extremes.high, numpy_type)
+
+
+class Quantiles(Kind):
+    """The boundaries between `num_buckets` buckets of equal counts: boundary k is the value
+    at rank floor(k n / num_buckets) of the n values sorted (tft's rule, exact); NaN left out."""
+
+    name = "quantiles"
+
+    def result(self, call, entries):
+        buckets = call.params["num_buckets"]
+        pairs = ((_decoded(call.dtype, key), count) for key, count in entries)
+        ordered = sorted((v, c) for v, c in pairs if not (isinstance(v, float) and math.isnan(v)))
+        n = sum(c for _, c in ordered)
+        boundaries = np.zeros([1, buckets - 1], np.float32)
+        if not n:
+            return boundaries
+        ranks = [k * n // buckets for k in range(1, buckets)]
+        seen, at = 0, 0
+        for value, count in ordered:
+            seen += count
+            while at < len(ranks) and ranks[at] < seen:
+                boundaries[0, at] = value
+                at += 1
+        return boundaries
+
+
+class Vocabulary(Kind):
+    """tft's vocabulary: the terms in tft's order (count descending, then bytes descending),
+    kept as its parameters say; of none, tft's one dummy term. Applied, its file's name
+    (which `apply_vocabulary` looks up); saved, an asset file."""
+
+    name = VOCABULARY
+
+    def result(self, call, entries):
+        from tf2_mapreduce.reducers.keys import tft_key
+
+        threshold, top_k = call.params["frequency_threshold"], call.params["top_k"]
+        kept = [(t, c) for t, c in entries if not threshold or c >= threshold]
+        kept.sort(key=lambda entry: tft_key(entry[0], entry[1]))
+        terms = [t for t, _ in (kept[:top_k] if top_k else kept)]
+        return terms or [EMPTY_VOCABULARY["int" if call.dtype.is_integer else "string"]]
+
+    def applied(self, call, result):
+        return tf.constant(call.params["filename"])
+
+
+_KINDS = {kind.name: kind for kind in (Size(), *map(Sums, ("sum", "mean", "var")), Extreme("min"), Extreme("max"))}
+_KINDS.update({kind.name: kind for kind in (Quantiles(), Vocabulary())})
+
+
+def of(call) -> Kind:
+    """The `Kind` of `call` (a `trace.Call`)."""
+    return _KINDS[call.kind]
