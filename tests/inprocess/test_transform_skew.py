@@ -23,7 +23,7 @@ SPEC = {
     "w": tf.io.VarLenFeature(tf.float32),
 }
 EXAMPLES = 6000
-FUNCTIONS = 4
+FUNCTIONS = 2
 CONSTANTS = [3.0, 7.0, 0.1, 400.0, 1.0 / 3.0, 2.5, 1e-3, 9.0]
 
 
@@ -57,27 +57,35 @@ def _unary(rng):
     )
 
 
+KINDS = ("x", "n", "w", "xn", "cond")
+CHAINS = 2  # of each kind, in one function: as many functions' worth in one transform
+
+
 def family_member(seed):
-    """A preprocessing_fn of chained random steps over each feature (its description, the fn)."""
+    """A preprocessing_fn of chained random steps, `CHAINS` of each of `KINDS` of input
+    (their descriptions by output, the fn, and its body given the mean)."""
     rng = random.Random(seed)
-    chains = {name: [_unary(rng) for _ in range(rng.randint(1, 3))] for name in ("x", "n", "w", "xn", "cond")}
+    chains = {
+        "%s%d" % (kind, i): [_unary(rng) for _ in range(rng.randint(1, 3))] for kind in KINDS for i in range(CHAINS)
+    }
     described = {name: " ".join(step for step, _ in chain) for name, chain in chains.items()}
 
-    def apply(chain, v):
-        for _, step in chain:
+    def apply(name, v):
+        for _, step in chains[name]:
             v = step(v)
         return v
 
     def body(inputs, mean):
         x, n = inputs["x"], tf.cast(inputs["n"], tf.float32)
-        return {
-            "x": apply(chains["x"], x),
-            "n": tf.cast(apply(chains["n"], inputs["n"] / 3), tf.float32),  # an int64 division: float64
-            "w": tf.sparse.map_values(lambda v: apply(chains["w"], v), inputs["w"]),
-            "xn": apply(chains["xn"], x * n / 400.0 - mean / 3.0),
+        outputs = {}
+        for i in range(CHAINS):
+            outputs["x%d" % i] = apply("x%d" % i, x)
+            outputs["n%d" % i] = tf.cast(apply("n%d" % i, inputs["n"] / 3), tf.float32)  # an int64 division: float64
+            outputs["w%d" % i] = tf.sparse.map_values(lambda v, i=i: apply("w%d" % i, v), inputs["w"])
+            outputs["xn%d" % i] = apply("xn%d" % i, x * n / 400.0 - mean / 3.0)
             # Within a branch of tf.cond: a function of its own, called.
-            "cond": tf.cond(tf.size(x) > 0, lambda: apply(chains["cond"], x + 1.0), lambda: x),
-        }
+            outputs["cond%d" % i] = tf.cond(tf.size(x) > 0, lambda i=i: apply("cond%d" % i, x + 1.0), lambda: x)
+        return outputs
 
     return described, (lambda inputs: body(inputs, tft.mean(inputs["x"]))), body
 
@@ -157,7 +165,7 @@ def test_data_equals_transform_fn_loaded_alone_and_served_bit_for_bit(inprocess,
     }
     differing = {}
     for name in names:
-        assert len(data[name]) >= (EXAMPLES if name != "w" else 1)
+        assert len(data[name]) >= (EXAMPLES if not name.startswith("w") else 1)
         sides = (("transform_fn", bits(alone[name])), ("served", bits(served[name])), ("eager", eager[name]))
         for side, got in sides:
             if got.shape != data[name].shape or (got != data[name]).any():
@@ -173,5 +181,5 @@ def test_data_equals_transform_fn_loaded_alone_and_served_bit_for_bit(inprocess,
     for i in range(0, EXAMPLES, EXAMPLES // 40):
         one = serve(tf.constant(records[i : i + 1]))
         for name in names:
-            want = data[name][offsets[i] : offsets[i + 1]] if name == "w" else data[name][i : i + 1]
+            want = data[name][offsets[i] : offsets[i + 1]] if name.startswith("w") else data[name][i : i + 1]
             assert (bits(one[name]).tolist(), name, i) == (want.tolist(), name, i), described[name]
