@@ -11,6 +11,7 @@ import numpy as np
 
 from tf2_mapreduce.errors import UsageError
 from tf2_mapreduce.lazy_tf import tf
+from tf2_mapreduce.transform import trace
 from tf2_mapreduce.transform.digest import Digests
 
 __all__ = ["SavedTransform"]
@@ -64,19 +65,14 @@ def _names_of(structure) -> list:
     return [name for name in sorted(structure) for _ in tf.nest.flatten(structure[name], expand_composites=True)]
 
 
-def _reads(graph, outputs, inputs, input_names) -> dict:
+def _reads(outputs, inputs, input_names) -> dict:
     """{output name: the raw features its components are computed from (data, not control
     dependencies: see `SavedTransform`)}."""
     placeholders = {tensor.op.name: name for tensor, name in zip(inputs, input_names)}
     reads = {}
     for name, tensor in outputs:
-        seen, todo = set(), [tensor.op]
-        while todo:
-            op = todo.pop()
-            if op.name not in seen:
-                seen.add(op.name)
-                todo.extend(t.op for t in op.inputs)
-        reads.setdefault(name, set()).update(placeholders[op] for op in seen if op in placeholders)
+        computed_from = trace.ancestors([tensor], control=False)
+        reads.setdefault(name, set()).update(placeholders[op] for op in computed_from if op in placeholders)
     return reads
 
 
@@ -122,7 +118,6 @@ class SavedTransform:
             self._inputs.setdefault(name, []).append(tensor.name)
         self._outputs = list(zip(_names_of(self.output_signature), [t.name for t in graph.outputs]))
         self.reads = _reads(
-            graph,
             zip(_names_of(self.output_signature), graph.outputs),
             graph.inputs[:args],
             _names_of(self.input_signature),

@@ -185,15 +185,17 @@ def reordered() -> NotSupported:
     )
 
 
-def ancestors(tensors) -> set:
-    """The names of the ops `tensors` are computed from, theirs included."""
+def ancestors(tensors, control=True) -> set:
+    """The names of the ops `tensors` are computed from, theirs included; through control
+    dependencies too, unless `control` is False."""
     seen, todo = set(), [t.op for t in tensors]
     while todo:
         op = todo.pop()
         if op.name not in seen:
             seen.add(op.name)
             todo.extend(t.op for t in op.inputs)
-            todo.extend(op.control_inputs)
+            if control:
+                todo.extend(op.control_inputs)
     return seen
 
 
