@@ -90,8 +90,9 @@ def run(cluster, transform, inputs, on_progress=None, output_dir=None, claimed=N
         def run_pass(job, pass_options):
             return cluster.run(job, inputs, on_progress=on_progress, **pass_options)
 
+    pass_ = dict(transform=transform, run_pass=run_pass, output_dir=output_dir, claimed=claimed, options=options)
     if transform.transform_output:
-        return _apply_earlier(transform, run_pass, output_dir, claimed, options)
+        return _apply_earlier(pass_)
     spec, raw_schema = feature_spec(transform, run_pass, options)
     fn = transform.preprocessing_fn
     calls, read, computation = analysis.trace_calls(fn, spec)
@@ -108,25 +109,32 @@ def run(cluster, transform, inputs, on_progress=None, output_dir=None, claimed=N
         # Saved first, then applied: what writes data/ is the transform_fn written beside it.
         vocabularies = saved.write(fn, raw_schema, spec, calls, values, made)
         applied = SavedTransform(join(made, saved.TRANSFORM_FN))
-        job = materialize_job(applied, spec, transform.num_shards, transform.name, identity)
-        result = run_pass(job, {**_pass_options(options, "transform"), "output_dir": output_dir})
-
-        def also(staging):
-            # Safe to repeat through an outage of the storage: the same files, copied again.
-            storage.retrying(lambda: saved.copy(made, staging, saved.WRITTEN), staging)
-            return {"vocabularies": vocabularies}
-
-        result.written = result.write_dir(output_dir, also=also, claimed=claimed)
+        return _transform_pass(applied, spec, identity, (made, saved.WRITTEN), {"vocabularies": vocabularies}, **pass_)
     finally:
         shutil.rmtree(made, ignore_errors=True)
+
+
+def _transform_pass(applied, spec, identity, copied, summary, transform, run_pass, output_dir, claimed, options):
+    """The transform pass: `applied` (a `SavedTransform`) to every example, parsed as `spec`
+    says, written into `output_dir` with the directories `copied` (source, names) beside
+    data/; its `Result`, `written` the summary written (`summary` added)."""
+    job = materialize_job(applied, spec, transform.num_shards, transform.name, identity)
+    result = run_pass(job, {**_pass_options(options, "transform"), "output_dir": output_dir})
+
+    def also(staging):
+        # Safe to repeat through an outage of the storage: the same files, copied again.
+        storage.retrying(lambda: saved.copy(*copied, target=staging), staging)
+        return summary
+
+    result.written = result.write_dir(output_dir, also=also, claimed=claimed)
     return result
 
 
-def _apply_earlier(transform, run_pass, output_dir, claimed, options):
-    """The transform pass alone: the transform_fn of `transform.transform_output` applied
-    to every example, over the raw schema written beside it; the output gets data/ and a
-    copy of its transformed_metadata/."""
-    earlier = transform.transform_output
+def _apply_earlier(pass_):
+    """The transform pass alone (`pass_`: `_transform_pass`'s arguments): the transform_fn
+    of the transform's `transform_output` applied to every example, over the raw schema
+    written beside it; the output gets data/ and a copy of its transformed_metadata/."""
+    earlier = pass_["transform"].transform_output
     raw_schema = join(earlier, schemas.RAW_SCHEMA)
     if not storage.retrying(lambda: tf.io.gfile.exists(raw_schema), raw_schema):
         raise UsageError(
@@ -135,12 +143,4 @@ def _apply_earlier(transform, run_pass, output_dir, claimed, options):
     spec = schemas.feature_spec(schemas.read(raw_schema))
     applied = SavedTransform(join(earlier, saved.TRANSFORM_FN))
     identity = {"transform_fn": applied.digest, "raw": fingerprint(spec, [], "")}
-    job = materialize_job(applied, spec, transform.num_shards, transform.name, identity)
-    result = run_pass(job, {**_pass_options(options, "transform"), "output_dir": output_dir})
-
-    def also(staging):
-        storage.retrying(lambda: saved.copy(earlier, staging, [saved.METADATA]), staging)
-        return {"transform_fn": earlier}
-
-    result.written = result.write_dir(output_dir, also=also, claimed=claimed)
-    return result
+    return _transform_pass(applied, spec, identity, (earlier, [saved.METADATA]), {"transform_fn": earlier}, **pass_)

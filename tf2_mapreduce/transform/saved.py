@@ -113,7 +113,7 @@ def write(preprocessing_fn, raw_schema, feature_spec, calls, values, directory) 
     return {calls[i].params["filename"]: len(values[i]) for i in paths}
 
 
-def copy(source, target, names) -> None:
+def copy(source, names, target) -> None:
     """Copies the directories `names` of `source` into `target` (any file systems), each
     file whole. Blocking."""
     for name in names:
