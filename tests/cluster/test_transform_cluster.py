@@ -13,7 +13,7 @@ import tensorflow as tf
 from helpers.corpora import make_examples
 from helpers.oracles import data_digest, data_records, read_tfrecords
 from helpers.processes import REPO, LiveCoordinator, run_cli, task_env
-from helpers.transforms import RAW, TRANSFORMED, first_difference
+from helpers.transforms import LAYOUT, RAW, TRANSFORMED, first_difference
 
 TESTS = os.path.join(REPO, "tests")
 ARGS = ["--job=transform", "--preprocessing_fn=helpers.transforms:examples_fn", "--num_shards=3"]
@@ -40,13 +40,7 @@ def reference(examples, tmp_path_factory):
 
 def test_transform_infers_the_schema_and_writes_tfts_layout_every_example_once(examples, reference):
     out, run = reference
-    assert sorted(os.listdir(out)) == [
-        "_tf2_mapreduce.json",
-        "data",
-        "metadata",
-        "transform_fn",
-        "transformed_metadata",
-    ]
+    assert sorted(os.listdir(out)) == LAYOUT
     for line in ("stats: exact statistics", "transform-analyze: the values", "transform: raw examples transformed"):
         assert line in run.stderr
     assert (

@@ -63,6 +63,10 @@ def bucket_fn(inputs):
     }
 
 
+# A transform's output directory, as tft_beam and TFX lay it out, and the manifest.
+LAYOUT = ["_tf2_mapreduce.json", "data", "metadata", "transform_fn", "transformed_metadata"]
+
+
 # make_examples.py's raw features, as a schema inferred from them reads them.
 RAW = {
     "query": tf.io.VarLenFeature(tf.string),
