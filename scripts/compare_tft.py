@@ -106,6 +106,15 @@ def preprocessing_fn(tft):
             "tags_count": tft.word_count(tags),
             "s_char_bag": tft.bag_of_words(tf.compat.v1.string_split(s, ""), (1, 2), ""),
         }
+        # A lookup table of the user's own on a vocabulary's file.
+        s_lines = tf.lookup.TextFileInitializer(
+            tft.vocabulary(s, vocab_filename="s_for_a_table"),
+            tf.string,
+            tf.lookup.TextFileIndex.WHOLE_LINE,
+            tf.int64,
+            tf.lookup.TextFileIndex.LINE_NUMBER,
+        )
+        outputs["s_own_table_id"] = tf.lookup.StaticVocabularyTable(s_lines, 2).lookup(s)
         # A one-hot as deep as a vocabulary (TFX's taxi and census modules).
         depth = tf.cast(tft.experimental.get_vocabulary_size_by_name("s_top5"), tf.int32)
         outputs["s_top5_one_hot"] = tf.one_hot(outputs["s_top5_id"], depth, dtype=tf.int64)

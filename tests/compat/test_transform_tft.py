@@ -100,6 +100,7 @@ OUTPUTS = [
     "s_char_bag",
     "s_hashed",
     "s_id",
+    "s_own_table_id",
     "s_top5_id",
     "s_top5_one_hot",
     "tags_bag",
@@ -125,6 +126,7 @@ def test_the_spec_and_every_vocabulary_are_tfts(compared):
         names["ours"]
         == names["tft"]
         == [
+            "s_for_a_table",
             "s_top5",
             "tags_for_the_trainer",
             "vocab_compute_and_apply_vocabulary_1_vocabulary",
@@ -134,6 +136,7 @@ def test_the_spec_and_every_vocabulary_are_tfts(compared):
     terms = {row["vocabulary"]: (row["terms"], row["verdict"]) for row in compared["rows"] if "vocabulary" in row}
     # s: 40 values; tags: 15; top_k=5 cut inside a three-way tie (compare_tft.S_WEIGHTS).
     assert terms == {
+        "s_for_a_table": (40, "ok"),
         "s_top5": (5, "ok"),
         "tags_for_the_trainer": (15, "ok"),
         "vocab_compute_and_apply_vocabulary_1_vocabulary": (15, "ok"),

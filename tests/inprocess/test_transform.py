@@ -322,6 +322,46 @@ def test_a_table_the_function_makes_under_init_scope_is_saved_with_the_transform
     assert served["s_label"].numpy().tolist() == want
 
 
+def test_a_table_of_the_users_on_a_vocabulary_reads_that_vocabulary_not_a_file_of_its_name(
+    inprocess, raw, tmp_path, monkeypatch
+):
+    def lines_of(path):
+        return tf.lookup.TextFileInitializer(
+            path, tf.string, tf.lookup.TextFileIndex.WHOLE_LINE, tf.int64, tf.lookup.TextFileIndex.LINE_NUMBER
+        )
+
+    def own_table_fn(inputs):  # tables of tf.lookup's own, on tft.vocabulary's files
+        s_lines = lines_of(tft.vocabulary(inputs["s"], vocab_filename="s_vocab"))
+        tags_lines = lines_of(tft.vocabulary(inputs["tags"], vocab_filename="tags_vocab"))
+        return {
+            "s_id": tf.lookup.StaticHashTable(s_lines, -1).lookup(inputs["s"]),
+            "tags_id": tf.sparse.map_values(tf.lookup.StaticVocabularyTable(tags_lines, 2).lookup, inputs["tags"]),
+            "x_z": tft.scale_to_z_score(inputs["x"]),
+        }
+
+    monkeypatch.chdir(tmp_path)
+    for name in ("s_vocab", "tags_vocab"):  # files of the vocabularies' names where the job runs: not them
+        with open(name, "wb") as f:
+            f.write(b"t3\nc\nt1\na\n")
+    out = str(tmp_path / "out")
+    inprocess.run(mr.Transform(own_table_fn, SPEC, num_shards=1), [raw[0]], output_dir=out)
+    rows = parsed(raw[1])
+    s_terms = vocabulary([row["s"][0] for row in rows])
+    tags_terms = vocabulary([t for row in rows for t in row["tags"]])
+    assert read_vocabulary(out, "s_vocab") == s_terms and read_vocabulary(out, "tags_vocab") == tags_terms
+    written = data_rows(out)
+    s_ids = [[s_terms.index(row["s"][0]) if row["s"][0] in s_terms else -1] for row in rows]
+    assert [row["s_id"] for row in written] == s_ids and [-1] in s_ids  # b"": no term, the default
+    for got, row in zip(written, rows):  # a term's line, or one of the 2 buckets after them
+        assert len(got["tags_id"]) == len(row["tags"])
+        for term, i in zip(row["tags"], got["tags_id"]):
+            assert i == tags_terms.index(term) if term in tags_terms else len(tags_terms) <= i < len(tags_terms) + 2
+    records = [r for path in raw[1] for r in read_tfrecords(path)]
+    served = tf.saved_model.load(os.path.join(out, "transform_fn")).transform_fn(tf.io.parse_example(records, SPEC))
+    assert served["s_id"].numpy().tolist() == [ids[0] for ids in s_ids]
+    assert served["tags_id"].values.numpy().tolist() == [i for row in written for i in row["tags_id"]]
+
+
 def test_a_one_hot_as_deep_as_a_vocabulary(inprocess, raw, tmp_path):
     def one_hot_fn(inputs):
         ids = tft.compute_and_apply_vocabulary(inputs["s"], vocab_filename="s/names", num_oov_buckets=1)

@@ -1,16 +1,19 @@
 """`transform.applied.SavedTransform`, without a cluster: a transform_fn with tables used only
 within tf.cond's branches (one of string keys, one of int64 keys and float values, read by its
-size alone) is applied as the loaded SavedModel computes it; its digest, which ties a
-checkpoint, is the same for two loads and for processes of other hash seeds, and another
-for another constant."""
+size alone) is applied as the loaded SavedModel computes it; a table the function itself fills
+from an asset's file is applied by its contents, read where it is loaded (the workers may not
+reach the file); its digest, which ties a checkpoint, is the same for two loads and for
+processes of other hash seeds, and another for another constant or another file's contents."""
 
 import os
+import shutil
 import subprocess
 import sys
 
 import numpy as np
 import pytest
 import tensorflow as tf
+from tensorflow.python.trackable import resource as trackable_resource
 
 from tf2_mapreduce.transform.applied import SavedTransform
 
@@ -76,3 +79,56 @@ def test_the_digest_is_the_computation_not_the_load(saved):
     seed = int(current) + 1 if current.isdigit() else 1  # another than this process's
     assert digest_in_a_process(saved[0], seed) == here
     assert SavedTransform(saved[1]).digest != here
+
+
+def save_file_tables(path, lines):
+    """A transform_fn that makes two tables itself, in the function, from an asset's file
+    of `lines`: its lines as keys, and its second column (by ",") of integers by its first."""
+    source = os.path.join(os.path.dirname(path), os.path.basename(path) + ".txt")
+    with open(source, "w") as f:
+        f.write("".join(line + "\n" for line in lines))
+    module = tf.Module()
+    module.asset = tf.saved_model.Asset(source)
+    module.made = []
+
+    def transform_fn(inputs):
+        # As tf.Transform and tf2_mapreduce save a table the user's function makes: tracked
+        # as it is made, so the SavedModel captures it, and fills it in the function.
+        made = trackable_resource.ResourceTracker()
+        with trackable_resource.resource_tracker_scope(made):
+            file_path = tf.identity(module.asset.asset_path)
+            whole = tf.lookup.TextFileInitializer(
+                file_path, tf.string, tf.lookup.TextFileIndex.WHOLE_LINE, tf.int64, tf.lookup.TextFileIndex.LINE_NUMBER
+            )
+            columns = tf.lookup.TextFileInitializer(file_path, tf.string, 0, tf.int64, 1, delimiter=",")
+            outputs = {
+                "line": tf.lookup.StaticVocabularyTable(whole, 2).lookup(inputs["s"]),
+                "column": tf.lookup.StaticHashTable(columns, -7).lookup(
+                    tf.strings.split(inputs["s"], ",").to_tensor()[:, 0]
+                ),
+            }
+        module.made.extend(made.resources)
+        return outputs
+
+    module.transform_fn = tf.function(transform_fn, input_signature=SIGNATURE)
+    tf.saved_model.save(module, path)
+    os.remove(source)
+    return path
+
+
+def test_a_table_the_function_fills_from_a_file_is_applied_by_its_contents_read_where_loaded(tmp_path):
+    lines = ["b,5", "a,9", "zz,2"]
+    path = save_file_tables(str(tmp_path / "tables"), lines)
+    features = {"x": tf.constant([0.0] * 4), "s": tf.constant([b"a,9", b"zz,2", b"q", b"b,5"])}
+    loaded = tf.saved_model.load(path).transform_fn(features)
+    transform = SavedTransform(path)
+    shutil.move(path, str(tmp_path / "moved"))  # as where a worker runs: no such file
+    applied = tf.function(lambda f: transform.apply(f))(features)
+    assert applied["line"].numpy().tolist() == [1, 2, loaded["line"].numpy()[2], 0]
+    assert applied["column"].numpy().tolist() == [9, 2, -7, 5]
+    for name in applied:
+        assert np.array_equal(applied[name].numpy(), loaded[name].numpy()), name
+    other = save_file_tables(str(tmp_path / "other"), ["b,5", "a,9", "zz,3"])
+    assert SavedTransform(other).digest != transform.digest
+    again = save_file_tables(str(tmp_path / "again"), lines)
+    assert SavedTransform(again).digest == transform.digest

@@ -17,7 +17,7 @@ def _traced(fn):
     """`fn` as a tf.function whose arithmetic is made as_written, like a map step's."""
 
     def within(x):
-        with trace.tracing(trace.Applying([], [], None)):
+        with trace.tracing(trace.Applying([], [], None, None)):
             return fn(x)
 
     return tf.function(within, input_signature=[tf.TensorSpec([None], tf.float32)])
@@ -79,7 +79,7 @@ def _with_cond(divisor):
 
 
 def test_a_function_calling_tf_cond_is_digested_the_same_each_trace():
-    _, _, once = analysis.trace_calls(_with_cond(3.0), SPEC)
-    _, _, again = analysis.trace_calls(_with_cond(3.0), SPEC)
-    _, _, other = analysis.trace_calls(_with_cond(4.0), SPEC)
+    once = analysis.trace_calls(_with_cond(3.0), SPEC).computation
+    again = analysis.trace_calls(_with_cond(3.0), SPEC).computation
+    other = analysis.trace_calls(_with_cond(4.0), SPEC).computation
     assert once == again != other

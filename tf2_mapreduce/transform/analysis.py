@@ -2,6 +2,8 @@
 value each analyzer reads (exactly once, in one per-key table: `reducers.Vocabularies`),
 and the analyzers' results computed from those counts, exactly."""
 
+from dataclasses import dataclass
+
 from tf2_mapreduce.errors import Error, UsageError, raised_by_user_code
 from tf2_mapreduce.inputs.formats import TFRECORD
 from tf2_mapreduce.jobs.base import Job
@@ -9,8 +11,9 @@ from tf2_mapreduce.lazy_tf import tf
 from tf2_mapreduce.reducers import Vocabularies
 from tf2_mapreduce.transform import kinds, trace
 from tf2_mapreduce.transform import schema as schemas
+from tf2_mapreduce.transform.imported import Importable
 
-__all__ = ["raw_specs", "outputs_checked", "trace_calls", "analyze_job", "counts_of", "results"]
+__all__ = ["raw_specs", "outputs_checked", "Traced", "trace_calls", "analyze_job", "counts_of", "results"]
 
 
 def raw_specs(feature_spec: dict) -> dict:
@@ -42,11 +45,23 @@ def outputs_checked(outputs):
     return outputs
 
 
-def trace_calls(preprocessing_fn, feature_spec):
-    """The analyzer calls (`trace.Call`s, in call order, named, their values left out) that
-    `preprocessing_fn` makes over `feature_spec`'s features, the names of the features
-    their inputs are computed from, and a digest of the whole computation (`Analysis.named`):
-    traced once, not run. Raises `NotSupported` for what the package does not do."""
+@dataclass
+class Traced:
+    """A preprocessing_fn traced for its analysis: its analyzer `calls` (`trace.Call`s, in
+    call order, named, their values left out), the raw features `read` their inputs are
+    computed from, a digest of the whole computation (`computation`: `Analysis.named`), and
+    `function`, what each distinct call reads (by name, sorted) as a function of the raw
+    features (an `Importable`)."""
+
+    calls: list
+    read: tuple
+    computation: str
+    function: Importable
+
+
+def trace_calls(preprocessing_fn, feature_spec) -> Traced:
+    """`preprocessing_fn` over `feature_spec`'s features, traced once, not run. Raises
+    `NotSupported` for what the package does not do, `UsageError` for what it raised."""
     analysis = trace.Analysis()
     read = []
     digest = []
@@ -63,67 +78,48 @@ def trace_calls(preprocessing_fn, feature_spec):
                     raise trace.NotSupported("two vocabularies are named %s: give each its own vocab_filename" % name)
         used = trace.ancestors([call.values for call in analysis.calls])
         for name, tensor in inputs.items():
-            parts = (
-                [tensor.indices, tensor.values, tensor.dense_shape] if isinstance(tensor, tf.SparseTensor) else [tensor]
-            )
-            if any(part.op.name in used for part in parts):
+            if any(part.op.name in used for part in tf.nest.flatten(tensor, expand_composites=True)):
                 read.append(name)
         digest.append(analysis.named(inputs, outputs))
-        return tf.constant(0)
+        by_name = {call.name: call.values for call in analysis.calls}
+        return [tf.identity(by_name[name]) for name in sorted(by_name)]
 
     try:
-        tf.function(traced, input_signature=[raw_specs(feature_spec)], autograph=False).get_concrete_function()
+        function = tf.function(traced, input_signature=[raw_specs(feature_spec)], autograph=False)
+        concrete = function.get_concrete_function()
     except Error:
         raise
     except Exception as e:  # noqa: BLE001 - the user's function: what it raised, in one line
         raise UsageError("{setting:preprocessing_fn}: failed when traced: %s" % raised_by_user_code(e)) from e
     for call in analysis.calls:
         call.values = None
-    return analysis.calls, tuple(sorted(read)), digest[0]
+    return Traced(analysis.calls, tuple(sorted(read)), digest[0], Importable(concrete))
 
 
-def _stand_ins(feature_spec, batch):
-    """Features no analyzer reads, as empty stand-ins of their shape and dtype: parsing
-    them (a float embedding, say) would cost the analyze pass most of its time."""
-    out = {}
-    for name, feature in feature_spec.items():
-        if isinstance(feature, tf.io.FixedLenFeature):
-            out[name] = tf.zeros(tf.concat([[batch], tf.constant(feature.shape, tf.int32)], 0), feature.dtype)
-        else:
-            out[name] = tf.SparseTensor(
-                tf.zeros([0, 2], tf.int64), tf.zeros([0], feature.dtype), tf.stack([tf.cast(batch, tf.int64), 0])
-            )
-    return out
+def analyze_job(traced: Traced, feature_spec, name="analyze", config=None) -> Job:
+    """The job counting every value each of `traced`'s calls reads, over TFRecord files of
+    tf.Examples whose features it reads parsed as `feature_spec` says: the function traced
+    once, imported into each step, only what the analyzers read (no other feature is
+    parsed; no lookup the transform makes runs)."""
+    parsed = {name: feature_spec[name] for name in traced.read}
+    # Known by name, not by place: another process may call them in another order (a
+    # function iterating a set), and a checkpoint holds what one process counted.
+    calls = {call.name: call for call in traced.calls}
+    names = tuple(sorted(calls))
 
-
-def analyze_job(preprocessing_fn, feature_spec, calls, read, name="analyze", config=None) -> Job:
-    """The job counting every value each of `calls` reads, over TFRecord files of
-    tf.Examples whose features `read` are parsed as `feature_spec` says (the others, which
-    no analyzer reads, are not: `_stand_ins`)."""
-    parsed = {name: feature_spec[name] for name in read}
-    unread = {name: feature for name, feature in feature_spec.items() if name not in parsed}
+    def capture(placeholder, external):
+        return tf.compat.v1.get_default_graph().capture(external)
 
     def map_fn(records):
-        analysis = trace.Analysis()
-        inputs = _stand_ins(unread, tf.size(records))
-        if parsed:
-            inputs.update(tf.io.parse_example(records, parsed))
-        with trace.tracing(analysis):
-            preprocessing_fn(inputs)
-        # This process traced `calls` in the same order: each is counted under its name, once.
-        if [call.kind for call in analysis.calls] != [call.kind for call in calls]:
-            raise trace.reordered()
-        read = {call.name: traced for call, traced in zip(calls, analysis.calls)}
-        values = tuple(kinds.of(read[name]).counted(read[name], read[name].values) for name in names)
+        inputs = tf.io.parse_example(records, parsed) if parsed else {}
+        read = traced.function.imported(inputs, traced.function.outputs, capture, "analyzed")
+        values = tuple(kinds.of(calls[name]).counted(calls[name], tensor) for name, tensor in zip(names, read))
         return {
             "examples": tf.size(records, out_type=tf.int64),
             "values": values,
             "missing": tf.zeros([len(values)], tf.int64),
         }
 
-    # Known by name, not by place: another process may call them in another order (a
-    # function iterating a set), and a checkpoint holds what one process counted.
-    names = tuple(sorted({call.name for call in calls}))
     return Job(
         name=name,
         map_fn=map_fn,

@@ -12,7 +12,8 @@ import numpy as np
 from tf2_mapreduce.errors import UsageError
 from tf2_mapreduce.lazy_tf import tf
 from tf2_mapreduce.transform import trace
-from tf2_mapreduce.transform.digest import Digests
+from tf2_mapreduce.transform.digest import Digests, value_bytes
+from tf2_mapreduce.transform.imported import Importable, names_of
 
 __all__ = ["SavedTransform"]
 
@@ -43,12 +44,6 @@ def _table_contents(handle, dtypes):
     return keys[order], values[order], dtypes[0], dtypes[1]
 
 
-def _bytes(array) -> bytes:
-    if array.dtype == object:  # strings: each by its length and bytes
-        return b"".join(b"%d:%s" % (len(item), item) for item in array.ravel())
-    return array.tobytes()
-
-
 def _rebuilt(keys, values, key_dtype, value_dtype):
     """A table holding `keys` -> `values`, made where the step runs: its handle, ready."""
     handle = tf.raw_ops.AnonymousHashTable(key_dtype=key_dtype, value_dtype=value_dtype)
@@ -59,10 +54,52 @@ def _rebuilt(keys, values, key_dtype, value_dtype):
         return tf.identity(handle)
 
 
-def _names_of(structure) -> list:
-    """The name each flat component of `structure` ({name: spec}, flattened as
-    tf.nest flattens it, composites expanded) belongs to."""
-    return [name for name in sorted(structure) for _ in tf.nest.flatten(structure[name], expand_composites=True)]
+def _producer(nodes, tensor):
+    """The node of `nodes` ({name: NodeDef}) that computes `tensor` (a tensor's name in a
+    GraphDef), through Identity ops."""
+    node = nodes[tensor.split(":")[0]]
+    while node.op == "Identity":
+        node = nodes[node.input[0].split(":")[0]]
+    return node
+
+
+def _file_table_contents(path, dtypes, attr):
+    """(keys, values) of a table of `dtypes` filled from the file at `path` by TensorFlow's
+    own kernel, as `attr` (an InitializeTableFromTextFileV2's) says."""
+    handle = tf.raw_ops.AnonymousHashTable(key_dtype=dtypes[0], value_dtype=dtypes[1])
+    tf.raw_ops.InitializeTableFromTextFileV2(
+        table_handle=handle,
+        filename=tf.constant(path),
+        key_index=attr["key_index"].i,
+        value_index=attr["value_index"].i,
+        vocab_size=attr["vocab_size"].i,
+        delimiter=attr["delimiter"].s.decode(),
+        offset=attr["offset"].i,
+    )
+    return _table_contents(handle, dtypes)[:2]
+
+
+def _fill_text_file_tables(graph, captured) -> set:
+    """Each captured lookup table that `graph` (an `Importable`) fills from a file whose path
+    it captured (a vocabulary: an asset, a file where the SavedModel is loaded, which
+    workers may not reach) is rebuilt filled with the file's contents, read here
+    (`captured`: {placeholder: value}, which the digest covers); the filling is left out.
+    Returns the names of the placeholders of those files' paths."""
+    nodes = {node.name: node for node in graph.graph_def.node}
+    paths = set()
+    for init in [node for node in graph.graph_def.node if node.op == "InitializeTableFromTextFileV2"]:
+        table, path = _producer(nodes, init.input[0]), _producer(nodes, init.input[1])
+        table_value = captured.get(table.name + ":0") if table.op == "Placeholder" else None
+        path_value = captured.get(path.name + ":0") if path.op == "Placeholder" else None
+        if table_value is None or path_value is None or len(table_value) != 4:
+            continue  # a path of the function's own (a file of the user's), or its own table: as written
+        dtypes = table_value[2:]
+        captured[table.name + ":0"] = (*_file_table_contents(path_value[0], dtypes, init.attr), *dtypes)
+        init.op = "NoOp"  # what waits for it waits for the table, which is filled before
+        init.input[:] = [i for i in init.input if i.startswith("^")]
+        init.attr.clear()
+        paths.add(path.name + ":0")
+    return paths
 
 
 def _reads(outputs, inputs, input_names) -> dict:
@@ -74,10 +111,6 @@ def _reads(outputs, inputs, input_names) -> dict:
         computed_from = trace.ancestors([tensor], control=False)
         reads.setdefault(name, set()).update(placeholders[op] for op in computed_from if op in placeholders)
     return reads
-
-
-def _nodes(graph_def) -> set:
-    return {node.name for node in graph_def.node}
 
 
 class SavedTransform:
@@ -98,73 +131,50 @@ class SavedTransform:
             raise UsageError("%s: no transform_fn of one input signature: not a transform's transform_fn/" % directory)
         (self.function,) = concrete
         graph = self.function.graph
-        args = len(graph.inputs) - len(graph.internal_captures)
         self.input_signature = self.function.structured_input_signature[0][0]
         self.output_signature = self.function.structured_outputs
-        self._graph_def = graph.as_graph_def()
-        # The functions it calls (tf.cond's branches) are added to each step's graph as
-        # functions of its own, which TensorFlow sends to the workers with the step; the
-        # imported library alone stays on the coordinator.
-        self._functions = list(graph._functions.values())
-        self._graph_def.library.Clear()
-        # TensorFlow makes a function's outputs wait for all its stateful ops (every lookup):
-        # each output is to wait for what it is computed from alone.
-        returned = {t.op.name for t in graph.outputs}
-        for node in self._graph_def.node:
-            if node.name in returned:
-                node.input[:] = [i for i in node.input if not i.startswith("^")]
-        self._inputs = {}  # {raw feature: the names of its components' placeholders}
-        for name, tensor in zip(_names_of(self.input_signature), graph.inputs[:args]):
-            self._inputs.setdefault(name, []).append(tensor.name)
-        self._outputs = list(zip(_names_of(self.output_signature), [t.name for t in graph.outputs]))
-        self.reads = _reads(
-            zip(_names_of(self.output_signature), graph.outputs),
-            graph.inputs[:args],
-            _names_of(self.input_signature),
-        )
-        # What it computes, no op's or function's name in it (a load numbers its functions
-        # anew, and orders its library by a per-process hash): what ties a checkpoint to it.
-        roots = {t.ref(): "input %d" % i for i, t in enumerate(graph.inputs[:args])}
-        described = repr([name for name, _ in self._outputs]).encode()
-        digest = hashlib.sha256(described + Digests(roots).of(graph.outputs).encode())
-        self._captured = []
-        for external, internal in zip(self.function.captured_inputs, graph.internal_captures):
+        self._graph = Importable(self.function)
+        self._outputs = list(zip(names_of(self.output_signature), self._graph.outputs))
+        args = graph.inputs[: len(graph.inputs) - len(graph.internal_captures)]
+        self.reads = _reads(zip(names_of(self.output_signature), graph.outputs), args, names_of(self.input_signature))
+        self._captured = {}
+        for placeholder, external in self._graph.captured:
             value = None
             if portable and external.dtype == tf.resource:
                 value = _table_contents(external, _table_dtypes(self.loaded, external, directory))
             elif portable:
-                value = (external.numpy(),)
-            for part in (value or ())[:2]:
-                digest.update(repr((str(part.dtype), part.shape)).encode() + _bytes(part))
-            self._captured.append((internal.name, external, value))
+                value = (np.asarray(external.numpy()),)
+            self._captured[placeholder] = value
+        files = _fill_text_file_tables(self._graph, self._captured) if portable else set()
+        # What it computes, no op's or function's name in it (a load numbers its functions
+        # anew, and orders its library by a per-process hash), nor where its files are (their
+        # tables' contents are): what ties a checkpoint to it.
+        roots = {t.ref(): "input %d" % i for i, t in enumerate(args)}
+        roots.update({t.ref(): "a file's path" for t in graph.internal_captures if t.name in files})
+        described = repr([name for name, _ in self._outputs]).encode()
+        digest = hashlib.sha256(described + Digests(roots).of(graph.outputs).encode())
+        for placeholder, value in self._captured.items():
+            for part in (value or ())[:2] if placeholder not in files else ():
+                digest.update(repr((str(part.dtype), part.shape)).encode() + value_bytes(part))
         self.digest = digest.hexdigest()
+
+    def _capture(self, placeholder, external):
+        value = self._captured[placeholder]
+        if value is None:
+            return tf.compat.v1.get_default_graph().capture(external)
+        return _rebuilt(*value) if len(value) == 4 else tf.constant(value[0])
 
     def apply(self, features: dict, outputs=None) -> dict:
         """The transformed features `outputs` (all by default) of `features` (raw ones, as
         `input_signature` says; those the outputs read at least), in the graph being
-        traced: the saved graph, imported. Where not portable, the tables are the loaded ones."""
+        traced: the saved graph, imported, only what `outputs` are computed from (a lookup
+        of a raw feature not given would run). Where not portable, the tables are the loaded ones."""
         outputs = sorted(self.output_signature if outputs is None else outputs)
         missing = sorted(set().union(*[self.reads[name] for name in outputs]) - set(features))
         if missing:
             raise UsageError("transform_fn reads raw features %s, which are not given" % missing)
-        graph = tf.compat.v1.get_default_graph()
-        input_map = {}
-        for name in set(features) & set(self._inputs):
-            input_map.update(zip(self._inputs[name], tf.nest.flatten(features[name], expand_composites=True)))
-        for name, external, value in self._captured:
-            if value is None:
-                input_map[name] = graph.capture(external)
-            else:
-                input_map[name] = _rebuilt(*value) if len(value) == 4 else tf.constant(value[0])
-        for function in self._functions:
-            graph._add_function_recursive(function)
         wanted = [tensor for name, tensor in self._outputs if name in outputs]
-        # Only what they are computed from: a lookup of a raw feature not given would run.
-        graph_def = tf.compat.v1.graph_util.extract_sub_graph(self._graph_def, [t.split(":")[0] for t in wanted])
-        input_map = {name: tensor for name, tensor in input_map.items() if name.split(":")[0] in _nodes(graph_def)}
-        imported = tf.graph_util.import_graph_def(
-            graph_def, input_map=input_map, return_elements=wanted, name="transform_fn"
-        )
+        imported = self._graph.imported(features, wanted, self._capture, "transform_fn")
         specs = {name: self.output_signature[name] for name in outputs}
         # Imported ops may not know the shapes that the saved function's signature states.
         for tensor, spec in zip(imported, tf.nest.flatten(specs, expand_composites=True)):

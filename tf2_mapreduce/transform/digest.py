@@ -3,9 +3,11 @@ and a whole transform, are known in any process (names follow the order of calls
 
 import hashlib
 
+import numpy as np
+
 from tf2_mapreduce.lazy_tf import tf
 
-__all__ = ["Digests"]
+__all__ = ["Digests", "value_bytes"]
 
 # Attributes that name other ops or resources of the process, not what is computed:
 # colocation ("_class": "loc:@name"), other internal ones, and a table's shared name.
@@ -15,6 +17,15 @@ _SKIPPED = ("shared_name",)
 def _kept(attrs):
     """(name, value) of the attributes that say what is computed, by name."""
     return [(name, attrs[name]) for name in sorted(attrs) if not name.startswith("_") and name not in _SKIPPED]
+
+
+def value_bytes(value) -> bytes:
+    """A value's bytes (a numpy array, or what a tensor's numpy() gives): strings each by
+    its length and bytes, where an array of them holds pointers."""
+    array = np.asarray(value)
+    if array.dtype == object or array.dtype.kind == "S":
+        return b"".join(b"%d:%s" % (len(item), item) for item in array.ravel().tolist())
+    return array.tobytes()
 
 
 def _hash(*parts) -> bytes:
@@ -85,7 +96,7 @@ class Digests:
         for external, internal in getattr(placeholder.graph, "captures", ()):
             if internal.op is placeholder:
                 if hasattr(external, "numpy") and external.dtype != tf.resource:
-                    return _hash(b"captured", external.numpy().tobytes(), str(external.dtype).encode())
+                    return _hash(b"captured", value_bytes(external.numpy()), str(external.dtype).encode())
                 return _hash(b"captured", str(external.dtype).encode())
         return _hash(b"placeholder", placeholder.name.encode())
 

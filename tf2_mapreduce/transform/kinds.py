@@ -148,8 +148,9 @@ class Quantiles(Kind):
 
 class Vocabulary(Kind):
     """tft's vocabulary: the terms in tft's order (count descending, then bytes descending),
-    kept as its parameters say; of none, tft's one dummy term. Applied, its file's name
-    (which `apply_vocabulary` looks up); saved, an asset file."""
+    kept as its parameters say; of none, tft's one dummy term. Saved, an asset file; applied,
+    that file's path (`result`: its tensor), which `apply_vocabulary` looks up, and a
+    table of the user's (a tf.lookup.TextFileInitializer) reads."""
 
     name = VOCABULARY
 
@@ -163,7 +164,7 @@ class Vocabulary(Kind):
         return terms or [EMPTY_VOCABULARY["int" if call.dtype.is_integer else "string"]]
 
     def applied(self, call, result):
-        return tf.constant(call.params["filename"])
+        return tf.identity(result)
 
 
 _KINDS = {kind.name: kind for kind in (Size(), *map(Sums, ("sum", "mean", "var")), Extreme("min"), Extreme("max"))}

@@ -95,11 +95,12 @@ def run(cluster, transform, inputs, on_progress=None, output_dir=None, claimed=N
         return _apply_earlier(pass_)
     spec, raw_schema = feature_spec(transform, run_pass, options)
     fn = transform.preprocessing_fn
-    calls, read, computation = analysis.trace_calls(fn, spec)
-    identity = {"preprocessing_fn": fingerprint(spec, calls, computation)}
+    traced = analysis.trace_calls(fn, spec)
+    calls = traced.calls
+    identity = {"preprocessing_fn": fingerprint(spec, calls, traced.computation)}
     values = []
     if calls:
-        job = analysis.analyze_job(fn, spec, calls, read, transform.name + "-analyze", identity)
+        job = analysis.analyze_job(traced, spec, transform.name + "-analyze", identity)
         counted = run_pass(job, _pass_options(options, "analyze"))
         values = analysis.results(calls, analysis.counts_of(counted))
         counted.release()  # a key per distinct value, on the ps tasks: not needed by the transform pass

@@ -61,7 +61,8 @@ def _module(preprocessing_fn, feature_spec, calls, values, paths):
     # Every vocabulary is an asset, applied or not: a trainer reads one the function does
     # not apply by its name (vocabulary_file_by_name), and the SavedModel copies only assets
     # that something it saves tracks.
-    module.vocabularies = [tf.saved_model.Asset(paths[index]) for index in sorted(paths)]
+    assets = {index: tf.saved_model.Asset(paths[index]) for index in sorted(paths)}
+    module.vocabularies = [assets[index] for index in sorted(assets)]
 
     def make_table(index, key_dtype, default_value, num_oov_buckets):
         with tf.init_scope():  # made once, outside the function, and saved with the module
@@ -69,7 +70,7 @@ def _module(preprocessing_fn, feature_spec, calls, values, paths):
         module.tables.append(table)
         return table
 
-    applying = trace.Applying(calls, values, make_table)
+    applying = trace.Applying(calls, values, make_table, lambda index: assets[index].asset_path)
     written = []
 
     def transform_fn(inputs):

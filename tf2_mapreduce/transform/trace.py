@@ -107,14 +107,14 @@ class Analysis:
 
 class Applying:
     """The second trace: each analyzer returns its result as a constant (`values`, in the
-    order of `calls`), a vocabulary its file name; `make_table(call index, key dtype,
-    default_value, num_oov_buckets)` gives the lookup table `apply_vocabulary` uses (one
-    per distinct use). The outputs of `apply_vocabulary` and `apply_buckets` are kept with
-    their range of ids (`domains`), for the transformed schema."""
+    order of `calls`), a vocabulary its file's path (`path_of(call index)`, a tensor);
+    `make_table(call index, key dtype, default_value, num_oov_buckets)` gives the lookup
+    table `apply_vocabulary` uses (one per distinct use). The outputs of `apply_vocabulary`
+    and `apply_buckets` are kept with their range of ids (`domains`), for the transformed schema."""
 
-    def __init__(self, calls, values, make_table):
+    def __init__(self, calls, values, make_table, path_of):
         self.calls, self.values = calls, values
-        self._make_table = make_table
+        self._make_table, self._path_of = make_table, path_of
         self._tables = {}
         self.restart()
 
@@ -131,10 +131,11 @@ class Applying:
         if index >= len(self.calls) or self.calls[index].kind != kind:
             raise reordered()
         call = self.calls[index]
-        result = kinds.of(call).applied(call, self.values[index])
-        if kind == kinds.VOCABULARY:  # its file's name, which apply_vocabulary looks up
+        if kind == kinds.VOCABULARY:  # its file's path, which apply_vocabulary looks up
+            result = kinds.of(call).applied(call, self._path_of(index))
             self._vocabulary_of[result.ref()] = index
-        return result
+            return result
+        return kinds.of(call).applied(call, self.values[index])
 
     def vocabulary_size(self, key):
         """The size of the vocabulary known as `key`, a constant."""
