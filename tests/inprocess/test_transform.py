@@ -272,7 +272,8 @@ def test_what_is_not_supported_fails_when_traced_naming_it(inprocess, raw, tmp_p
 
     with pytest.raises(UsageError, match="failed when traced: AttributeError: tf2_mapreduce.transform has no tfidf"):
         inprocess.run(mr.Transform(hashed, SPEC), [raw[0]], output_dir=str(tmp_path / "out"))
-    with pytest.raises(UsageError, match="failed when traced: KeyError: 'nope'"):
+    missing = r"failed when traced: MissingFeature: no raw feature 'nope': the raw schema's features are codes, n, s, tags, x \(.*test_transform.py line \d+\)"
+    with pytest.raises(UsageError, match=missing):
         inprocess.run(
             mr.Transform(lambda inputs: {"x": inputs["nope"]}, SPEC), [raw[0]], output_dir=str(tmp_path / "out")
         )

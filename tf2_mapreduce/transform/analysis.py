@@ -13,7 +13,17 @@ from tf2_mapreduce.transform import kinds, trace
 from tf2_mapreduce.transform import schema as schemas
 from tf2_mapreduce.transform.imported import Importable
 
-__all__ = ["raw_specs", "outputs_checked", "Traced", "trace_calls", "analyze_job", "counts_of", "results"]
+__all__ = [
+    "raw_specs",
+    "RawFeatures",
+    "MissingFeature",
+    "outputs_checked",
+    "Traced",
+    "trace_calls",
+    "analyze_job",
+    "counts_of",
+    "results",
+]
 
 
 def raw_specs(feature_spec: dict) -> dict:
@@ -30,6 +40,25 @@ def raw_specs(feature_spec: dict) -> dict:
                 "tf2_mapreduce.transform: feature %s is a %s; FixedLen and VarLen only" % (name, type(feature).__name__)
             )
     return specs
+
+
+class MissingFeature(KeyError):
+    """A preprocessing_fn read a raw feature that the raw schema does not have (a KeyError,
+    as a dict's, for a function that catches one)."""
+
+    def __init__(self, name, features):
+        super().__init__(name)
+        self.name, self.features = name, features
+
+    def __str__(self):
+        return "no raw feature %r: the raw schema's features are %s" % (self.name, ", ".join(self.features) or "none")
+
+
+class RawFeatures(dict):
+    """The raw features a preprocessing_fn is given: a dict, whose missing key names those there are."""
+
+    def __missing__(self, name):
+        raise MissingFeature(name, sorted(self))
 
 
 def outputs_checked(outputs):
@@ -68,7 +97,7 @@ def trace_calls(preprocessing_fn, feature_spec) -> Traced:
 
     def traced(inputs):
         with trace.tracing(analysis):
-            outputs = outputs_checked(preprocessing_fn(dict(inputs)))
+            outputs = outputs_checked(preprocessing_fn(RawFeatures(inputs)))
         # What tf.Examples cannot hold is refused here, before any pass.
         schemas.transformed(outputs, {}, {name for name, out in outputs.items() if analysis.depends_on_a_result(out)})
         for param in ("filename", "key"):

@@ -12,7 +12,7 @@ from tf2_mapreduce.lazy_tf import tf
 from tf2_mapreduce.paths import join
 from tf2_mapreduce.transform import kinds, trace
 from tf2_mapreduce.transform import schema as schemas
-from tf2_mapreduce.transform.analysis import outputs_checked, raw_specs
+from tf2_mapreduce.transform.analysis import RawFeatures, outputs_checked, raw_specs
 
 __all__ = ["TRANSFORM_FN", "METADATA", "WRITTEN", "write", "copy", "vocabulary_lines"]
 
@@ -77,7 +77,7 @@ def _module(preprocessing_fn, feature_spec, calls, values, paths):
         applying.restart()
         made = trackable_resource.ResourceTracker()
         with trace.tracing(applying), trackable_resource.resource_tracker_scope(made):
-            outputs = outputs_checked(preprocessing_fn(dict(inputs)))
+            outputs = outputs_checked(preprocessing_fn(RawFeatures(inputs)))
         module.made_by_the_function.extend(made.resources)
         # Here, where the outputs are still the tensors the mappers marked.
         written.append(schemas.transformed(outputs, applying.domains))
