@@ -307,5 +307,8 @@ class Cluster:
         if isinstance(job, Transform):
             from tf2_mapreduce.transform import run as transform
 
-            return transform.run(self, job, inputs, on_progress=on_progress, **options)
+            run_options = Options.of(**options)
+            with storage.waiting(storage.Patience(run_options.storage_timeout)):
+                found = _listed(inputs, run_options.on_error)  # once, for its passes
+            return transform.run(self, job, found, on_progress=on_progress, **options)
         return self.submit(job, inputs, on_progress=on_progress, **options).wait()

@@ -21,6 +21,7 @@ __all__ = [
     "detect_types",
     "feature_names",
     "absent_error",
+    "sample_examples",
 ]
 
 # The feature types a vocabulary can be made of; int64 values become their decimal text.
@@ -92,10 +93,11 @@ def as_config(features) -> list:
     return [f.name + (OPTIONAL if f.optional else "") + (":%s" % f.type if f.type else "") for f in features]
 
 
-def _examples(paths, compression, most):
+def sample_examples(paths, compression="auto", most=SAMPLE_RECORDS, passed_over=None):
     """Up to `most` `tf.train.Example`s from the first readable files of `paths`. A file
-    that cannot be read, or a record that is not an Example, is passed over: the job
-    itself reports it, under its on_error. An outage of their storage is waited out."""
+    that cannot be read, or a record that is not an Example, is passed over (its path put
+    in the list `passed_over`): the job itself reports it, under its on_error. An outage of
+    their storage is waited out."""
     from google.protobuf.message import DecodeError
 
     from tf2_mapreduce.inputs import formats, readers
@@ -110,13 +112,16 @@ def _examples(paths, compression, most):
                 lambda path=path, n=most - seen: first(path, n), path
             )  # storage out is no unreadable file
         except tf.errors.OpError:
+            if passed_over is not None:
+                passed_over.append(path)
             continue
         for record in records:
             seen += 1
             try:
                 yield tf.train.Example.FromString(record)
             except DecodeError:
-                continue
+                if passed_over is not None:
+                    passed_over.append(path)
         if seen >= most:
             return
 
@@ -130,7 +135,7 @@ def detect_types(features, paths, compression="auto", most=SAMPLE_RECORDS) -> li
     found = {}
     seen = 0
     if untyped:
-        for example in _examples(paths, compression, most):
+        for example in sample_examples(paths, compression, most):
             seen += 1
             for name in untyped - found.keys():
                 if name in example.features.feature:
@@ -163,7 +168,7 @@ def detect_types(features, paths, compression="auto", most=SAMPLE_RECORDS) -> li
 def feature_names(paths, compression="auto", most=SAMPLE_RECORDS) -> set:
     """The names of the features of the first `most` examples of the files at `paths`."""
     names = set()
-    for example in _examples(paths, compression, most):
+    for example in sample_examples(paths, compression, most):
         names.update(example.features.feature.keys())
     return names
 

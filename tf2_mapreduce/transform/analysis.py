@@ -88,16 +88,17 @@ class Traced:
     function: Importable
 
 
-def trace_calls(preprocessing_fn, feature_spec) -> Traced:
-    """`preprocessing_fn` over `feature_spec`'s features, traced once, not run. Raises
-    `NotSupported` for what the package does not do, `UsageError` for what it raised."""
+def trace_calls(preprocessing_fn, feature_spec, given=RawFeatures) -> Traced:
+    """`preprocessing_fn` over `feature_spec`'s features (`given(their tensors)`, a dict),
+    traced once, not run. Raises `NotSupported` for what the package does not do,
+    `UsageError` for what it raised."""
     analysis = trace.Analysis()
     read = []
     digest = []
 
     def traced(inputs):
         with trace.tracing(analysis):
-            outputs = outputs_checked(preprocessing_fn(RawFeatures(inputs)))
+            outputs = outputs_checked(preprocessing_fn(given(inputs)))
         # What tf.Examples cannot hold is refused here, before any pass.
         schemas.transformed(outputs, {}, {name for name, out in outputs.items() if analysis.depends_on_a_result(out)})
         for param in ("filename", "key"):

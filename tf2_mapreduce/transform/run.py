@@ -16,7 +16,7 @@ from tf2_mapreduce.jobs.transform import check_apart
 from tf2_mapreduce.lazy_tf import tf
 from tf2_mapreduce.outputs.directory import ResultDirectory
 from tf2_mapreduce.paths import join
-from tf2_mapreduce.transform import analysis, saved
+from tf2_mapreduce.transform import analysis, early, saved
 from tf2_mapreduce.transform import schema as schemas
 from tf2_mapreduce.transform.applied import SavedTransform
 from tf2_mapreduce.transform.materialize import materialize_job
@@ -56,14 +56,16 @@ def _results_digest(calls, values) -> str:
     return hashlib.sha256(repr(named).encode()).hexdigest()
 
 
-def feature_spec(transform, run_pass, options):
+def feature_spec(transform, inputs, run_pass, options):
     """The raw features' spec of `transform`, and their `Schema` (given, made of a spec
-    given, or inferred in a pass of statistics, `run_pass`, where none was given)."""
+    given, or inferred in a pass of statistics over `inputs`, `run_pass`, where none was
+    given: the function traced over the first examples' first)."""
     if isinstance(transform.schema, dict):
         return dict(transform.schema), schemas.raw(transform.schema)
     if transform.schema is not None:
         given = schemas.read(transform.schema) if isinstance(transform.schema, str) else transform.schema
         return schemas.feature_spec(given), given
+    early.check_on_first_examples(transform.preprocessing_fn, inputs.files.paths, options.get("compression", "auto"))
     statistics = run_pass(Stats(), _pass_options(options, "schema"))
     statistics.release()
     inferred = schemas.inferred(statistics.total)
@@ -71,9 +73,10 @@ def feature_spec(transform, run_pass, options):
 
 
 def run(cluster, transform, inputs, on_progress=None, output_dir=None, claimed=None, run_pass=None, **options):
-    """Runs `transform` over `inputs` on `cluster` and writes `output_dir` (`claimed`: its
-    `ResultDirectory`, already claimed): the raw schema (inferred in a pass of its own
-    where not given), the analyze pass, then the transform pass, each exactly-once and
+    """Runs `transform` over `inputs` (an `inputs.files.Inputs`, listed) on `cluster` and
+    writes `output_dir` (`claimed`: its `ResultDirectory`, already claimed): the raw schema
+    (inferred in a pass of its own where not given), the analyze pass, then the transform
+    pass, each exactly-once and
     resumable from its checkpoint; the directory holds the previous result until the new
     one is whole. `run_pass(job, options)` runs each pass to its `Result` (by default
     `cluster.run`). Returns the transform pass's `Result`, its `written` the summary
@@ -93,10 +96,11 @@ def run(cluster, transform, inputs, on_progress=None, output_dir=None, claimed=N
     pass_ = dict(transform=transform, run_pass=run_pass, output_dir=output_dir, claimed=claimed, options=options)
     if transform.transform_output:
         return _apply_earlier(pass_)
-    spec, raw_schema = feature_spec(transform, run_pass, options)
+    spec, raw_schema = feature_spec(transform, inputs, run_pass, options)
     fn = transform.preprocessing_fn
     traced = analysis.trace_calls(fn, spec)
     calls = traced.calls
+    early.check_saves(fn, raw_schema, spec, calls)
     identity = {"preprocessing_fn": fingerprint(spec, calls, traced.computation)}
     values = []
     if calls:

@@ -8,7 +8,7 @@ from tf2_mapreduce.feature_kinds import find
 from tf2_mapreduce.lazy_tf import tf
 from tf2_mapreduce.transform.trace import NotSupported
 
-__all__ = ["read", "feature_spec", "inferred", "raw", "transformed", "text", "RAW_SCHEMA"]
+__all__ = ["read", "feature_spec", "inferred", "inferred_of_examples", "raw", "transformed", "text", "RAW_SCHEMA"]
 
 # The raw examples' schema in a transform's output, where TFX's Transform writes it (tft's
 # TFTransformOutput.RAW_METADATA_DIR): its `raw_feature_spec()` reads it.
@@ -93,6 +93,28 @@ def inferred(stats):
             if figures.min_num_values == figures.max_num_values:
                 feature.value_count.max = figures.max_num_values
     return schema
+
+
+def inferred_of_examples(examples):
+    """The schema `inferred` makes of the statistics of `examples` (tf.train.Examples)
+    alone: what a pass of statistics over them would infer."""
+    from types import SimpleNamespace
+
+    features, count = {}, 0
+    for example in examples:
+        count += 1
+        for name, feature in example.features.feature.items():
+            field = feature.WhichOneof("kind")
+            if field is None:  # there with no list: missing, as TFDV counts it
+                continue
+            values = len(getattr(feature, field).value)
+            seen = features.setdefault(name, SimpleNamespace(type=find(field=field).name, num_present=0))
+            seen.min_num_values = min(getattr(seen, "min_num_values", values), values)
+            seen.max_num_values = max(getattr(seen, "max_num_values", values), values)
+            seen.num_present += 1
+    for seen in features.values():
+        seen.num_missing = count - seen.num_present
+    return inferred(SimpleNamespace(features=dict(sorted(features.items()))))
 
 
 def text(schema) -> str:

@@ -1,0 +1,165 @@
+"""What is checked of a transform before a pass over the data reads it all: the function
+traced over its first examples' schema, and its transform_fn saved and loaded as the map
+steps will load it; an error found here is the one the passes would end with."""
+
+import itertools
+import shutil
+import tempfile
+
+from tf2_mapreduce import log
+from tf2_mapreduce.errors import Error, UsageError, raised_by_user_code
+from tf2_mapreduce.jobs.features import SAMPLE_RECORDS, sample_examples
+from tf2_mapreduce.lazy_tf import tf
+from tf2_mapreduce.paths import join
+from tf2_mapreduce.transform import analysis, saved
+from tf2_mapreduce.transform import schema as schemas
+from tf2_mapreduce.transform.applied import SavedTransform
+
+__all__ = ["check_on_first_examples", "check_saves"]
+
+# Traces at most to find whether a function fails over every schema its data may have.
+MAX_TRACES = 8
+
+
+class _Watched(analysis.RawFeatures):
+    """The raw features, noting which the function reads (`read`), and whether it looked
+    at them all (`whole`: their names, their number, a copy...)."""
+
+    def __init__(self, inputs):
+        super().__init__(inputs)
+        self.read, self.whole = set(), False
+
+    def __getitem__(self, name):
+        self.read.add(name)
+        return super().__getitem__(name)
+
+    def get(self, name, default=None):
+        self.read.add(name)
+        return super().get(name, default)
+
+    def __contains__(self, name):
+        self.read.add(name)
+        return super().__contains__(name)
+
+    def _all(self, method):
+        def seen(*args, **kwargs):
+            self.whole = True
+            return getattr(super(_Watched, self), method)(*args, **kwargs)
+
+        return seen
+
+    def __getattribute__(self, name):
+        if name in ("keys", "items", "values", "copy", "pop", "popitem", "update", "setdefault"):
+            return object.__getattribute__(self, "_all")(name)
+        return object.__getattribute__(self, name)
+
+    def __iter__(self):
+        self.whole = True
+        return super().__iter__()
+
+    def __len__(self):
+        self.whole = True
+        return super().__len__()
+
+
+def _trace(fn, spec):
+    """(the `UsageError` tracing `fn` over `spec` raised, or None; what it read: a set of
+    names, or None where it looked at every feature or read one `spec` does not have)."""
+    watched = []
+
+    def given(inputs):
+        watched.append(_Watched(inputs))
+        return watched[-1]
+
+    try:
+        analysis.trace_calls(fn, spec, given)
+        error = None
+    except UsageError as e:
+        error = e
+    if not watched or watched[-1].whole or isinstance(getattr(error, "__cause__", None), analysis.MissingFeature):
+        return error, None
+    return error, watched[-1].read
+
+
+def _failure(fn, spec):
+    """(the error of tracing `fn` over `spec`, the schema of some first examples, or None;
+    whether it fails so over every schema that the examples further on may give). There,
+    each FixedLen feature may be VarLen (a feature absent further on; a VarLen one stays
+    VarLen), and features of no example yet may be: a function that reads one, or looks at
+    them all, may trace otherwise. Tracing is deterministic: a function given the same
+    specs of the features it reads fails the same way. So each combination of the FixedLen
+    features read is traced, and of those read under it, `MAX_TRACES` traces at most."""
+    error, read = _trace(fn, spec)
+    if error is None or read is None:
+        return error, False
+    fixed = {name for name, feature in spec.items() if isinstance(feature, tf.io.FixedLenFeature)}
+    tried, traces = set(), 1
+    while True:
+        uncertain = sorted(read & fixed)
+        untried = [
+            frozenset(subset)
+            for size in range(1, len(uncertain) + 1)
+            for subset in itertools.combinations(uncertain, size)
+            if frozenset(subset) not in tried
+        ]
+        if not untried:
+            return error, True
+        for subset in untried:
+            if traces >= MAX_TRACES:
+                return error, False
+            tried.add(subset)
+            traces += 1
+            other = {n: tf.io.VarLenFeature(f.dtype) if n in subset else f for n, f in spec.items()}
+            failed, more = _trace(fn, other)
+            if failed is None or more is None:
+                return error, False
+            read = read | more
+
+
+def check_on_first_examples(fn, paths, compression="auto") -> None:
+    """Traces `fn` over the schema of the first examples of `paths`, before the pass of
+    statistics infers every example's: raises the `UsageError` the transform would end
+    with where that is sure (those examples are all there are, or the function fails over
+    every schema the others may give); else warns that it fails there, and the pass decides.
+    Blocking (reads up to `SAMPLE_RECORDS` records)."""
+    passed_over = []
+    examples = list(sample_examples(paths, compression, SAMPLE_RECORDS, passed_over))
+    spec = schemas.feature_spec(schemas.inferred_of_examples(examples))
+    if len(examples) < SAMPLE_RECORDS and not passed_over:  # every example: its schema is the one
+        analysis.trace_calls(fn, spec)
+        return
+    error, sure = _failure(fn, spec)
+    if sure:
+        raise error
+    if error is not None:
+        log.warning(
+            "%s: over the schema of the first %d examples; the statistics pass infers every example's, over "
+            "which it may not fail" % (error.args[0], len(examples))
+        )
+
+
+def _unsaved(error) -> str:
+    """Why TensorFlow could not save a transform_fn, in one line: its words, or for a resource
+    made outside the function (TensorFlow's "untracked" resource), what to do instead."""
+    if "references an 'untracked' resource" in str(error):
+        return (
+            "it uses a lookup table or variable made outside it (at import?), which a SavedModel cannot hold: "
+            "make it in the function, under tf.init_scope(), as TFX's census example does"
+        )
+    return raised_by_user_code(error)
+
+
+def check_saves(fn, raw_schema, spec, calls) -> None:
+    """Saves transform_fn with each analyzer's result of no values, and loads it as the map
+    steps will, before any pass over the data: a function that cannot be saved (a resource
+    it does not track) or applied fails in a second, not after the passes. Blocking."""
+    made = tempfile.mkdtemp(prefix="tf2_mapreduce-trial-")
+    try:
+        saved.write(fn, raw_schema, spec, calls, analysis.results(calls, {}), made)
+        SavedTransform(join(made, saved.TRANSFORM_FN))
+    except Error:
+        raise
+    except Exception as e:  # noqa: BLE001 - the user's function, saved: what TensorFlow said, in one line
+        raise UsageError("{setting:preprocessing_fn}: its transform_fn cannot be saved: %s" % _unsaved(e)) from e
+    finally:
+        shutil.rmtree(made, ignore_errors=True)
