@@ -261,19 +261,26 @@ class Cluster:
         self.close(error)
 
     def prepare(self, job, inputs, **options):
-        """`job` (a `Job`) fit to `inputs` (files, directories, globs, @lists, any
-        tf.io.gfile path; or an `inputs.files.Inputs` already listed) and `options`,
-        before anything runs (`run.runner.prepare`): what `submit` takes in their place.
-        Blocking (lists the inputs); needs no connection. Raises `InputError` /
-        `UsageError` for inputs that do not fit the job, `TypeError` for an unknown option."""
+        """`job` (a `Job`, or a `run.passes.Passes`: a job of several passes) fit to `inputs`
+        (files, directories, globs, @lists, any tf.io.gfile path; or an
+        `inputs.files.Inputs` already listed) and `options`, before anything runs
+        (`run.runner.prepare`; a job of passes prepares each as it comes): what `submit`
+        (a plain job) and `run` take in their place. Blocking (lists the inputs); needs no
+        connection. Raises `InputError` / `UsageError` for inputs that do not fit the job,
+        `TypeError` for an unknown option."""
         from tf2_mapreduce.jobs.base import Job
         from tf2_mapreduce.run import runner
+        from tf2_mapreduce.run.passes import Passes, PreparedPasses
 
         run_options = Options.of(**options)
-        if not isinstance(job, Job):
+        if not isinstance(job, (Job, Passes)):
             raise TypeError("job must be a tf2_mapreduce Job (such as tf2_mapreduce.WordCount()), not %r" % (job,))
         with storage.waiting(storage.Patience(run_options.storage_timeout)):
-            return runner.prepare(job, _listed(inputs, run_options.on_error), run_options)
+            found = _listed(inputs, run_options.on_error)
+            if isinstance(job, Passes):
+                job.check()
+                return PreparedPasses(job, found, dict(options))
+            return runner.prepare(job, found, run_options)
 
     def submit(self, job, inputs=None, *, on_progress: Callable | None = None, **options) -> JobHandle:
         """Starts `job` (a `Job`) over `inputs` (files, directories, globs, @lists; any
@@ -284,7 +291,12 @@ class Cluster:
         `on_progress(Progress)` is called every `progress_every` s, from another thread.
         Exactly-once: see `Result`. Raises `InputError` for inputs that cannot be used."""
         from tf2_mapreduce.run import runner
+        from tf2_mapreduce.run.passes import Passes, PreparedPasses
 
+        if isinstance(job, (Passes, PreparedPasses)):
+            raise TypeError(
+                "a job of several passes (%s) runs with Cluster.run, to its end" % getattr(job, "job", job).name
+            )
         if isinstance(job, runner.Prepared) and (inputs is not None or options):
             raise TypeError("a prepared job carries its inputs and options: give neither")
         Options.of(**options)
@@ -301,14 +313,19 @@ class Cluster:
         self, job, inputs: Sequence[str] | None = None, *, on_progress: Callable | None = None, **options
     ) -> Result:
         """Runs `job` over `inputs` to its end; blocking. See `submit` for the arguments.
-        A `Transform` runs its two passes and writes `output_dir` (an option it needs)."""
-        from tf2_mapreduce.jobs.transform import Transform
+        A job of passes (`run.passes.Passes`: a `Transform`) runs each in turn; a
+        `Transform` writes `output_dir` (an option it needs)."""
+        from tf2_mapreduce.run import runner
+        from tf2_mapreduce.run.passes import PreparedPasses
 
-        if isinstance(job, Transform):
-            from tf2_mapreduce.transform import run as transform
+        if isinstance(job, (runner.Prepared, PreparedPasses)):
+            if inputs is not None or options:
+                raise TypeError("a prepared job carries its inputs and options: give neither")
+            prepared = job
+        else:
+            prepared = self.prepare(job, inputs, **options)
 
-            run_options = Options.of(**options)
-            with storage.waiting(storage.Patience(run_options.storage_timeout)):
-                found = _listed(inputs, run_options.on_error)  # once, for its passes
-            return transform.run(self, job, found, on_progress=on_progress, **options)
-        return self.submit(job, inputs, on_progress=on_progress, **options).wait()
+        def prepare(pass_job, pass_options):
+            return self.prepare(pass_job, prepared.found, **pass_options)
+
+        return prepared.run(prepare, lambda ready: self.submit(ready, on_progress=on_progress).wait())

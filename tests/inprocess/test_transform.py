@@ -424,7 +424,11 @@ def test_an_earlier_transform_applied_alone_writes_the_same_examples(inprocess, 
     # that the analyze-and-transform run wrote give the very records it wrote.
     out, _ = transformed
     applied = str(tmp_path / "applied")
-    result = inprocess.run(mr.Transform(transform_output=out, num_shards=3), [raw[0]], output_dir=applied)
+    # Prepared as a plain job is (its inputs listed once, for its passes), then run; not submitted.
+    prepared = inprocess.prepare(mr.Transform(transform_output=out, num_shards=3), [raw[0]], output_dir=applied)
+    with pytest.raises(TypeError, match=r"a job of several passes \(transform\) runs with Cluster.run"):
+        inprocess.submit(prepared)
+    result = inprocess.run(prepared)
     assert result.written["transform_fn"] == out
     assert sorted(os.listdir(applied)) == ["_tf2_mapreduce.json", "data", "transformed_metadata"]
     for name in sorted(os.listdir(os.path.join(out, "data"))):

@@ -17,6 +17,7 @@ from tf2_mapreduce.cluster.spec import ROLES, TASK_ENV
 from tf2_mapreduce.errors import Error, Interrupted, UsageError
 from tf2_mapreduce.inputs import background
 from tf2_mapreduce.inputs.files import sample_corpus
+from tf2_mapreduce.jobs.base import Job
 from tf2_mapreduce.jobs.transform import (
     Transform,
     check_apart,
@@ -45,7 +46,6 @@ class Command:
         self.started = started
         self.stop_requests = []
         self.listing = self.cluster = self.output_dir = None
-        self.found = None  # the inputs listed, for a `Transform`'s passes
         self.job = None  # a built-in job, made before TensorFlow is imported
         self.configured = None  # how the cluster was configured, None for a local one
         self.build_seconds = 0.0
@@ -149,7 +149,7 @@ class Command:
         """The job of a user's module ("module:ATTRIBUTE"), or a transform, made once
         TensorFlow is imported; its outputs checked as `_check_job_outputs` checks a built-in job's."""
         job = jobs.resolve(self.values.job, self._parameters())
-        if not isinstance(job, Transform):
+        if isinstance(job, Job):  # a job of passes writes its own directory
             self._check_writes(job)
         return job
 
@@ -203,25 +203,15 @@ class Command:
         return found
 
     def _prepare(self, job, found):
-        """`job` fit to the inputs `found`; fails before the cluster starts where it cannot
-        be run or its result cannot be written as asked."""
-        if isinstance(job, Transform):
-            return self._prepare_transform(job, found)
+        """`job` fit to the inputs `found` (a job of passes: checked, each pass prepared as
+        it comes); fails before the cluster starts where it cannot be run or its result
+        cannot be written as asked."""
         prepared = self.cluster.prepare(job, found, max_pieces=self.values.files_per_step, **self._options())
         self._claim_outputs(local=False)
         return prepared
 
     def _options(self):
         return {name: self.values[name].value for name in OPTIONS}
-
-    def _prepare_transform(self, transform, found):
-        """A `Transform` runs its passes as it goes: what can be checked before is its
-        output and the ops its map steps need."""
-        if native.unavailable():
-            raise UsageError("{setting:job}=transform needs the native ops: %s" % native.unavailable())
-        self._claim_outputs(local=False)
-        self.found = found
-        return transform
 
     def _start_local(self, exposed):
         cluster = self.cluster
@@ -255,41 +245,20 @@ class Command:
             if writer is not None:
                 writer.close()
 
-    def _run_transform(self, transform):
-        """Runs a `Transform`'s passes, each said as it starts; prints what it wrote."""
-        from tf2_mapreduce.transform import run as transform_run
-
-        v = self.values
-
-        def run_pass(job, options):
-            say("%s: %s" % (job.name, job.description))
-            options = {**options, "max_pieces": v.files_per_step}
-            return self._wait(self.cluster.prepare(job, self.found, **options))
-
-        options = self._options()
-        del options["output_dir"]  # the transform pass's alone
-        result = transform_run.run(
-            self.cluster,
-            transform,
-            self.found,
-            output_dir=v.output_dir,
-            claimed=self.output_dir,
-            run_pass=run_pass,
-            **options,
-        )
-        console.print_result(result, v.top_k, v.min_count, v.vocabulary_format, result.written)
-        say(console.wrote(result.written, v.output_dir))
-
     def _run(self, prepared):
-        """Runs the prepared job on the connected cluster, then prints and writes its result."""
+        """Runs the prepared job on the connected cluster (each of its passes, said as it
+        starts), then prints and writes its result."""
         v = self.values
-        if isinstance(prepared, Transform):
-            return self._run_transform(prepared)
-        result = self._wait(prepared)
+
+        def prepare(job, pass_options):  # a pass: its options are those the job was prepared with, and its own
+            say("%s: %s" % (job.name, job.description))
+            return self.cluster.prepare(job, prepared.found, **pass_options)
+
+        result = prepared.run(prepare, self._wait, claimed=self.output_dir)
         since = self.started + self.build_seconds  # timed from the process start, the one-off build apart
         # Before the servers are told to exit: per-key results are read from the ps tasks.
-        written = None
-        if v.output_dir:
+        written = result.written  # a job of passes wrote its directory itself
+        if v.output_dir and written is None:
             written = result.write_dir(
                 v.output_dir, v.top_k, v.min_count, v.vocabulary_format, since=since, claimed=self.output_dir
             )

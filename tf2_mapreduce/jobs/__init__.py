@@ -8,6 +8,7 @@ import pkgutil
 
 from tf2_mapreduce.errors import UsageError, raised_by_user_code
 from tf2_mapreduce.jobs.base import Job
+from tf2_mapreduce.run.passes import Passes
 
 __all__ = ["built_in", "parameters", "check", "resolve"]
 
@@ -15,14 +16,13 @@ _found = {}
 
 
 def _is_job(value) -> bool:
-    """A `Job` subclass, or a job of several passes that says its command (`Transform`)."""
-    return issubclass(value, Job) or isinstance(getattr(value, "COMMAND", None), str)
+    """A `Job` subclass, or a job of several passes (`run.passes.Passes`: `Transform`)."""
+    return issubclass(value, (Job, Passes))
 
 
 def built_in() -> dict:
-    """{--job name: class} of the built-in jobs: every `Job` subclass of this package's
-    modules that says its `COMMAND` (and `Transform`), by module name, then in each
-    module's order."""
+    """{--job name: class} of the built-in jobs: every `Job` or `Passes` subclass of this
+    package's modules that says its `COMMAND`, by module name, then in each module's order."""
     if not _found:
         for module in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
             loaded = importlib.import_module("%s.%s" % (__name__, module.name))
@@ -66,7 +66,7 @@ def check(name: str, values: dict) -> None:
 
 
 def resolve(name: str, values: dict) -> Job:
-    """The `Job` (or `Transform`) that `name` and its parameters' `values` give (see
+    """The `Job` (or `Passes`: a `Transform`) that `name` and its parameters' `values` give (see
     `check`): a built-in job, or the `Job` held by "package.module:ATTRIBUTE". Raises `UsageError`.
 
     Only the coordinator imports a user's module: map steps are traced into graphs
@@ -85,6 +85,6 @@ def resolve(name: str, values: dict) -> Job:
             "{setting:job}=%s: cannot import %s: %s" % (name, module_name, raised_by_user_code(e))
         ) from None
     job = getattr(module, attribute, None)
-    if not isinstance(job, Job):
+    if not isinstance(job, (Job, Passes)):
         raise UsageError("{setting:job}=%s: %s.%s is not a tf2_mapreduce Job" % (name, module_name, attribute))
     return job

@@ -16,6 +16,7 @@ from tf2_mapreduce.errors import UsageError, raised_by_user_code
 from tf2_mapreduce.jobs.base import Parameter
 from tf2_mapreduce.jobs.reshard import parse_num_shards
 from tf2_mapreduce.paths import local_path
+from tf2_mapreduce.run.passes import Passes
 
 __all__ = [
     "Transform",
@@ -149,7 +150,7 @@ def check_transform_output(directory: str) -> None:
 
 
 @dataclass(frozen=True)
-class Transform:
+class Transform(Passes):
     """tf.Transform's AnalyzeAndTransformDataset and WriteTransformFn in one job: every
     tf.train.Example of the inputs transformed by `preprocessing_fn` (a function of a
     dict of raw features written against `tf2_mapreduce.transform`, or "module:FUNCTION")
@@ -166,6 +167,7 @@ class Transform:
     beside a copy of that transform's transformed_metadata/."""
 
     COMMAND: ClassVar[str] = "transform"
+    RUNNER: ClassVar[str] = "tf2_mapreduce.transform.run"
     SUMMARY: ClassVar[str] = "tf.Transform's analyze-and-transform: every example transformed, written once"
     PARAMETERS: ClassVar[tuple] = (
         Parameter(
@@ -204,6 +206,13 @@ class Transform:
         if isinstance(self.custom_config, str):
             object.__setattr__(self, "custom_config", parse_custom_config(self.custom_config))
         object.__setattr__(self, "preprocessing_fn", _with_config(self.preprocessing_fn, self.custom_config))
+
+    def check(self) -> None:
+        """Its map steps need the native ops: raises `UsageError` where they cannot be loaded."""
+        from tf2_mapreduce import native
+
+        if native.unavailable():
+            raise UsageError("{setting:job}=transform needs the native ops: %s" % native.unavailable())
 
     def _check_num_shards(self):
         if isinstance(self.num_shards, str):

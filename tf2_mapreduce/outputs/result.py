@@ -39,7 +39,7 @@ class Result:
     config: dict = field(default_factory=dict)  # the job's parameters
     hidden: list = field(default_factory=list)  # hidden names met while listing, left out
     duplicates: list = field(default_factory=list)  # paths (of files, of directories) met again, counted once
-    written: dict | None = None  # what `write_dir` wrote, where the run wrote its output itself (a `Transform`)
+    written: dict | None = None  # what `write_dir` wrote, where the run wrote its output itself (a job of passes)
     _reducer: object = field(default=None, repr=False)
     _state: object = field(default=None, repr=False)  # the run's state on the ps tasks
     _run: object = field(default=None, repr=False)  # `runner.JobRun`: reads go through it

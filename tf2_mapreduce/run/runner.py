@@ -35,6 +35,10 @@ class Prepared:
     found: Inputs
     options: Options
 
+    def run(self, prepare, run_pass, claimed=None):
+        """Runs the job, one pass: `run_pass(self)`, its `Result` (as `passes.PreparedPasses.run`)."""
+        return run_pass(self)
+
 
 def prepare(job, found, options=Options()) -> Prepared:
     """The one preparation of `job` for its inputs `found` (`inputs.files.Inputs`) and

@@ -72,27 +72,22 @@ def feature_spec(transform, inputs, run_pass, options):
     return schemas.feature_spec(inferred), inferred
 
 
-def run(cluster, transform, inputs, on_progress=None, output_dir=None, claimed=None, run_pass=None, **options):
-    """Runs `transform` over `inputs` (an `inputs.files.Inputs`, listed) on `cluster` and
-    writes `output_dir` (`claimed`: its `ResultDirectory`, already claimed): the raw schema
+def run(transform, run_pass, inputs, output_dir=None, claimed=None, **options):
+    """The runner of `Transform` (its `RUNNER`, a `run.passes.Passes`): runs `transform`
+    over `inputs` (an `inputs.files.Inputs`, listed) and writes
+    `output_dir` (`claimed`: its `ResultDirectory`, already claimed): the raw schema
     (inferred in a pass of its own where not given), the analyze pass, then the transform
-    pass, each exactly-once and
-    resumable from its checkpoint; the directory holds the previous result until the new
-    one is whole. `run_pass(job, options)` runs each pass to its `Result` (by default
-    `cluster.run`). Returns the transform pass's `Result`, its `written` the summary
-    written. Blocking."""
+    pass, each exactly-once and resumable from its checkpoint; the directory holds the
+    previous result until the new one is whole. `run_pass(job, options)` runs each pass to
+    its `Result` (`options` and the pass's own). Returns the transform pass's `Result`, its
+    `written` the summary written. Blocking."""
     if not output_dir:
         raise UsageError("a Transform writes its output: give it an output directory ({setting:output_dir})")
     if transform.transform_output:
         check_apart(transform.transform_output, output_dir)
     if claimed is None:  # claimed before any pass: the map steps write into it as they run
         with ResultDirectory(output_dir) as claimed:
-            return run(cluster, transform, inputs, on_progress, output_dir, claimed, run_pass, **options)
-    if run_pass is None:
-
-        def run_pass(job, pass_options):
-            return cluster.run(job, inputs, on_progress=on_progress, **pass_options)
-
+            return run(transform, run_pass, inputs, output_dir, claimed, **options)
     pass_ = dict(transform=transform, run_pass=run_pass, output_dir=output_dir, claimed=claimed, options=options)
     if transform.transform_output:
         return _apply_earlier(pass_)
