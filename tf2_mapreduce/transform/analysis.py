@@ -15,8 +15,6 @@ from tf2_mapreduce.transform.imported import Importable
 
 __all__ = [
     "raw_specs",
-    "RawFeatures",
-    "MissingFeature",
     "outputs_checked",
     "Traced",
     "trace_calls",
@@ -40,25 +38,6 @@ def raw_specs(feature_spec: dict) -> dict:
                 "tf2_mapreduce.transform: feature %s is a %s; FixedLen and VarLen only" % (name, type(feature).__name__)
             )
     return specs
-
-
-class MissingFeature(KeyError):
-    """A preprocessing_fn read a raw feature that the raw schema does not have (a KeyError,
-    as a dict's, for a function that catches one)."""
-
-    def __init__(self, name, features):
-        super().__init__(name)
-        self.name, self.features = name, features
-
-    def __str__(self):
-        return "no raw feature %r: the raw schema's features are %s" % (self.name, ", ".join(self.features) or "none")
-
-
-class RawFeatures(dict):
-    """The raw features a preprocessing_fn is given: a dict, whose missing key names those there are."""
-
-    def __missing__(self, name):
-        raise MissingFeature(name, sorted(self))
 
 
 def outputs_checked(outputs):
@@ -88,12 +67,21 @@ class Traced:
     function: Importable
 
 
-def trace_calls(preprocessing_fn, feature_spec, given=RawFeatures) -> Traced:
+def _features_there(error, feature_spec) -> str:
+    """After a KeyError of a name that is no raw feature (the features' dict, or another),
+    the raw features there are."""
+    name = error.args[0] if isinstance(error, KeyError) and error.args else None
+    if not isinstance(name, str) or name in feature_spec:
+        return ""
+    there = ", ".join(sorted(feature_spec)) or "none (no example holds a feature: give {setting:schema})"
+    return "; the raw schema's features are %s" % there
+
+
+def trace_calls(preprocessing_fn, feature_spec, given=dict) -> Traced:
     """`preprocessing_fn` over `feature_spec`'s features (`given(their tensors)`, a dict),
     traced once, not run. Raises `NotSupported` for what the package does not do,
     `UsageError` for what it raised."""
     analysis = trace.Analysis()
-    read = []
     digest = []
 
     def traced(inputs):
@@ -106,31 +94,38 @@ def trace_calls(preprocessing_fn, feature_spec, given=RawFeatures) -> Traced:
             for name in named:
                 if named.count(name) > 1:
                     raise trace.NotSupported("two vocabularies are named %s: give each its own vocab_filename" % name)
-        used = trace.ancestors([call.values for call in analysis.calls])
-        for name, tensor in inputs.items():
-            if any(part.op.name in used for part in tf.nest.flatten(tensor, expand_composites=True)):
-                read.append(name)
         digest.append(analysis.named(inputs, outputs))
         by_name = {call.name: call.values for call in analysis.calls}
         return [tf.identity(by_name[name]) for name in sorted(by_name)]
 
     try:
         function = tf.function(traced, input_signature=[raw_specs(feature_spec)], autograph=False)
-        concrete = function.get_concrete_function()
+        graph = Importable(function.get_concrete_function())
     except Error:
         raise
     except Exception as e:  # noqa: BLE001 - the user's function: what it raised, in one line
-        raise UsageError("{setting:preprocessing_fn}: failed when traced: %s" % raised_by_user_code(e)) from e
+        said = raised_by_user_code(e) + _features_there(e, feature_spec)
+        raise UsageError("{setting:preprocessing_fn}: failed when traced: %s" % said) from e
+    # What the analyzers' inputs need, as the steps will run it: TensorFlow orders the
+    # stateful ops of a resource (a table's lookups) by control edges, added once traced.
+    needed = graph.needed(graph.outputs)
+    if analysis.among_results(needed):
+        raise trace.NotSupported(
+            "tf2_mapreduce.transform: an analyzer over what another analyzer's result computed (through a lookup "
+            "table made of it, say): analyzers are counted in one pass, so each must read the raw features or "
+            "what is computed from them alone"
+        )
     for call in analysis.calls:
         call.values = None
-    return Traced(analysis.calls, tuple(sorted(read)), digest[0], Importable(concrete))
+    read = tuple(sorted(graph.features_among(needed)))
+    return Traced(analysis.calls, read, digest[0], graph)
 
 
 def analyze_job(traced: Traced, feature_spec, name="analyze", config=None) -> Job:
     """The job counting every value each of `traced`'s calls reads, over TFRecord files of
     tf.Examples whose features it reads parsed as `feature_spec` says: the function traced
     once, imported into each step, only what the analyzers read (no other feature is
-    parsed; no lookup the transform makes runs)."""
+    parsed; no lookup of an output runs)."""
     parsed = {name: feature_spec[name] for name in traced.read}
     # Known by name, not by place: another process may call them in another order (a
     # function iterating a set), and a checkpoint holds what one process counted.
@@ -143,6 +138,8 @@ def analyze_job(traced: Traced, feature_spec, name="analyze", config=None) -> Jo
     def map_fn(records):
         inputs = tf.io.parse_example(records, parsed) if parsed else {}
         read = traced.function.imported(inputs, traced.function.outputs, capture, "analyzed")
+        for tensor in read:  # 1-D (`trace.values_of`); a lookup of a captured table's loses it when imported
+            tensor.set_shape([None])
         values = tuple(kinds.of(calls[name]).counted(calls[name], tensor) for name, tensor in zip(names, read))
         return {
             "examples": tf.size(records, out_type=tf.int64),

@@ -132,8 +132,8 @@ def vocabulary(
     """tft.vocabulary: the distinct values of `x` (strings, or integers as their decimal
     text) in tft's order (count descending, then bytes descending), kept if counted at
     least `frequency_threshold` times, the `top_k` first; strings that are empty or hold
-    a newline are left out, as tft does. Returns the vocabulary's file name, for
-    `apply_vocabulary` (and `tft.TFTransformOutput.vocabulary_file_by_name`)."""
+    a newline are left out, as tft does. Returns the path of the vocabulary's file (an
+    asset of transform_fn), for `apply_vocabulary` or a `tf.lookup.TextFileInitializer`."""
     unsupported = {
         "store_frequency": store_frequency,
         "weights": weights is not None,

@@ -1,6 +1,5 @@
-"""What is checked of a transform before a pass over the data reads it all: the function
-traced over its first examples' schema, and its transform_fn saved and loaded as the map
-steps will load it; an error found here is the one the passes would end with."""
+"""What is checked of a transform before its passes: the function traced over the schema of
+the first examples, and transform_fn saved, so that a broken function fails in seconds."""
 
 import itertools
 import shutil
@@ -21,11 +20,11 @@ __all__ = ["check_on_first_examples", "check_saves"]
 MAX_TRACES = 8
 
 
-class _Watched(analysis.RawFeatures):
-    """The raw features, noting which the function reads (`read`), and whether it looked
-    at them all (`whole`: their names, their number, a copy...)."""
+class _Watched(dict):
+    """The raw features, noting which the function asks for (`read`), and whether it
+    looked at them all (`whole`: their names, their number, a copy...)."""
 
-    def __init__(self, inputs):
+    def __init__(self, inputs=(), /):
         super().__init__(inputs)
         self.read, self.whole = set(), False
 
@@ -63,8 +62,15 @@ class _Watched(analysis.RawFeatures):
 
 
 def _trace(fn, spec):
-    """(the `UsageError` tracing `fn` over `spec` raised, or None; what it read: a set of
-    names, or None where it looked at every feature or read one `spec` does not have)."""
+    """(the `UsageError` tracing `fn` over `spec` raises, or None; the features it read
+    then, or None where that is not known for sure)."""
+    try:
+        analysis.trace_calls(fn, spec)
+        return None, set()
+    except UsageError as e:
+        error = e
+    # Traced again, watched, for what it reads: where watching changes what it does (a
+    # library that takes a dict's subclass for a leaf), nothing is sure.
     watched = []
 
     def given(inputs):
@@ -73,12 +79,21 @@ def _trace(fn, spec):
 
     try:
         analysis.trace_calls(fn, spec, given)
-        error = None
-    except UsageError as e:
-        error = e
-    if not watched or watched[-1].whole or isinstance(getattr(error, "__cause__", None), analysis.MissingFeature):
         return error, None
-    return error, watched[-1].read
+    except UsageError as e:
+        if str(e) != str(error) or not watched:
+            return error, None
+    seen = watched[-1]
+    # A feature it asked for that these examples lack (`get`, `in`, a KeyError caught) may
+    # be there further on; one it read past the dict's own methods (tf.nest) is not known.
+    consumed = {
+        name
+        for name, tensor in dict.items(seen)
+        if any(part.consumers() for part in tf.nest.flatten(tensor, expand_composites=True))
+    }
+    if seen.whole or seen.read - set(spec) or consumed - seen.read:
+        return error, None
+    return error, seen.read
 
 
 def _failure(fn, spec):
@@ -118,17 +133,19 @@ def _failure(fn, spec):
 
 def check_on_first_examples(fn, paths, compression="auto") -> None:
     """Traces `fn` over the schema of the first examples of `paths`, before the pass of
-    statistics infers every example's: raises the `UsageError` the transform would end
-    with where that is sure (those examples are all there are, or the function fails over
-    every schema the others may give); else warns that it fails there, and the pass decides.
+    statistics infers every example's: raises the `UsageError` the function fails with
+    where its failure is sure (those examples are all there are, or it fails over every
+    schema the others may give); else warns that it fails there, and the pass decides.
     Blocking (reads up to `SAMPLE_RECORDS` records)."""
     passed_over = []
     examples = list(sample_examples(paths, compression, SAMPLE_RECORDS, passed_over))
-    spec = schemas.feature_spec(schemas.inferred_of_examples(examples))
-    if len(examples) < SAMPLE_RECORDS and not passed_over:  # every example: its schema is the one
+    schema, mixed = schemas.inferred_of_examples(examples)
+    spec = schemas.feature_spec(schema)
+    # A feature of two types: the pass keeps the type most examples have.
+    if len(examples) < SAMPLE_RECORDS and not passed_over and not mixed:  # every example: its schema is the one
         analysis.trace_calls(fn, spec)
         return
-    error, sure = _failure(fn, spec)
+    error, sure = _failure(fn, spec) if not mixed else (_trace(fn, spec)[0], False)
     if sure:
         raise error
     if error is not None:
@@ -152,14 +169,20 @@ def _unsaved(error) -> str:
 def check_saves(fn, raw_schema, spec, calls) -> None:
     """Saves transform_fn with each analyzer's result of no values, and loads it as the map
     steps will, before any pass over the data: a function that cannot be saved (a resource
-    it does not track) or applied fails in a second, not after the passes. Blocking."""
+    it does not track) or applied (a variable) fails in a second, not after the passes.
+    A load that fails on those results (a table of a fixed size, over a vocabulary of one
+    dummy term) is left to the real one. Blocking."""
     made = tempfile.mkdtemp(prefix="tf2_mapreduce-trial-")
     try:
         saved.write(fn, raw_schema, spec, calls, analysis.results(calls, {}), made)
-        SavedTransform(join(made, saved.TRANSFORM_FN))
+        tf.saved_model.load(join(made, saved.TRANSFORM_FN))
     except Error:
         raise
+    except tf.errors.OpError:
+        return
     except Exception as e:  # noqa: BLE001 - the user's function, saved: what TensorFlow said, in one line
         raise UsageError("{setting:preprocessing_fn}: its transform_fn cannot be saved: %s" % _unsaved(e)) from e
+    else:
+        SavedTransform(join(made, saved.TRANSFORM_FN))
     finally:
         shutil.rmtree(made, ignore_errors=True)

@@ -41,6 +41,16 @@ class Importable:
             if node.name in returned:
                 node.input[:] = [i for i in node.input if not i.startswith("^")]
 
+    def needed(self, wanted: list) -> set:
+        """The names of the nodes that the outputs `wanted` are computed from, through
+        control edges too: what `imported` imports of them."""
+        pruned = tf.compat.v1.graph_util.extract_sub_graph(self.graph_def, [t.split(":")[0] for t in wanted])
+        return {node.name for node in pruned.node}
+
+    def features_among(self, nodes: set) -> set:
+        """The features some component of which is a placeholder among `nodes`."""
+        return {name for name, parts in self.inputs.items() if any(p.split(":")[0] in nodes for p in parts)}
+
     def imported(self, features: dict, wanted: list, capture, name: str) -> list:
         """The outputs `wanted` (of `outputs`) computed in the graph being traced from
         `features` ({name: tensor, SparseTensor}; those they are computed from at least),

@@ -6,13 +6,14 @@ results built in, its vocabularies as assets; `transformed_metadata/`, their sch
 
 import json
 import os
+import shutil
 import tempfile
 
 from tf2_mapreduce.lazy_tf import tf
 from tf2_mapreduce.paths import join
 from tf2_mapreduce.transform import kinds, trace
 from tf2_mapreduce.transform import schema as schemas
-from tf2_mapreduce.transform.analysis import RawFeatures, outputs_checked, raw_specs
+from tf2_mapreduce.transform.analysis import outputs_checked, raw_specs
 
 __all__ = ["TRANSFORM_FN", "METADATA", "WRITTEN", "write", "copy", "vocabulary_lines"]
 
@@ -77,7 +78,7 @@ def _module(preprocessing_fn, feature_spec, calls, values, paths):
         applying.restart()
         made = trackable_resource.ResourceTracker()
         with trace.tracing(applying), trackable_resource.resource_tracker_scope(made):
-            outputs = outputs_checked(preprocessing_fn(RawFeatures(inputs)))
+            outputs = outputs_checked(preprocessing_fn(dict(inputs)))
         module.made_by_the_function.extend(made.resources)
         # Here, where the outputs are still the tensors the mappers marked.
         written.append(schemas.transformed(outputs, applying.domains))
@@ -100,17 +101,17 @@ def write(preprocessing_fn, raw_schema, feature_spec, calls, values, directory) 
     analyzers' `calls` having given `values`, and `raw_schema` as `directory`/metadata.
     Returns {vocabulary file name: its terms' count}. Blocking."""
     assets = tempfile.mkdtemp(prefix="tf2_mapreduce-vocabularies-")
-    paths = _vocabulary_files(calls, values, assets)
-    module, schema = _module(preprocessing_fn, feature_spec, calls, values, paths)
-    tf.saved_model.save(module, join(directory, TRANSFORM_FN))
+    try:
+        paths = _vocabulary_files(calls, values, assets)
+        module, schema = _module(preprocessing_fn, feature_spec, calls, values, paths)
+        tf.saved_model.save(module, join(directory, TRANSFORM_FN))
+    finally:
+        shutil.rmtree(assets, ignore_errors=True)
     _write_text(join(directory, METADATA + "/schema.pbtxt"), schemas.text(schema))
     _write_text(join(directory, schemas.RAW_SCHEMA), schemas.text(raw_schema))
     names = {calls[i].params["key"]: os.path.basename(p) for i, p in paths.items()}
     if names:
         _write_text(join(directory, METADATA + "/asset_map"), json.dumps(names))
-    for path in paths.values():
-        os.remove(path)
-    os.rmdir(assets)
     return {calls[i].params["filename"]: len(values[i]) for i in paths}
 
 

@@ -97,10 +97,12 @@ def inferred(stats):
 
 def inferred_of_examples(examples):
     """The schema `inferred` makes of the statistics of `examples` (tf.train.Examples)
-    alone: what a pass of statistics over them would infer."""
+    alone, a feature typed as the first example holding it has it; and the names of the
+    features they hold lists of two types of (the pass of statistics keeps the type most
+    examples have)."""
     from types import SimpleNamespace
 
-    features, count = {}, 0
+    features, mixed, count = {}, set(), 0
     for example in examples:
         count += 1
         for name, feature in example.features.feature.items():
@@ -109,12 +111,14 @@ def inferred_of_examples(examples):
                 continue
             values = len(getattr(feature, field).value)
             seen = features.setdefault(name, SimpleNamespace(type=find(field=field).name, num_present=0))
+            if seen.type != find(field=field).name:
+                mixed.add(name)
             seen.min_num_values = min(getattr(seen, "min_num_values", values), values)
             seen.max_num_values = max(getattr(seen, "max_num_values", values), values)
             seen.num_present += 1
     for seen in features.values():
         seen.num_missing = count - seen.num_present
-    return inferred(SimpleNamespace(features=dict(sorted(features.items()))))
+    return inferred(SimpleNamespace(features=dict(sorted(features.items())))), sorted(mixed)
 
 
 def text(schema) -> str:

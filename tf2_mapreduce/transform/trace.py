@@ -101,6 +101,10 @@ class Analysis:
             repr(names).encode() + Digests(roots).of([outputs[n] for n in names]).encode()
         ).hexdigest()
 
+    def among_results(self, names) -> bool:
+        """Whether an analyzer's result (its stand-in) is among the ops `names`."""
+        return not self._stand_ins.isdisjoint(names)
+
     def _depends_on_a_result(self, tensor):
         return not ancestors([tensor]).isdisjoint(self._stand_ins)
 
@@ -142,7 +146,7 @@ class Applying:
         return tf.constant(len(self.values[_vocabulary_index(self.calls, key)]), tf.int64)
 
     def table(self, deferred, key_dtype, default_value, num_oov_buckets):
-        """The table of the vocabulary whose file name `deferred` is, and its ids' range."""
+        """The table of the vocabulary whose file's path `deferred` is, and its ids' range."""
         index = self._vocabulary_of.get(deferred.ref()) if isinstance(deferred, tf.Tensor) else None
         if index is None:
             raise NotSupported(
