@@ -143,7 +143,7 @@ class SavedTransform:
             if portable and external.dtype == tf.resource:
                 value = _table_contents(external, _table_dtypes(self.loaded, external, directory))
             elif portable:
-                value = (np.asarray(external.numpy()),)
+                value = (np.asarray(external.numpy(), dtype=object if external.dtype == tf.string else None),)
             self._captured[placeholder] = value
         files = _fill_text_file_tables(self._graph, self._captured) if portable else set()
         # What it computes, no op's or function's name in it (a load numbers its functions

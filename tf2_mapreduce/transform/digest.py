@@ -22,7 +22,8 @@ def _kept(attrs):
 def value_bytes(value) -> bytes:
     """A value's bytes (a numpy array, or what a tensor's numpy() gives): strings each by
     its length and bytes, where an array of them holds pointers."""
-    array = np.asarray(value)
+    # bytes kept as objects: a numpy bytes array drops trailing NULs
+    array = np.asarray(value, dtype=object if isinstance(value, bytes) else None)
     if array.dtype == object or array.dtype.kind == "S":
         return b"".join(b"%d:%s" % (len(item), item) for item in array.ravel().tolist())
     return array.tobytes()
