@@ -278,6 +278,8 @@ class Cluster:
         with storage.waiting(storage.Patience(run_options.storage_timeout)):
             found = _listed(inputs, run_options.on_error)
             if isinstance(job, Passes):
+                if not job.RUNNER:
+                    raise TypeError("%s is a job of passes that names no RUNNER (the module that runs it)" % job.name)
                 job.check()
                 return PreparedPasses(job, found, dict(options))
             return runner.prepare(job, found, run_options)
@@ -318,6 +320,7 @@ class Cluster:
         from tf2_mapreduce.run import runner
         from tf2_mapreduce.run.passes import PreparedPasses
 
+        _check_free(self._coordinator, self._running and self._running.name, self._runs)  # before any listing
         if isinstance(job, (runner.Prepared, PreparedPasses)):
             if inputs is not None or options:
                 raise TypeError("a prepared job carries its inputs and options: give neither")

@@ -1,6 +1,5 @@
-"""Jobs of several passes over the same inputs (a transform: statistics, analyze, transform),
-each pass a `Job` whose `Result` may decide the next; and how the client and the CLI run any
-prepared job, one of passes or a plain one (one pass), through one `run`."""
+"""Jobs of several passes over the same inputs, each a `Job` whose `Result` may decide the
+next; run by the client and the CLI as a prepared plain job is, through one `run`."""
 
 import importlib
 from dataclasses import dataclass, field
