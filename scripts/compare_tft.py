@@ -30,6 +30,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from fractions import Fraction
 
 from absl import app, flags
 
@@ -106,6 +107,10 @@ def preprocessing_fn(tft):
             "tags_count": tft.word_count(tags),
             "s_char_bag": tft.bag_of_words(tf.compat.v1.string_split(s, ""), (1, 2), ""),
         }
+        # Each column of [x, n] by its own statistics (elementwise=True).
+        xn = tf.stack([x, tf.cast(n, tf.float32)], axis=1)
+        outputs["xn_z"] = tft.scale_to_z_score(xn, elementwise=True)
+        outputs["xn_0_1"] = tft.scale_to_0_1(xn, elementwise=True)
         # A lookup table of the user's own on a vocabulary's file.
         s_lines = tf.lookup.TextFileInitializer(
             tft.vocabulary(s, vocab_filename="s_for_a_table"),
@@ -504,10 +509,50 @@ def compare_outputs(work):
     kinds = kinds_of(spec)
     ours, theirs = (transformed(output, work) for output in outputs)
     rows += compare_tables("transform_raw_features", kinds, ours, theirs)
+    rows.append(elementwise_oracle(work, ours))
     rows.append(data_row(work, "ours"))
     ours_data, theirs_data = (written(directory, spec) for directory in output_dirs)
     rows += compare_tables("data", kinds, canonical(ours_data, kinds), canonical(theirs_data, kinds))
     return rows
+
+
+def _float32_of(exact):
+    """`exact` (a Fraction) rounded once to the nearest float32, ties to even."""
+    import numpy as np
+
+    near = np.float32(float(exact))
+    candidates = [np.nextafter(near, np.float32(-np.inf)), near, np.nextafter(near, np.float32(np.inf))]
+    return min(candidates, key=lambda c: (abs(Fraction(float(c)) - exact), int(c.view(np.uint32)) & 1))
+
+
+def elementwise_oracle(work, ours):
+    """A row: our xn_z (`ours`: transform_raw_features, by example) against an exact oracle:
+    each column of [x, n]'s mean and population variance over every raw example, as
+    fractions, each rounded once to float32, then (v - mean) / sqrt(var) in float32."""
+    import numpy as np
+    import tensorflow as tf
+
+    raw_spec = raw_feature_spec(work)
+    columns = [[], []]
+    for records in raw_records(work, probes=False):
+        parsed = tf.io.parse_example(records, raw_spec)
+        columns[0] += parsed["x"].numpy().ravel().tolist()
+        columns[1] += np.float32(parsed["n"].numpy().ravel()).tolist()
+    want = []
+    for values in columns:
+        exact = [Fraction(v) for v in values]
+        mean = sum(exact) / len(exact)
+        variance = sum((v - mean) ** 2 for v in exact) / len(exact)
+        want.append((np.float32(values) - _float32_of(mean)) / np.sqrt(_float32_of(variance)))
+    want = np.stack(want, axis=1)
+    got = np.stack(ours["xn_z"][: len(want)])
+    apart = int((got.view(np.uint32) != want.view(np.uint32)).any(axis=1).sum())
+    return {
+        "check": "oracle xn_z",
+        "differing": apart,
+        "result": "%d/%d examples exact" % (len(want) - apart, len(want)),
+        "verdict": "ok" if not apart else "FAIL",
+    }
 
 
 def _as_listed(array):

@@ -392,6 +392,37 @@ def test_a_table_of_the_users_on_a_vocabulary_reads_that_vocabulary_not_a_file_o
     assert served["tags_id"].values.numpy().tolist() == [i for row in written for i in row["tags_id"]]
 
 
+def test_elementwise_scalings_are_each_positions_own_bit_for_bit(inprocess, raw, tmp_path):
+    def elementwise_fn(inputs):  # each column of [x, n] scaled by its own statistics, as alone
+        x, n = inputs["x"], tf.cast(inputs["n"], tf.float32)
+        both = tf.stack([x, n], axis=1)
+        return {
+            "both_z": tft.scale_to_z_score(both, elementwise=True),
+            "both_01": tft.scale_to_0_1(both, elementwise=True),
+            "both_sum": tf.zeros_like(both) + tft.sum(both, reduce_instance_dims=False),
+            "x_z": tft.scale_to_z_score(x),
+            "n_z": tft.scale_to_z_score(n),
+            "x_01": tft.scale_to_0_1(x),
+            "n_01": tft.scale_to_0_1(n),
+            "sums": tf.zeros_like(both) + tf.stack([tft.sum(x), tft.sum(n)]),
+        }
+
+    out = str(tmp_path / "out")
+    inprocess.run(mr.Transform(elementwise_fn, SPEC, num_shards=1), [raw[0]], output_dir=out)
+    written = data_rows(out)
+    for row in written:
+        assert row["both_z"] == row["x_z"] + row["n_z"] and row["both_01"] == row["x_01"] + row["n_01"]
+        assert row["both_sum"] == row["sums"]
+    assert written[0]["both_sum"][1] == sum(row["n"][0] for row in parsed(raw[1]))  # n's, an integer
+    assert len({row["both_z"][1] for row in written}) > 1  # n's own z-scores, not x's
+
+    def sparse_elementwise(inputs):
+        return {"t": tft.scale_to_z_score(tf.cast(inputs["codes"], tf.float32), elementwise=True)}
+
+    with pytest.raises(NotSupported, match=r"mean\(reduce_instance_dims=False\) of SparseTensor"):
+        inprocess.run(mr.Transform(sparse_elementwise, SPEC), [raw[0]], output_dir=str(tmp_path / "sparse"))
+
+
 def test_a_one_hot_as_deep_as_a_vocabulary(inprocess, raw, tmp_path):
     def one_hot_fn(inputs):
         ids = tft.compute_and_apply_vocabulary(inputs["s"], vocab_filename="s/names", num_oov_buckets=1)

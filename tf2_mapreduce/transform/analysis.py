@@ -140,7 +140,7 @@ def analyze_job(traced: Traced, feature_spec, name="analyze", config=None) -> Jo
         read = traced.function.imported(inputs, traced.function.outputs, capture, "analyzed")
         for tensor in read:  # 1-D (`trace.values_of`); a lookup of a captured table's loses it when imported
             tensor.set_shape([None])
-        values = tuple(kinds.of(calls[name]).counted(calls[name], tensor) for name, tensor in zip(names, read))
+        values = tuple(kinds.counted(calls[name], tensor) for name, tensor in zip(names, read))
         return {
             "examples": tf.size(records, out_type=tf.int64),
             "values": values,
@@ -161,7 +161,7 @@ def analyze_job(traced: Traced, feature_spec, name="analyze", config=None) -> Jo
 def results(calls, counts) -> list:
     """Each call's result, in call order, from `counts`: {call name: [(key bytes, count)]}
     (every value it read, counted), as its `kinds.Kind` makes it."""
-    return [kinds.of(call).result(call, counts.get(call.name, [])) for call in calls]
+    return [kinds.result(call, counts.get(call.name, [])) for call in calls]
 
 
 def counts_of(result) -> dict:

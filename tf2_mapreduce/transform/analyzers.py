@@ -13,9 +13,19 @@ _SUM_DTYPES = {"float16": "float32", "float32": "float32", "float64": "float64"}
 _FLOAT_DTYPES = {"float16": "float16", "float32": "float32", "float64": "float64"}
 
 
-def _only_reduced(reduce_instance_dims, what):
-    if not reduce_instance_dims:
-        raise NotSupported("tf2_mapreduce.transform: %s(reduce_instance_dims=False) is not supported" % what)
+def _shape_of(x, reduce_instance_dims, what):
+    """The shape of an analyzer's result over `x`, and the params that say how it reduces:
+    [] where it reduces every value; elementwise (`reduce_instance_dims=False`), an
+    example's, each position reduced over the batch (a dense `x` of a fixed shape)."""
+    if reduce_instance_dims:
+        return [], {}
+    if not isinstance(x, tf.Tensor) or not x.shape[1:].is_fully_defined():
+        raise NotSupported(
+            "tf2_mapreduce.transform: %s(reduce_instance_dims=False) of %s: dense inputs of a fixed shape only"
+            % (what, type(x).__name__ if not isinstance(x, tf.Tensor) else "shape %s" % x.shape)
+        )
+    shape = tuple(x.shape[1:].as_list())
+    return list(shape), {"elementwise": shape}
 
 
 def _numeric(x, what):
@@ -27,40 +37,36 @@ def _numeric(x, what):
     return dtype
 
 
-def _scalar(dtype):
-    return tf.zeros([], dtype)
-
-
 def min(x, reduce_instance_dims=True, name=None):  # noqa: A001 - tft's name
     """The least value of `x` (NaN if any is NaN; +inf, or the dtype's max, of none), of x's dtype."""
-    _only_reduced(reduce_instance_dims, "min")
     with tf.name_scope(name or "min"):
         dtype = _numeric(x, "min")
-        return trace.analyzer("min", x, _scalar(dtype))
+        shape, params = _shape_of(x, reduce_instance_dims, "min")
+        return trace.analyzer("min", x, tf.zeros(shape, dtype), params)
 
 
 def max(x, reduce_instance_dims=True, name=None):  # noqa: A001 - tft's name
     """The greatest value of `x` (NaN if any is NaN; -inf, or minus the dtype's max, of none)."""
-    _only_reduced(reduce_instance_dims, "max")
     with tf.name_scope(name or "max"):
         dtype = _numeric(x, "max")
-        return trace.analyzer("max", x, _scalar(dtype))
+        shape, params = _shape_of(x, reduce_instance_dims, "max")
+        return trace.analyzer("max", x, tf.zeros(shape, dtype), params)
 
 
 def sum(x, reduce_instance_dims=True, name=None):  # noqa: A001 - tft's name
     """The sum of `x`'s values: int64 for integers, float32 (float64) for floats; exact, rounded once."""
-    _only_reduced(reduce_instance_dims, "sum")
     with tf.name_scope(name or "sum"):
         dtype = _numeric(x, "sum")
         out = tf.as_dtype(_SUM_DTYPES.get(dtype.name, "int64"))
-        return trace.analyzer("sum", x, _scalar(out))
+        shape, params = _shape_of(x, reduce_instance_dims, "sum")
+        return trace.analyzer("sum", x, tf.zeros(shape, out), params)
 
 
 def size(x, reduce_instance_dims=True, name=None):
     """How many values `x` has (a SparseTensor's present ones), int64."""
-    _only_reduced(reduce_instance_dims, "size")
     with tf.name_scope(name or "size"):
-        return trace.analyzer("size", x, _scalar(tf.int64))
+        shape, params = _shape_of(x, reduce_instance_dims, "size")
+        return trace.analyzer("size", x, tf.zeros(shape, tf.int64), params)
 
 
 def _mean_dtype(x, output_dtype):
@@ -70,18 +76,18 @@ def _mean_dtype(x, output_dtype):
 
 def mean(x, reduce_instance_dims=True, name=None, output_dtype=None):
     """The mean of `x`'s finite values (0 of none), float32 for integers."""
-    _only_reduced(reduce_instance_dims, "mean")
     with tf.name_scope(name or "mean"):
         _numeric(x, "mean")
-        return trace.analyzer("mean", x, _scalar(_mean_dtype(x, output_dtype)))
+        shape, params = _shape_of(x, reduce_instance_dims, "mean")
+        return trace.analyzer("mean", x, tf.zeros(shape, _mean_dtype(x, output_dtype)), params)
 
 
 def var(x, reduce_instance_dims=True, name=None, output_dtype=None):
     """The population variance of `x`'s finite values (0 of none), as tft's."""
-    _only_reduced(reduce_instance_dims, "var")
     with tf.name_scope(name or "var"):
         _numeric(x, "var")
-        return trace.analyzer("var", x, _scalar(_mean_dtype(x, output_dtype)))
+        shape, params = _shape_of(x, reduce_instance_dims, "var")
+        return trace.analyzer("var", x, tf.zeros(shape, _mean_dtype(x, output_dtype)), params)
 
 
 def quantiles(x, num_buckets, epsilon=None, weights=None, reduce_instance_dims=True, name=None):

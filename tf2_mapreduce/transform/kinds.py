@@ -14,7 +14,7 @@ from tf2_mapreduce.lazy_tf import tf
 from tf2_mapreduce.numerics import Extremes
 from tf2_mapreduce.transform import sums
 
-__all__ = ["Kind", "of", "VOCABULARY", "EMPTY_VOCABULARY"]
+__all__ = ["Kind", "of", "counted", "result", "VOCABULARY", "EMPTY_VOCABULARY"]
 
 VOCABULARY = "vocabulary"
 # tft's vocabulary of no term (`get_empy_vocabulary_dummy_value`): one dummy term.
@@ -174,3 +174,34 @@ _KINDS.update({kind.name: kind for kind in (Quantiles(), Vocabulary())})
 def of(call) -> Kind:
     """The `Kind` of `call` (a `trace.Call`)."""
     return _KINDS[call.kind]
+
+
+def counted(call, values):
+    """The keys `call` counts its `values` (1-D, flattened from a batch) under; an
+    elementwise call's (`reduce_instance_dims=False`: its params' "elementwise", the shape
+    of an example's values) each position's apart, prefixed by its place in an example."""
+    kind, shape = of(call), call.params.get("elementwise")
+    if shape is None:
+        return kind.counted(call, values)
+    columns = tf.reshape(values, [-1, int(np.prod(shape))])
+    keys, counts = [], []
+    for j in range(columns.shape[1]):
+        position = kind.counted(call, columns[:, j])  # keys, or (keys, their counts)
+        keys.append(tf.strings.join(["%d:" % j, position[0] if isinstance(position, tuple) else position]))
+        counts.append(position[1] if isinstance(position, tuple) else None)
+    if counts[0] is None:
+        return tf.concat(keys, 0)
+    return tf.concat(keys, 0), tf.concat(counts, 0)
+
+
+def result(call, entries):
+    """`call`'s result from every (key bytes, count) it counted; an elementwise call's, of
+    its shape, each position's from its own."""
+    kind, shape = of(call), call.params.get("elementwise")
+    if shape is None:
+        return kind.result(call, entries)
+    positions = [[] for _ in range(int(np.prod(shape)))]
+    for key, count in entries:
+        place, _, key = key.partition(b":")
+        positions[int(place)].append((key, count))
+    return np.array([kind.result(call, entries) for entries in positions]).reshape(shape)

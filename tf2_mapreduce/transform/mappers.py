@@ -32,21 +32,16 @@ def _map_values(x, fn):
     return fn(x)
 
 
-def _no_elementwise(elementwise, what):
-    if elementwise:
-        raise NotSupported("tf2_mapreduce.transform: %s(elementwise=True) is not supported" % what)
-
-
 def scale_to_z_score(x, elementwise=False, name=None, output_dtype=None):
     """(x - mean) / sqrt(var), with tft's population variance; x - mean where var is 0.
-    Integers become float32."""
-    _no_elementwise(elementwise, "scale_to_z_score")
+    Integers become float32. `elementwise`: each position of an example's values by its
+    own mean and variance over the batch (a dense x of a fixed shape)."""
     with tf.name_scope(name or "scale_to_z_score"):
         dtype = trace.values_of(x).dtype
         output_dtype = output_dtype or _FLOAT_OUTPUT.get(dtype.name, tf.float32)
         x = _map_values(x, lambda v: tf.cast(v, output_dtype))
-        mean = analyzers.mean(x, output_dtype=output_dtype)
-        variance = analyzers.var(x, output_dtype=output_dtype)
+        mean = analyzers.mean(x, not elementwise, output_dtype=output_dtype)
+        variance = analyzers.var(x, not elementwise, output_dtype=output_dtype)
 
         deviation = tf.sqrt(variance)
 
@@ -59,13 +54,13 @@ def scale_to_z_score(x, elementwise=False, name=None, output_dtype=None):
 
 def scale_by_min_max(x, output_min=0.0, output_max=1.0, elementwise=False, name=None):
     """x scaled linearly from [min, max] to [output_min, output_max], as float32; where
-    min == max (or no values), sigmoid(x) scaled to the range, as tft does."""
-    _no_elementwise(elementwise, "scale_by_min_max")
+    min == max (or no values), sigmoid(x) scaled to the range, as tft does. `elementwise`:
+    each position of an example's values by its own min and max over the batch."""
     if output_min >= output_max:
         raise ValueError("output_min must be less than output_max")
     with tf.name_scope(name or "scale_by_min_max"):
         x = _map_values(x, lambda v: tf.cast(v, tf.float32))
-        low, high = analyzers.min(x), analyzers.max(x)
+        low, high = analyzers.min(x, not elementwise), analyzers.max(x, not elementwise)
 
         spread = high - low
 
@@ -188,7 +183,8 @@ def apply_buckets(x, bucket_boundaries, name=None):
 def bucketize(x, num_buckets, epsilon=None, weights=None, elementwise=False, name=None):
     """The bucket of each value of `x` among `num_buckets` of equal counts, int64, its
     boundaries `analyzers.quantiles`: exact, where tft's are approximate."""
-    _no_elementwise(elementwise, "bucketize")
+    if elementwise:
+        raise NotSupported("tf2_mapreduce.transform: bucketize(elementwise=True) is not supported")
     if weights is not None:
         raise NotSupported("tf2_mapreduce.transform: bucketize(weights=...) is not supported")
     with tf.name_scope(name or "bucketize"):
