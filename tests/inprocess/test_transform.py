@@ -419,7 +419,7 @@ def test_elementwise_scalings_are_each_positions_own_bit_for_bit(inprocess, raw,
     def sparse_elementwise(inputs):
         return {"t": tft.scale_to_z_score(tf.cast(inputs["codes"], tf.float32), elementwise=True)}
 
-    with pytest.raises(NotSupported, match=r"mean\(reduce_instance_dims=False\) of SparseTensor"):
+    with pytest.raises(NotSupported, match=r"scale_to_z_score\(elementwise=True\) of a SparseTensor"):
         inprocess.run(mr.Transform(sparse_elementwise, SPEC), [raw[0]], output_dir=str(tmp_path / "sparse"))
 
 

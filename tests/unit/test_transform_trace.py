@@ -83,3 +83,38 @@ def test_a_function_calling_tf_cond_is_digested_the_same_each_trace():
     again = analysis.trace_calls(_with_cond(3.0), SPEC).computation
     other = analysis.trace_calls(_with_cond(4.0), SPEC).computation
     assert once == again != other
+
+
+@pytest.mark.parametrize(
+    "dtype, analyzer",
+    [
+        (tf.float16, lambda x: tft.mean(x, reduce_instance_dims=False)),
+        (tf.float16, lambda x: tft.var(x)),
+        (tf.float32, lambda x: tft.mean(x, output_dtype=tf.float64)),
+        (tf.bfloat16, lambda x: tft.sum(x)),
+        (tf.int32, lambda x: tft.min(x, reduce_instance_dims=False)),
+    ],
+)
+def test_an_analyzers_result_has_the_dtype_and_shape_its_stand_in_promised(dtype, analyzer):
+    from tf2_mapreduce.transform import early
+    from tf2_mapreduce.transform import schema as schemas
+
+    def fn(inputs):  # the result added to x of its dtype: the transform's trace fails on another dtype
+        x = tf.cast(inputs["x"], dtype)
+        return {"y": tf.cast(x + tf.cast(analyzer(x), dtype), tf.float32)}
+
+    spec = {"x": tf.io.FixedLenFeature([2], tf.float32)}
+    traced = analysis.trace_calls(fn, spec)
+    (call,) = traced.calls
+    (result,) = analysis.results(traced.calls, {})
+    assert tf.constant(result).dtype == call.out and np.shape(result) == ((2,) if call.params else ())
+    early.check_saves(fn, schemas.raw(spec), spec, traced.calls)
+
+
+@pytest.mark.parametrize("shape", [[0], [17], [4, 5]])
+def test_an_elementwise_analyzer_over_too_many_or_no_values_an_example_is_refused(shape):
+    spec = {"x": tf.io.FixedLenFeature(shape, tf.float32)}
+    with pytest.raises(tft.NotSupported, match=r"mean\(reduce_instance_dims=False\) of shape .*: 1 to 16 values"):
+        analysis.trace_calls(
+            lambda inputs: {"y": inputs["x"] - tft.mean(inputs["x"], reduce_instance_dims=False)}, spec
+        )

@@ -2,6 +2,8 @@
 `mean`, `var`, `vocabulary` and the quantiles behind `bucketize`, with tft's names,
 defaults, output dtypes and meaning; each computed exactly from every value counted."""
 
+import numpy as np
+
 from tf2_mapreduce.lazy_tf import tf
 from tf2_mapreduce.transform import trace
 from tf2_mapreduce.transform.trace import NotSupported
@@ -9,7 +11,9 @@ from tf2_mapreduce.transform.trace import NotSupported
 __all__ = ["min", "max", "sum", "size", "mean", "var", "vocabulary", "quantiles", "sanitized_vocab_filename"]
 
 # tft's output dtypes: a sum of ints is int64; a mean of ints float32.
-_SUM_DTYPES = {"float16": "float32", "float32": "float32", "float64": "float64"}
+# Values an example at most of an input reduced position by position (elementwise).
+MAX_POSITIONS = 16
+_SUM_DTYPES = {"bfloat16": "float32", "float16": "float32", "float32": "float32", "float64": "float64"}
 _FLOAT_DTYPES = {"float16": "float16", "float32": "float32", "float64": "float64"}
 
 
@@ -25,6 +29,13 @@ def _shape_of(x, reduce_instance_dims, what):
             % (what, type(x).__name__ if not isinstance(x, tf.Tensor) else "shape %s" % x.shape)
         )
     shape = tuple(x.shape[1:].as_list())
+    positions = int(np.prod(shape))
+    if not 0 < positions <= MAX_POSITIONS:
+        # Each position is counted by a graph of its own in the map steps (built per position).
+        raise NotSupported(
+            "tf2_mapreduce.transform: %s(reduce_instance_dims=False) of shape %s: 1 to %d values an example"
+            % (what, x.shape, MAX_POSITIONS)
+        )
     return list(shape), {"elementwise": shape}
 
 

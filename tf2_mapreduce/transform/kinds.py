@@ -85,17 +85,17 @@ class Sums(Kind):
 
     def result(self, call, entries):
         totals = sums.Totals(entries)
+        out = call.out.as_numpy_dtype  # the stand-in's: tft's output dtype, or output_dtype given
         if self.name == "sum":
-            dtype = np.int64 if call.dtype.is_integer else np.float64 if call.dtype == tf.float64 else np.float32
-            return sums.rounded(totals.sum(), dtype)
+            return sums.rounded(totals.sum(), out)
         mean, variance = totals.mean_and_var()
-        out = np.float64 if call.dtype == tf.float64 else np.float32
         return sums.rounded(mean if self.name == "mean" else variance, out)
 
 
 class Extreme(Kind):
-    """`min` or `max`: only each batch's least (greatest) value is counted, one key a batch;
-    NaN if any is (TensorFlow's reductions give NaN, as tft's); of none, tft's default."""
+    """`min` or `max`: only each batch's least (greatest) value is counted, one key a batch
+    (elementwise: a position); NaN if any is (TensorFlow's reductions give NaN, as tft's);
+    of none, tft's default."""
 
     def __init__(self, name):
         self.name = name

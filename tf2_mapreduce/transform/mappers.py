@@ -32,10 +32,21 @@ def _map_values(x, fn):
     return fn(x)
 
 
+def _elementwise_of(x, elementwise, what):
+    """`elementwise` where `x` is dense; `NotSupported` naming `what` for another input."""
+    if elementwise and not isinstance(x, tf.Tensor):
+        raise NotSupported(
+            "tf2_mapreduce.transform: %s(elementwise=True) of a %s: dense inputs of a fixed shape only"
+            % (what, type(x).__name__)
+        )
+    return elementwise
+
+
 def scale_to_z_score(x, elementwise=False, name=None, output_dtype=None):
     """(x - mean) / sqrt(var), with tft's population variance; x - mean where var is 0.
     Integers become float32. `elementwise`: each position of an example's values by its
     own mean and variance over the batch (a dense x of a fixed shape)."""
+    elementwise = _elementwise_of(x, elementwise, "scale_to_z_score")
     with tf.name_scope(name or "scale_to_z_score"):
         dtype = trace.values_of(x).dtype
         output_dtype = output_dtype or _FLOAT_OUTPUT.get(dtype.name, tf.float32)
@@ -56,6 +67,7 @@ def scale_by_min_max(x, output_min=0.0, output_max=1.0, elementwise=False, name=
     """x scaled linearly from [min, max] to [output_min, output_max], as float32; where
     min == max (or no values), sigmoid(x) scaled to the range, as tft does. `elementwise`:
     each position of an example's values by its own min and max over the batch."""
+    elementwise = _elementwise_of(x, elementwise, "scale_by_min_max")
     if output_min >= output_max:
         raise ValueError("output_min must be less than output_max")
     with tf.name_scope(name or "scale_by_min_max"):

@@ -118,18 +118,20 @@ class Totals:
 
 
 def rounded(value, dtype):
-    """`value` (a Fraction, or a float for NaN and infinities) as `dtype`, rounded once, to
-    the nearest (ties to even): a Fraction goes through float64 first, then the neighbours
-    of that float32 are weighed against it exactly."""
+    """`value` (a Fraction, or a float for NaN and infinities) as `dtype` (int64, float64,
+    float32 or float16), rounded once, to the nearest (ties to even): a Fraction goes
+    through float64 first, then the neighbours of that narrower float are weighed against
+    it exactly."""
     if dtype == np.int64:
         return np.int64((int(value) + 2**63) % 2**64 - 2**63)  # wrapped, as numpy's int64 sum
     wide = np.float64(float(value))
     if dtype == np.float64 or not isinstance(value, Fraction) or not np.isfinite(wide):
         return dtype(wide)
     with np.errstate(over="ignore"):
-        near = np.float32(wide)
-    if not np.isfinite(near):  # beyond float32's range: its infinity, as a float32 sum gives
+        near = dtype(wide)
+    if not np.isfinite(near):  # beyond its range: its infinity, as a sum of its floats gives
         return near
-    candidates = [np.nextafter(near, np.float32(-np.inf)), near, np.nextafter(near, np.float32(np.inf))]
+    candidates = [np.nextafter(near, dtype(-np.inf)), near, np.nextafter(near, dtype(np.inf))]
     finite = [c for c in candidates if np.isfinite(c)]
-    return min(finite, key=lambda c: (abs(Fraction(float(c)) - value), int(np.array(c).view(np.int32)) & 1))
+    bits = np.int16 if dtype == np.float16 else np.int32
+    return min(finite, key=lambda c: (abs(Fraction(float(c)) - value), int(np.array(c).view(bits)) & 1))

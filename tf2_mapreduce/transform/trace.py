@@ -36,13 +36,16 @@ class Call:
     """One analyzer call of a preprocessing_fn: its `kind` ("min", "vocabulary"...), the
     `values` it reads (1-D, flattened; a tensor of the analysis trace), their dtype, its
     parameters (a vocabulary's file name among them, named for its name scope) and its
-    `name`: its kind and a digest of all of these, the same in any process (`named`)."""
+    `name`: its kind and a digest of all of these, the same in any process (`named`).
+    `out`: its result's dtype, as its stand-in promised the function (its counts do not
+    depend on it)."""
 
     kind: str
     dtype: object
     params: dict = field(default_factory=dict)
     values: object = None
     name: str = ""
+    out: object = None
 
 
 class Analysis:
@@ -248,6 +251,6 @@ def analyzer(kind, x, stand_in, params=None):
     trace = current()
     values = values_of(x)
     if isinstance(trace, Analysis):
-        call = Call(kind, values.dtype, dict(params or {}))
+        call = Call(kind, values.dtype, dict(params or {}), out=stand_in.dtype)
         return trace.record(call, values, stand_in)
     return trace.result(kind)
