@@ -275,11 +275,11 @@ class Cluster:
         run_options = Options.of(**options)
         if not isinstance(job, (Job, Passes)):
             raise TypeError("job must be a tf2_mapreduce Job (such as tf2_mapreduce.WordCount()), not %r" % (job,))
+        if isinstance(job, Passes) and not job.RUNNER:
+            raise TypeError("%s is a job of passes that names no RUNNER (the module that runs it)" % job.name)
         with storage.waiting(storage.Patience(run_options.storage_timeout)):
             found = _listed(inputs, run_options.on_error)
             if isinstance(job, Passes):
-                if not job.RUNNER:
-                    raise TypeError("%s is a job of passes that names no RUNNER (the module that runs it)" % job.name)
                 job.check()
                 return PreparedPasses(job, found, dict(options))
             return runner.prepare(job, found, run_options)

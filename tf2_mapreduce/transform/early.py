@@ -60,6 +60,10 @@ class _Watched(dict):
         self.whole = True
         return super().__len__()
 
+    def __reversed__(self):
+        self.whole = True
+        return super().__reversed__()
+
 
 def _trace(fn, spec):
     """(the `UsageError` tracing `fn` over `spec` raises, or None; the features it read
@@ -131,21 +135,24 @@ def _failure(fn, spec):
             read = read | more
 
 
-def check_on_first_examples(fn, paths, compression="auto") -> None:
+def check_on_first_examples(fn, paths, compression="auto", on_error="fail") -> None:
     """Traces `fn` over the schema of the first examples of `paths`, before the pass of
     statistics infers every example's: raises the `UsageError` the function fails with
     where its failure is sure (those examples are all there are, or it fails over every
     schema the others may give); else warns that it fails there, and the pass decides.
+    With `on_error` "skip", nothing is sure: the pass may leave out what the first
+    examples hold (their files, a feature's type that most examples do not have).
     Blocking (reads up to `SAMPLE_RECORDS` records)."""
     passed_over = []
     examples = list(sample_examples(paths, compression, SAMPLE_RECORDS, passed_over))
     schema, mixed = schemas.inferred_of_examples(examples)
     spec = schemas.feature_spec(schema)
     # A feature of two types: the pass keeps the type most examples have.
-    if len(examples) < SAMPLE_RECORDS and not passed_over and not mixed:  # every example: its schema is the one
+    unsure = bool(mixed) or on_error != "fail"
+    if len(examples) < SAMPLE_RECORDS and not passed_over and not unsure:  # every example: its schema is the one
         analysis.trace_calls(fn, spec)
         return
-    error, sure = _failure(fn, spec) if not mixed else (_trace(fn, spec)[0], False)
+    error, sure = _failure(fn, spec) if not unsure else (_trace(fn, spec)[0], False)
     if sure:
         raise error
     if error is not None:
@@ -176,13 +183,12 @@ def check_saves(fn, raw_schema, spec, calls) -> None:
     try:
         saved.write(fn, raw_schema, spec, calls, analysis.results(calls, {}), made)
         tf.saved_model.load(join(made, saved.TRANSFORM_FN))
+        SavedTransform(join(made, saved.TRANSFORM_FN))
     except Error:
         raise
     except tf.errors.OpError:
         return
     except Exception as e:  # noqa: BLE001 - the user's function, saved: what TensorFlow said, in one line
         raise UsageError("{setting:preprocessing_fn}: its transform_fn cannot be saved: %s" % _unsaved(e)) from e
-    else:
-        SavedTransform(join(made, saved.TRANSFORM_FN))
     finally:
         shutil.rmtree(made, ignore_errors=True)

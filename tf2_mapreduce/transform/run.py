@@ -65,7 +65,12 @@ def feature_spec(transform, inputs, run_pass, options):
     if transform.schema is not None:
         given = schemas.read(transform.schema) if isinstance(transform.schema, str) else transform.schema
         return schemas.feature_spec(given), given
-    early.check_on_first_examples(transform.preprocessing_fn, inputs.files.paths, options.get("compression", "auto"))
+    early.check_on_first_examples(
+        transform.preprocessing_fn,
+        inputs.files.paths,
+        options.get("compression", "auto"),
+        options.get("on_error", "fail"),
+    )
     statistics = run_pass(Stats(), _pass_options(options, "schema"))
     statistics.release()
     inferred = schemas.inferred(statistics.total)
