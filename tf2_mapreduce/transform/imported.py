@@ -41,11 +41,14 @@ class Importable:
             if node.name in returned:
                 node.input[:] = [i for i in node.input if not i.startswith("^")]
 
+    def _pruned(self, wanted: list):
+        """The GraphDef of what the outputs `wanted` are computed from, through control edges too."""
+        return tf.compat.v1.graph_util.extract_sub_graph(self.graph_def, [t.split(":")[0] for t in wanted])
+
     def needed(self, wanted: list) -> set:
         """The names of the nodes that the outputs `wanted` are computed from, through
         control edges too: what `imported` imports of them."""
-        pruned = tf.compat.v1.graph_util.extract_sub_graph(self.graph_def, [t.split(":")[0] for t in wanted])
-        return {node.name for node in pruned.node}
+        return {node.name for node in self._pruned(wanted).node}
 
     def features_among(self, nodes: set) -> set:
         """The features some component of which is a placeholder among `nodes`."""
@@ -58,7 +61,7 @@ class Importable:
         tensor)`. Only what they are computed from is imported: a stateful op they do not
         need (a lookup, a table's initialization from a file) does not run."""
         graph = tf.compat.v1.get_default_graph()
-        graph_def = tf.compat.v1.graph_util.extract_sub_graph(self.graph_def, [t.split(":")[0] for t in wanted])
+        graph_def = self._pruned(wanted)
         nodes = {node.name for node in graph_def.node}
         input_map = {}
         for feature in set(features) & set(self.inputs):
