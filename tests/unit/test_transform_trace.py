@@ -111,10 +111,10 @@ def test_an_analyzers_result_has_the_dtype_and_shape_its_stand_in_promised(dtype
     early.check_saves(fn, schemas.raw(spec), spec, traced.calls)
 
 
-@pytest.mark.parametrize("shape", [[0], [17], [4, 5]])
-def test_an_elementwise_analyzer_over_too_many_or_no_values_an_example_is_refused(shape):
+@pytest.mark.parametrize("shape", [[0], [3, 0]])
+def test_an_elementwise_analyzer_over_no_values_an_example_is_refused(shape):
     spec = {"x": tf.io.FixedLenFeature(shape, tf.float32)}
-    with pytest.raises(tft.NotSupported, match=r"mean\(reduce_instance_dims=False\) of shape .*: 1 to 16 values"):
+    with pytest.raises(tft.NotSupported, match=r"mean\(reduce_instance_dims=False\) of shape .*: no values"):
         analysis.trace_calls(
             lambda inputs: {"y": inputs["x"] - tft.mean(inputs["x"], reduce_instance_dims=False)}, spec
         )

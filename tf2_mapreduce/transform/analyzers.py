@@ -11,8 +11,6 @@ from tf2_mapreduce.transform.trace import NotSupported
 __all__ = ["min", "max", "sum", "size", "mean", "var", "vocabulary", "quantiles", "sanitized_vocab_filename"]
 
 # tft's output dtypes: a sum of ints is int64; a mean of ints float32.
-# Values an example at most of an input reduced position by position (elementwise).
-MAX_POSITIONS = 16
 _SUM_DTYPES = {"bfloat16": "float32", "float16": "float32", "float32": "float32", "float64": "float64"}
 _FLOAT_DTYPES = {"float16": "float16", "float32": "float32", "float64": "float64"}
 
@@ -29,12 +27,9 @@ def _shape_of(x, reduce_instance_dims, what):
             % (what, type(x).__name__ if not isinstance(x, tf.Tensor) else "shape %s" % x.shape)
         )
     shape = tuple(x.shape[1:].as_list())
-    positions = int(np.prod(shape))
-    if not 0 < positions <= MAX_POSITIONS:
-        # Each position is counted by a graph of its own in the map steps (built per position).
+    if not np.prod(shape):
         raise NotSupported(
-            "tf2_mapreduce.transform: %s(reduce_instance_dims=False) of shape %s: 1 to %d values an example"
-            % (what, x.shape, MAX_POSITIONS)
+            "tf2_mapreduce.transform: %s(reduce_instance_dims=False) of shape %s: no values" % (what, x.shape)
         )
     return list(shape), {"elementwise": shape}
 

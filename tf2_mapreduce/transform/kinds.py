@@ -45,15 +45,28 @@ def _decoded(dtype, key):
     return float(np.array(int(key), np.int64).astype(np.int32).view(np.float32))
 
 
+def _prefixed(columns, keys):
+    """`keys`, a key a value of `columns` ([values, positions], flattened), each prefixed by
+    its value's position ("j:")."""
+    places = tf.reshape(tf.broadcast_to(tf.range(tf.shape(columns)[1]), tf.shape(columns)), [-1])
+    return tf.strings.join([tf.strings.as_string(places), keys], ":")
+
+
 class Kind:
     """An analyzer kind. `counted(call, values)`: the keys the 1-D `values` a call reads
     are counted under (in a map step); `result(call, entries)`: the call's result from
-    every (key bytes, count); `applied(call, result)`: that result in the traced transform."""
+    every (key bytes, count); `applied(call, result)`: that result in the traced transform.
+    `counted_by_position(call, columns)`: an elementwise call's keys, each position's
+    apart, prefixed by it ("j:"), of `columns` ([values, positions])."""
 
     name = ""
 
     def counted(self, call, values):
         return _as_keys(values)
+
+    def counted_by_position(self, call, columns):
+        # `counted` gives a key a value here (numbers, which elementwise takes only)
+        return _prefixed(columns, self.counted(call, tf.reshape(columns, [-1])))
 
     def result(self, call, entries):
         raise NotImplementedError
@@ -83,6 +96,12 @@ class Sums(Kind):
     def counted(self, call, values):
         return sums.terms(values, squares=self.name == "var")
 
+    def counted_by_position(self, call, columns):
+        places = tf.broadcast_to(
+            tf.range(tf.shape(columns, out_type=tf.int64)[1]), tf.shape(columns, out_type=tf.int64)
+        )
+        return sums.terms(tf.reshape(columns, [-1]), self.name == "var", tf.reshape(places, [-1]))
+
     def result(self, call, entries):
         totals = sums.Totals(entries)
         out = call.out.as_numpy_dtype  # the stand-in's: tft's output dtype, or output_dtype given
@@ -104,6 +123,10 @@ class Extreme(Kind):
     def counted(self, call, values):
         extreme = tf.boolean_mask(tf.reshape(self._reduce(values), [1]), tf.reshape(tf.size(values) > 0, [1]))
         return _as_keys(extreme)
+
+    def counted_by_position(self, call, columns):
+        extremes = tf.reshape(self._reduce(columns, axis=0), [1, -1])[: tf.minimum(tf.shape(columns)[0], 1)]
+        return _prefixed(extremes, _as_keys(tf.reshape(extremes, [-1])))  # of no rows: none
 
     def result(self, call, entries):
         values = [_decoded(call.dtype, key) for key, _ in entries]
@@ -183,15 +206,7 @@ def counted(call, values):
     kind, shape = of(call), call.params.get("elementwise")
     if shape is None:
         return kind.counted(call, values)
-    columns = tf.reshape(values, [-1, int(np.prod(shape))])
-    keys, counts = [], []
-    for j in range(columns.shape[1]):
-        position = kind.counted(call, columns[:, j])  # keys, or (keys, their counts)
-        keys.append(tf.strings.join(["%d:" % j, position[0] if isinstance(position, tuple) else position]))
-        counts.append(position[1] if isinstance(position, tuple) else None)
-    if counts[0] is None:
-        return tf.concat(keys, 0)
-    return tf.concat(keys, 0), tf.concat(counts, 0)
+    return kind.counted_by_position(call, tf.reshape(values, [-1, int(np.prod(shape))]))
 
 
 def result(call, entries):

@@ -16,6 +16,7 @@ _CHUNK = 12  # bits: a product of two chunks, doubled, stays below 2**25; 2**38 
 _TAGS = ("+", "-", "square", "finite", "nan", "inf", "-inf")
 _TAG = {name: code for code, name in enumerate(_TAGS)}
 _SHIFT = 100_000  # a key is tag * _SHIFT + exponent + _SHIFT // 2: exponents stay within +-50,000
+_PLACE = len(_TAGS) * _SHIFT  # with positions: position * _PLACE + key
 
 
 def _parts(values):
@@ -46,22 +47,25 @@ def _parts(values):
     return negative, magnitude, exponent, finite, nan, infinite & ~negative, infinite & negative, chunks
 
 
-def terms(values, squares=False):
+def terms(values, squares=False, positions=None):
     """The keys (1-D tf.string) and counts (1-D int64) that `values` (1-D, integers or
     floats) add to their analyzer's table: their sum, of finite values, by power of two
     and sign; with `squares`, the sum of their squares too; how many are finite, NaN,
-    +inf and -inf. Reduced within the batch: a few keys, whatever its size."""
+    +inf and -inf. Reduced within the batch: a few keys, whatever its size. With
+    `positions` (1-D int64, a value's each), each position's apart, its keys prefixed by
+    it ("j:")."""
     negative, magnitude, exponent, finite, nan, plus, minus, count = _parts(values)
     chunk = [
         tf.cast(tf.bitwise.bitwise_and(tf.bitwise.right_shift(magnitude, _CHUNK * k), (1 << _CHUNK) - 1), tf.int64)
         for k in range(count)
     ]
     sign = tf.where(negative, _TAG["-"], _TAG["+"])
-    ids, counts = [], []
+    ids, counts, wheres = [], [], []
 
     def add(tag, power, amount, where):
         ids.append(tf.boolean_mask(tf.cast(tag, tf.int64) * _SHIFT + power + _SHIFT // 2, where))
         counts.append(tf.boolean_mask(amount, where))
+        wheres.append(where)
 
     ones = tf.ones_like(exponent)
     for k in range(count):
@@ -78,8 +82,15 @@ def terms(values, squares=False):
     for name, where in (("finite", finite), ("nan", nan), ("inf", plus), ("-inf", minus)):
         add(ones * _TAG[name], tf.zeros_like(exponent), ones, where)
     ids, counts = tf.concat(ids, 0), tf.concat(counts, 0)
+    if positions is not None:  # each id tagged with its value's position, as the masks above kept them
+        places = tf.concat([tf.boolean_mask(positions, where) for where in wheres], 0)
+        ids = places * _PLACE + ids
     unique, index = tf.unique(ids)
-    return tf.strings.as_string(unique), tf.math.unsorted_segment_sum(counts, index, tf.size(unique))
+    counts = tf.math.unsorted_segment_sum(counts, index, tf.size(unique))
+    if positions is None:
+        return tf.strings.as_string(unique), counts
+    keys = tf.strings.join([tf.strings.as_string(unique // _PLACE), tf.strings.as_string(unique % _PLACE)], ":")
+    return keys, counts
 
 
 class Totals:
