@@ -120,6 +120,12 @@ def preprocessing_fn(tft):
             tf.lookup.TextFileIndex.LINE_NUMBER,
         )
         outputs["s_own_table_id"] = tf.lookup.StaticVocabularyTable(s_lines, 2).lookup(s)
+        # Analyzers over analyzers' results (tf.Transform's phases): tf-idf over a
+        # vocabulary's ids (its sentiment example), a mean of ids, a scaling of a scaling.
+        tag_ids = tft.compute_and_apply_vocabulary(tags, top_k=10)
+        outputs["tags_tfidf_id"], outputs["tags_tfidf"] = tft.tfidf(tag_ids, 11)
+        outputs["s_id_mean"] = tf.zeros_like(x) + tft.mean(outputs["s_id"])
+        outputs["x_z_0_1"] = tft.scale_to_0_1(outputs["x_z"])
         # A one-hot as deep as a vocabulary (TFX's taxi and census modules).
         depth = tf.cast(tft.experimental.get_vocabulary_size_by_name("s_top5"), tf.int32)
         outputs["s_top5_one_hot"] = tf.one_hot(outputs["s_top5_id"], depth, dtype=tf.int64)

@@ -22,6 +22,9 @@ EXAMPLES = 3000
 EVAL_EXAMPLES = 1000
 # tft.ngrams, bag_of_words and word_count (tf.Transform's sentiment example calls them).
 TEXT = ("tags_ngrams", "tags_bag", "tags_count", "s_char_bag")
+# Analyzers over analyzers' results (phases): tf-idf over a vocabulary's ids (tf.Transform's
+# sentiment example), a mean of a vocabulary's ids, scale_to_0_1 of a z-score.
+PHASED = ("tags_tfidf", "tags_tfidf_id", "s_id_mean")
 # The one value the self-check moves by an ulp: (example in input order, feature).
 NUDGED = (1234, "x_z")
 # Beam's run and the comparison took 50 s on a loaded 2-core machine; our two jobs, 15 s.
@@ -100,6 +103,7 @@ OUTPUTS = [
     "s_char_bag",
     "s_hashed",
     "s_id",
+    "s_id_mean",
     "s_own_table_id",
     "s_top5_id",
     "s_top5_one_hot",
@@ -108,10 +112,13 @@ OUTPUTS = [
     "tags_hashed",
     "tags_id",
     "tags_ngrams",
+    "tags_tfidf",
+    "tags_tfidf_id",
     "x_0_1",
     "x_bucket",
     "x_quantiles",
     "x_z",
+    "x_z_0_1",
     "xn_0_1",
     "xn_z",
 ]
@@ -132,6 +139,7 @@ def test_the_spec_and_every_vocabulary_are_tfts(compared):
             "s_top5",
             "tags_for_the_trainer",
             "vocab_compute_and_apply_vocabulary_1_vocabulary",
+            "vocab_compute_and_apply_vocabulary_3_vocabulary",
             "vocab_compute_and_apply_vocabulary_vocabulary",
         ]
     )
@@ -142,6 +150,7 @@ def test_the_spec_and_every_vocabulary_are_tfts(compared):
         "s_top5": (5, "ok"),
         "tags_for_the_trainer": (15, "ok"),
         "vocab_compute_and_apply_vocabulary_1_vocabulary": (15, "ok"),
+        "vocab_compute_and_apply_vocabulary_3_vocabulary": (10, "ok"),  # tf-idf's: top_k=10 of tags
         "vocab_compute_and_apply_vocabulary_vocabulary": (40, "ok"),
     }
 
@@ -156,11 +165,15 @@ def test_every_example_is_transformed_as_tft_transforms_it(compared, table, exam
     assert {row["examples"] for row in rows.values()} == {examples}
     # Ids, OOV buckets and defaults; scalings and a mean bit for bit.
     exact = ("s_id", "s_top5_id", "s_top5_one_hot", "tags_id", "n_mean", "n_scaled", "x_0_1", "s_hashed", "tags_hashed")
-    exact += ("s_own_table_id", "xn_0_1")
+    exact += ("s_own_table_id", "xn_0_1") + PHASED
     for name in exact + TEXT:
         assert rows[name]["differing"] == 0, rows[name]["result"]
-    # tf.Transform's variance combines float32 batches and may be an ulp off the exact one.
+    # tf.Transform's variance combines float32 batches and may be an ulp off the exact one;
+    # the scaling of x_z (a phase after it) is then tft's where x_z is.
     assert rows["x_z"]["max_ulps"] <= 2, rows["x_z"]["result"]
+    if rows["x_z"]["differing"] == 0:
+        assert rows["x_z_0_1"]["differing"] == 0, rows["x_z_0_1"]["result"]
+    print("x_z_0_1 against tf.Transform's (%s): %s" % (table, rows["x_z_0_1"]["result"]))
     # Elementwise, tf.Transform's means are further off (its per-column float32 combine);
     # ours equal an exact oracle's, bit for bit; the difference is printed, not bounded.
     assert check(compared, "oracle xn_z")["differing"] == 0, check(compared, "oracle xn_z")["result"]
@@ -181,7 +194,7 @@ def test_an_eval_split_through_transform_output_is_tfts_transform_dataset(compar
     assert sorted(rows) == OUTPUTS
     assert {row["examples"] for row in rows.values()} == {EVAL_EXAMPLES}
     exact = ("s_id", "s_top5_id", "s_top5_one_hot", "tags_id", "n_mean", "n_scaled", "x_0_1", "s_hashed", "tags_hashed")
-    exact += ("s_own_table_id", "xn_0_1")
+    exact += ("s_own_table_id", "xn_0_1") + PHASED
     for name in exact + TEXT + ("x_bucket", "x_quantiles"):
         assert rows[name]["differing"] == 0, rows[name]["result"]
     assert rows["x_z"]["max_ulps"] <= 2, rows["x_z"]["result"]

@@ -259,28 +259,20 @@ def test_what_is_not_supported_fails_when_traced_naming_it(inprocess, raw, tmp_p
     with pytest.raises(NotSupported, match=r"vocabulary\(weights=...\) is not supported"):
         inprocess.run(mr.Transform(weighted, SPEC), [raw[0]], output_dir=str(tmp_path / "out"))
 
-    def nested(inputs):
-        return {"z": tft.scale_to_z_score(tft.scale_to_0_1(inputs["x"]))}
-
-    with pytest.raises(NotSupported, match="over what another analyzer's result computed"):
-        inprocess.run(mr.Transform(nested, SPEC), [raw[0]], output_dir=str(tmp_path / "out"))
-
-    def over_a_table_of_a_vocabulary(inputs):  # the result reached through a table's resource
-        lines = tf.lookup.TextFileInitializer(
-            tft.vocabulary(inputs["s"]), tf.string, tf.lookup.TextFileIndex.WHOLE_LINE, tf.int64, -1
-        )
-        return {"z": tft.scale_to_z_score(tf.lookup.StaticHashTable(lines, -1).lookup(inputs["s"]))}
-
-    with pytest.raises(NotSupported, match="through a lookup table made of it"):
-        inprocess.run(mr.Transform(over_a_table_of_a_vocabulary, SPEC), [raw[0]], output_dir=str(tmp_path / "out"))
     with pytest.raises(UsageError, match="give it an output directory"):
         inprocess.run(mr.Transform(preprocessing_fn, SPEC), [raw[0]])
 
-    def hashed(inputs):
-        return {"h": tft.tfidf(inputs["tags"], 10)}
+    def pca(inputs):
+        return {"h": tft.pca(inputs["x"], 2)}
 
-    with pytest.raises(UsageError, match="failed when traced: AttributeError: tf2_mapreduce.transform has no tfidf"):
-        inprocess.run(mr.Transform(hashed, SPEC), [raw[0]], output_dir=str(tmp_path / "out"))
+    with pytest.raises(UsageError, match="failed when traced: AttributeError: tf2_mapreduce.transform has no pca"):
+        inprocess.run(mr.Transform(pca, SPEC), [raw[0]], output_dir=str(tmp_path / "out"))
+
+    def paired(inputs):  # tfidf's pair as one output
+        return {"h": tft.tfidf(tf.cast(inputs["codes"], tf.int64), 10)}
+
+    with pytest.raises(NotSupported, match="preprocessing_fn output h is a tuple: a Tensor or SparseTensor each"):
+        inprocess.run(mr.Transform(paired, SPEC), [raw[0]], output_dir=str(tmp_path / "out"))
     missing = (
         r"failed when traced: KeyError: 'nope' \(.*test_transform.py line \d+\); "
         r"the raw schema's features are codes, n, s, tags, x$"
@@ -301,13 +293,63 @@ def test_what_is_not_supported_fails_when_traced_naming_it(inprocess, raw, tmp_p
     assert not os.path.exists(tmp_path / "out" / "data")
 
 
-def test_an_analyzer_over_vocabulary_ids_is_refused_and_a_fn_without_analyzers_runs(inprocess, raw, tmp_path):
-    def over_ids(inputs):
-        return {"z": tft.scale_to_z_score(tft.compute_and_apply_vocabulary(inputs["s"]))}
+def _f32(value):
+    return float(np.float32(float(value)))
 
-    with pytest.raises(NotSupported, match="over what another analyzer's result computed"):
-        inprocess.run(mr.Transform(over_ids, SPEC), [raw[0]], output_dir=str(tmp_path / "ids"))
 
+def test_analyzers_over_analyzers_results_are_counted_in_phases_exactly(inprocess, raw, tmp_path):
+    def phased(inputs):  # tf.Transform runs these in phases: each phase a pass here
+        centered = inputs["x"] - tft.mean(inputs["x"])
+        twice = centered - tft.mean(centered)
+        ids = tft.compute_and_apply_vocabulary(inputs["s"], vocab_filename="s_vocab")
+        lines = tf.lookup.TextFileInitializer(  # a table of the user's on the vocabulary's file
+            tft.vocabulary(inputs["tags"], vocab_filename="tags_vocab"),
+            tf.string,
+            tf.lookup.TextFileIndex.WHOLE_LINE,
+            tf.int64,
+            tf.lookup.TextFileIndex.LINE_NUMBER,
+        )
+        tag_ids = tf.sparse.map_values(tf.lookup.StaticHashTable(lines, -1).lookup, inputs["tags"])
+        zeros = tf.zeros_like(inputs["n"])
+        return {
+            "centered": centered,
+            "twice": twice,
+            "centered_mean": tf.zeros_like(inputs["x"]) + tft.mean(centered),  # phase 1
+            "twice_var": tf.zeros_like(inputs["x"]) + tft.var(twice),  # phase 2
+            "ids": ids,
+            "ids_sum": zeros + tft.sum(ids),  # phase 1, over a vocabulary's ids
+            "ids_z": tft.scale_to_z_score(ids),
+            "tag_ids_max": zeros + tft.max(tag_ids),  # phase 1, through the user's table
+            "nested_01": tft.scale_to_0_1(tft.scale_to_z_score(inputs["x"])),
+        }
+
+    out = str(tmp_path / "phased")
+    result = inprocess.run(mr.Transform(phased, SPEC, num_shards=2), [raw[0]], output_dir=out)
+    rows, got = parsed(raw[1]), data_rows(out)
+    assert result.total == len(got) == len(rows) == 1001
+    centered = [g["centered"][0] for g in got]
+    assert {g["centered_mean"][0] for g in got} == {_f32(_exact_mean_var(centered)[0])}
+    assert {g["twice_var"][0] for g in got} == {_f32(_exact_mean_var([g["twice"][0] for g in got])[1])}
+    s_vocab = vocabulary([row["s"][0] for row in rows])
+    ids = [s_vocab.index(row["s"][0]) if row["s"][0] in s_vocab else -1 for row in rows]
+    assert [g["ids"][0] for g in got] == ids and {g["ids_sum"][0] for g in got} == {sum(ids)}
+    mean, var = _exact_mean_var(ids)
+    want_z = (np.float64(ids) - float(mean)) / math.sqrt(var)
+    assert np.abs(np.float32([g["ids_z"][0] for g in got]) - want_z).max() < 1e-6
+    tags = vocabulary([t for row in rows for t in row["tags"]])
+    tag_ids = [tags.index(t) if t in tags else -1 for row in rows for t in row["tags"]]
+    assert {g["tag_ids_max"][0] for g in got} == {max(tag_ids)}
+    z = [g["nested_01"][0] for g in got]
+    assert min(z) == 0.0 and max(z) == 1.0
+    # What data/ holds is what transform_fn computes, every phase's results built in.
+    loaded = tf.saved_model.load(os.path.join(out, "transform_fn"))
+    records = [r for path in raw[1] for r in read_tfrecords(path)]
+    applied = loaded.transform_fn(tf.io.parse_example(records, SPEC))
+    for name in ("twice", "ids_z", "nested_01", "twice_var", "tag_ids_max"):
+        assert applied[name].numpy().tolist() == [g[name][0] for g in got], name
+
+
+def test_a_fn_without_analyzers_runs(inprocess, raw, tmp_path):
     def plain(inputs):
         return {"twice": inputs["n"] * 2}
 
@@ -396,6 +438,7 @@ def test_elementwise_scalings_are_each_positions_own_bit_for_bit(inprocess, raw,
     def elementwise_fn(inputs):  # each column of [x, n] scaled by its own statistics, as alone
         x, n = inputs["x"], tf.cast(inputs["n"], tf.float32)
         both = tf.stack([x, n], axis=1)
+        wide = tf.one_hot(inputs["n"] + 5, 50, dtype=tf.int64)
         return {
             "both_z": tft.scale_to_z_score(both, elementwise=True),
             "both_01": tft.scale_to_0_1(both, elementwise=True),
@@ -405,6 +448,11 @@ def test_elementwise_scalings_are_each_positions_own_bit_for_bit(inprocess, raw,
             "x_01": tft.scale_to_0_1(x),
             "n_01": tft.scale_to_0_1(n),
             "sums": tf.zeros_like(both) + tf.stack([tft.sum(x), tft.sum(n)]),
+            # 50 positions at once: each n's count, and each position's mean and max
+            "n_counts": tf.zeros([tf.shape(n)[0], 50], tf.int64) + tft.sum(wide, reduce_instance_dims=False),
+            "wide_mean": tf.zeros([tf.shape(n)[0], 50])
+            + tft.mean(tf.cast(wide, tf.float32), reduce_instance_dims=False),
+            "wide_max": tf.zeros([tf.shape(n)[0], 50], tf.int64) + tft.max(wide, reduce_instance_dims=False),
         }
 
     out = str(tmp_path / "out")
@@ -415,6 +463,10 @@ def test_elementwise_scalings_are_each_positions_own_bit_for_bit(inprocess, raw,
         assert row["both_sum"] == row["sums"]
     assert written[0]["both_sum"][1] == sum(row["n"][0] for row in parsed(raw[1]))  # n's, an integer
     assert len({row["both_z"][1] for row in written}) > 1  # n's own z-scores, not x's
+    n_counts = Counter(row["n"][0] + 5 for row in parsed(raw[1]))
+    assert written[0]["n_counts"] == [n_counts[k] for k in range(50)]
+    assert written[0]["wide_mean"] == [_f32(Fraction(n_counts[k], len(written))) for k in range(50)]
+    assert written[0]["wide_max"] == [int(k in n_counts) for k in range(50)]
 
     def sparse_elementwise(inputs):
         return {"t": tft.scale_to_z_score(tf.cast(inputs["codes"], tf.float32), elementwise=True)}
@@ -503,3 +555,29 @@ def test_an_earlier_transform_applied_alone_writes_the_same_examples(inprocess, 
     assert sorted(os.listdir(out)) == LAYOUT
     with pytest.raises(UsageError, match="not the output of a transform"):
         inprocess.run(mr.Transform(transform_output=raw[0]), [raw[0]], output_dir=str(tmp_path / "none"))
+
+
+def test_tfidf_over_vocabulary_ids_is_tfts_from_exact_counts(inprocess, raw, tmp_path):
+    vocab_size = 3
+
+    def sentiment_fn(inputs):  # tf.Transform's sentiment example, on the tags
+        ids = tft.compute_and_apply_vocabulary(inputs["tags"], top_k=vocab_size)
+        # One more for the ids of what the vocabulary left out (-1: the last, modulo).
+        bow, weights = tft.tfidf(ids, vocab_size + 1)
+        return {"bow": bow, "weights": weights}
+
+    out = str(tmp_path / "out")
+    inprocess.run(mr.Transform(sentiment_fn, SPEC, num_shards=1), [raw[0]], output_dir=out)
+    rows, got = parsed(raw[1]), data_rows(out)
+    terms = vocabulary([t for row in rows for t in row["tags"]], top_k=vocab_size)
+    docs = [[terms.index(t) if t in terms else vocab_size for t in row["tags"]] for row in rows]
+    held = Counter(term for doc in docs for term in set(doc))
+    for doc, g in zip(docs, got):
+        counts = Counter(doc)
+        assert g["bow"] == sorted(counts)
+        idf = [1 + math.log((len(docs) + 1) / (1 + held[term])) for term in sorted(counts)]
+        want = [counts[term] / len(doc) * w for term, w in zip(sorted(counts), idf)]
+        assert np.abs(np.float32(g["weights"]) - np.float64(want)).max(initial=0) < 1e-6
+    loaded = tf.saved_model.load(os.path.join(out, "transform_fn"))
+    applied = loaded.transform_fn(tf.io.parse_example([r for p in raw[1] for r in read_tfrecords(p)], SPEC))
+    assert applied["weights"].values.numpy().tolist() == [w for g in got for w in g["weights"]]

@@ -1,6 +1,7 @@
 """tf.Transform's analyze-and-transform on tf2_mapreduce: `import tf2_mapreduce.transform as
 tft` in place of `tensorflow_transform` for a preprocessing_fn written against this subset.
-Analyzers are counted exactly in one pass; anything else fails when the function is traced,
+Analyzers are counted exactly, in one pass a phase (an analyzer over another's result reads
+it in the next); anything else fails when the function is traced,
 naming what is not supported."""
 
 from tf2_mapreduce.transform import experimental
@@ -17,7 +18,7 @@ from tf2_mapreduce.transform.mappers import (
     sparse_tensor_to_dense_with_shape,
 )
 from tf2_mapreduce.transform.output import TFTransformOutput
-from tf2_mapreduce.transform.tokens import bag_of_words, ngrams, word_count
+from tf2_mapreduce.transform.tokens import bag_of_words, ngrams, tfidf, word_count
 from tf2_mapreduce.transform.trace import NotSupported
 
 __all__ = [
@@ -34,6 +35,7 @@ __all__ = [
     "ngrams",
     "bag_of_words",
     "word_count",
+    "tfidf",
     "quantiles",
     "min",
     "max",

@@ -1,6 +1,6 @@
-"""The analyze pass of a preprocessing_fn: one job over the raw examples that counts every
-value each analyzer reads (exactly once, in one per-key table: `reducers.Vocabularies`),
-and the analyzers' results computed from those counts, exactly."""
+"""The analyze passes of a preprocessing_fn: a job a phase over the raw examples that counts
+every value each analyzer of the phase reads (exactly once, in one per-key table:
+`reducers.Vocabularies`), and the analyzers' results computed from those counts, exactly."""
 
 from dataclasses import dataclass
 
@@ -17,6 +17,7 @@ __all__ = [
     "raw_specs",
     "outputs_checked",
     "Traced",
+    "Phase",
     "trace_calls",
     "analyze_job",
     "counts_of",
@@ -48,23 +49,61 @@ def outputs_checked(outputs):
     if not outputs:  # examples of no feature: tf.Transform refuses it too
         raise trace.NotSupported("preprocessing_fn returned an empty dict: a transform writes at least one feature")
     for name, output in outputs.items():
+        if not isinstance(output, (tf.Tensor, tf.SparseTensor, tf.RaggedTensor)):
+            raise trace.NotSupported(
+                "preprocessing_fn output %s is a %s: a Tensor or SparseTensor each" % (name, type(output).__name__)
+            )
         if isinstance(output, tf.RaggedTensor):
             raise trace.NotSupported("preprocessing_fn output %s is a RaggedTensor: dense and sparse ones only" % name)
     return outputs
 
 
 @dataclass
+class Phase:
+    """What the analyzers of one phase read: `calls` ({name: a `trace.Call`}), the raw
+    features `read` they are computed from, and `values(features)`, in the graph of a map
+    step, each call's values (1-D tensors, by name sorted) of `features` (parsed, those
+    `read` at least)."""
+
+    calls: dict
+    read: tuple
+    values: object
+
+
+@dataclass
 class Traced:
     """A preprocessing_fn traced for its analysis: its analyzer `calls` (`trace.Call`s, in
-    call order, named, their values left out), the raw features `read` their inputs are
-    computed from, a digest of the whole computation (`computation`: `Analysis.named`), and
-    `function`, what each distinct call reads (by name, sorted) as a function of the raw
-    features (an `Importable`)."""
+    call order, named, each with its phase, their values left out), `phases` (how many), a
+    digest of the whole computation (`computation`: `Analysis.named`), and `function`, what
+    each distinct call reads (by name, sorted) as a function of the raw features (an
+    `Importable`; those of the first phase only are computed from the raw features alone)."""
 
     calls: list
-    read: tuple
+    phases: int
     computation: str
     function: Importable
+
+    def outputs(self) -> dict:
+        """{call name: the tensor of `function` (its name) that is what the call reads}."""
+        return dict(zip(sorted({call.name for call in self.calls}), self.function.outputs))
+
+    def first_phase(self) -> Phase:
+        """What the analyzers of phase 0 read: the traced function imported into each step,
+        only what they read (no other feature is parsed; no lookup of an output runs)."""
+        calls = {call.name: call for call in self.calls if call.phase == 0}
+        wanted = [tensor for name, tensor in sorted(self.outputs().items()) if name in calls]
+        read = tuple(sorted(self.function.features_among(self.function.needed(wanted))))
+
+        def capture(placeholder, external):
+            return tf.compat.v1.get_default_graph().capture(external)
+
+        def values(features):
+            imported = self.function.imported(features, wanted, capture, "analyzed")
+            for tensor in imported:  # 1-D (`trace.values_of`); a lookup of a captured table's loses it when imported
+                tensor.set_shape([None])
+            return imported
+
+        return Phase(calls, read, values)
 
 
 def _features_there(error, feature_spec) -> str:
@@ -106,41 +145,30 @@ def trace_calls(preprocessing_fn, feature_spec, given=dict) -> Traced:
     except Exception as e:  # noqa: BLE001 - the user's function: what it raised, in one line
         said = raised_by_user_code(e) + _features_there(e, feature_spec)
         raise UsageError("{setting:preprocessing_fn}: failed when traced: %s" % said) from e
-    # What the analyzers' inputs need, as the steps will run it: TensorFlow orders the
-    # stateful ops of a resource (a table's lookups) by control edges, added once traced.
-    needed = graph.needed(graph.outputs)
-    if analysis.among_results(needed):
-        raise trace.NotSupported(
-            "tf2_mapreduce.transform: an analyzer over what another analyzer's result computed (through a lookup "
-            "table made of it, say): analyzers are counted in one pass, so each must read the raw features or "
-            "what is computed from them alone"
-        )
+    outputs = dict(zip(sorted({call.name for call in analysis.calls}), graph.outputs))  # as `Traced.outputs`
+    # What each call reads needs, as the steps run it: TensorFlow orders the stateful ops of
+    # a resource (a lookup in a table made of a vocabulary's file) by control edges, added
+    # once traced. In call order: a call reads the results of earlier calls only.
+    for call in analysis.calls:
+        earlier = analysis.results_among(graph.needed([outputs[call.name]]))
+        call.phase = 1 + max(c.phase for c in earlier) if earlier else 0
     for call in analysis.calls:
         call.values = None
-    read = tuple(sorted(graph.features_among(needed)))
-    return Traced(analysis.calls, read, digest[0], graph)
+    phases = 1 + max((call.phase for call in analysis.calls), default=-1)
+    return Traced(analysis.calls, phases, digest[0], graph)
 
 
-def analyze_job(traced: Traced, feature_spec, name="analyze", config=None) -> Job:
-    """The job counting every value each of `traced`'s calls reads, over TFRecord files of
-    tf.Examples whose features it reads parsed as `feature_spec` says: the function traced
-    once, imported into each step, only what the analyzers read (no other feature is
-    parsed; no lookup of an output runs)."""
-    parsed = {name: feature_spec[name] for name in traced.read}
+def analyze_job(phase: Phase, feature_spec, name="analyze", config=None) -> Job:
+    """The job counting every value each call of `phase` reads, over TFRecord files of
+    tf.Examples whose features it reads parsed as `feature_spec` says."""
+    parsed = {name: feature_spec[name] for name in phase.read}
     # Known by name, not by place: another process may call them in another order (a
     # function iterating a set), and a checkpoint holds what one process counted.
-    calls = {call.name: call for call in traced.calls}
-    names = tuple(sorted(calls))
-
-    def capture(placeholder, external):
-        return tf.compat.v1.get_default_graph().capture(external)
+    names = tuple(sorted(phase.calls))
 
     def map_fn(records):
         inputs = tf.io.parse_example(records, parsed) if parsed else {}
-        read = traced.function.imported(inputs, traced.function.outputs, capture, "analyzed")
-        for tensor in read:  # 1-D (`trace.values_of`); a lookup of a captured table's loses it when imported
-            tensor.set_shape([None])
-        values = tuple(kinds.counted(calls[name], tensor) for name, tensor in zip(names, read))
+        values = tuple(kinds.counted(phase.calls[name], tensor) for name, tensor in zip(names, phase.values(inputs)))
         return {
             "examples": tf.size(records, out_type=tf.int64),
             "values": values,

@@ -48,6 +48,11 @@ class Digests:
         self._ops = {}
         self._functions = {}
 
+    def add_root(self, ref, name: str) -> None:
+        """`ref` (a tensor's) known by `name` alone from now on: nothing computed from it
+        may have been digested before."""
+        self._tensors[ref] = _hash(b"root", name.encode())
+
     def of(self, tensors) -> str:
         """One digest of `tensors` (Tensors, SparseTensors or RaggedTensors), in order."""
         parts = []

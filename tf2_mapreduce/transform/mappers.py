@@ -108,14 +108,17 @@ def apply_vocabulary(
         raise NotSupported("tf2_mapreduce.transform: apply_vocabulary(file_format=%r): text only" % (file_format,))
     with tf.name_scope(name or "apply_vocab"):
         state = trace.current()
-        if isinstance(state, trace.Analysis):
-            # Ids that depend on the vocabulary's stand-in: an analyzer over them is refused
-            # (`trace.Analysis`), never counted over zeros.
+        found = None
+        if isinstance(state, trace.Applying):
+            found = state.table(
+                deferred_vocab_filename_tensor, trace.values_of(x).dtype, default_value, num_oov_buckets
+            )
+        if found is None:
+            # Ids that depend on the vocabulary's stand-in: an analyzer over them reads them
+            # in a later phase (`trace.Analysis`), never counted over these zeros.
             unknown = tf.cast(tf.strings.length(deferred_vocab_filename_tensor), tf.int64) * 0
             return _map_values(x, lambda v: tf.zeros_like(v, tf.int64) + unknown)
-        table, domain = state.table(
-            deferred_vocab_filename_tensor, trace.values_of(x).dtype, default_value, num_oov_buckets
-        )
+        table, domain = found
         ids = _map_values(x, lambda v: table.lookup(tf.cast(v, tf.int64) if v.dtype.is_integer else v))
         return state.mark(ids, domain)
 

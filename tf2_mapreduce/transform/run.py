@@ -102,12 +102,20 @@ def run(transform, run_pass, inputs, output_dir=None, claimed=None, **options):
     calls = traced.calls
     early.check_saves(fn, raw_schema, spec, calls)
     identity = {"preprocessing_fn": fingerprint(spec, calls, traced.computation)}
-    values = []
-    if calls:
-        job = analysis.analyze_job(traced, spec, transform.name + "-analyze", identity)
-        counted = run_pass(job, _pass_options(options, "analyze"))
-        values = analysis.results(calls, analysis.counts_of(counted))
-        counted.release()  # a key per distinct value, on the ps tasks: not needed by the transform pass
+    values = [None] * len(calls)
+    for phase in range(traced.phases):
+        # A phase's counts depend on the results of those before: its checkpoint is tied to them.
+        known = [(call, value) for call, value in zip(calls, values) if value is not None]
+        config = {**identity, "analyzers": _results_digest(*zip(*known))} if known else identity
+        with tempfile.TemporaryDirectory(prefix="tf2_mapreduce-phase-") as made:
+            read = traced.first_phase() if phase == 0 else _later_phase(fn, spec, calls, values, phase, made)
+            job = analysis.analyze_job(read, spec, "%s-analyze%s" % (transform.name, phase or ""), config)
+            counted = run_pass(job, _pass_options(options, "analyze%s" % (phase or "")))
+        of_phase = [index for index, call in enumerate(calls) if call.phase == phase]
+        found = analysis.results([calls[i] for i in of_phase], analysis.counts_of(counted))
+        counted.release()  # a key per distinct value, on the ps tasks: not needed by the next pass
+        for index, value in zip(of_phase, found):
+            values[index] = value
     identity["analyzers"] = _results_digest(calls, values)
     made = tempfile.mkdtemp(prefix="tf2_mapreduce-transform-")
     try:
@@ -117,6 +125,22 @@ def run(transform, run_pass, inputs, output_dir=None, claimed=None, **options):
         return _transform_pass(applied, spec, identity, (made, saved.WRITTEN), {"vocabularies": vocabularies}, **pass_)
     finally:
         shutil.rmtree(made, ignore_errors=True)
+
+
+def _later_phase(fn, spec, calls, values, phase, directory) -> analysis.Phase:
+    """What the analyzers of `phase` (after the first) read: `fn` saved into `directory`
+    giving it, with the results of the phases before (`values`) built in
+    (`saved.write_reads`), and loaded to be applied in the map steps as transform_fn is."""
+    of_phase = {call.name: call for call in calls if call.phase == phase}
+    saved.write_reads(fn, spec, calls, values, of_phase, directory)
+    reading = SavedTransform(join(directory, saved.TRANSFORM_FN))
+    names = sorted(of_phase)
+
+    def read(features):
+        applied = reading.apply(features, names)
+        return [applied[name] for name in names]
+
+    return analysis.Phase(of_phase, tuple(sorted(set().union(*(reading.reads[n] for n in names)))), read)
 
 
 def _transform_pass(applied, spec, identity, copied, summary, transform, run_pass, output_dir, claimed, options):

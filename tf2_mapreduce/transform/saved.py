@@ -15,7 +15,7 @@ from tf2_mapreduce.transform import kinds, trace
 from tf2_mapreduce.transform import schema as schemas
 from tf2_mapreduce.transform.analysis import outputs_checked, raw_specs
 
-__all__ = ["TRANSFORM_FN", "METADATA", "WRITTEN", "write", "copy", "vocabulary_lines"]
+__all__ = ["TRANSFORM_FN", "METADATA", "WRITTEN", "write", "write_reads", "copy", "vocabulary_lines"]
 
 TRANSFORM_FN = "transform_fn"
 METADATA = "transformed_metadata"
@@ -41,7 +41,7 @@ def _vocabulary_files(calls, values, assets) -> dict:
     """{call index: path} of each vocabulary's file, written into `assets`."""
     paths = {}
     for index, call in enumerate(calls):
-        if call.kind == kinds.VOCABULARY:
+        if call.kind == kinds.VOCABULARY and values[index] is not None:
             path = os.path.join(assets, call.params["filename"])
             with open(path, "wb") as f:
                 f.write(vocabulary_lines(values[index]))
@@ -49,9 +49,10 @@ def _vocabulary_files(calls, values, assets) -> dict:
     return paths
 
 
-def _module(preprocessing_fn, feature_spec, calls, values, paths):
+def _module(preprocessing_fn, feature_spec, calls, values, paths, reads=None):
     """The `tf.Module` saved as transform_fn/ (its `transform_fn` traced), and the
-    transformed features' schema."""
+    transformed features' schema. With `reads` (call names, of calls whose value is None),
+    its `transform_fn` gives instead what those calls read, by name."""
     # TensorFlow's own tracker of the resources made within (private; Keras uses it): a
     # lookup table the user's function makes under tf.init_scope (TFX's census example)
     # is saved only if the module tracks it, and the save traces the function again.
@@ -80,13 +81,15 @@ def _module(preprocessing_fn, feature_spec, calls, values, paths):
         with trace.tracing(applying), trackable_resource.resource_tracker_scope(made):
             outputs = outputs_checked(preprocessing_fn(dict(inputs)))
         module.made_by_the_function.extend(made.resources)
+        if reads is not None:
+            return {name: applying.read[name] for name in reads}
         # Here, where the outputs are still the tensors the mappers marked.
         written.append(schemas.transformed(outputs, applying.domains))
         return dict(outputs)
 
     module.transform_fn = tf.function(transform_fn, input_signature=[raw_specs(feature_spec)], autograph=False)
     module.transform_fn.get_concrete_function()
-    return module, written[0]
+    return module, written[0] if written else None
 
 
 def _write_text(path, text):
@@ -95,24 +98,39 @@ def _write_text(path, text):
         f.write(text)
 
 
+def _saved(preprocessing_fn, feature_spec, calls, values, directory, reads=None):
+    """Saves `directory`/transform_fn (`_module`'s); returns ({call index: its vocabulary
+    file's path, removed since}, the transformed features' schema)."""
+    assets = tempfile.mkdtemp(prefix="tf2_mapreduce-vocabularies-")
+    try:
+        paths = _vocabulary_files(calls, values, assets)
+        module, schema = _module(preprocessing_fn, feature_spec, calls, values, paths, reads)
+        tf.saved_model.save(module, join(directory, TRANSFORM_FN))
+    finally:
+        shutil.rmtree(assets, ignore_errors=True)
+    return paths, schema
+
+
 def write(preprocessing_fn, raw_schema, feature_spec, calls, values, directory) -> dict:
     """Writes `directory`/transform_fn and `directory`/transformed_metadata for
     `preprocessing_fn` over `feature_spec` (`raw_schema` read as tft reads it), its
     analyzers' `calls` having given `values`, and `raw_schema` as `directory`/metadata.
     Returns {vocabulary file name: its terms' count}. Blocking."""
-    assets = tempfile.mkdtemp(prefix="tf2_mapreduce-vocabularies-")
-    try:
-        paths = _vocabulary_files(calls, values, assets)
-        module, schema = _module(preprocessing_fn, feature_spec, calls, values, paths)
-        tf.saved_model.save(module, join(directory, TRANSFORM_FN))
-    finally:
-        shutil.rmtree(assets, ignore_errors=True)
+    paths, schema = _saved(preprocessing_fn, feature_spec, calls, values, directory)
     _write_text(join(directory, METADATA + "/schema.pbtxt"), schemas.text(schema))
     _write_text(join(directory, schemas.RAW_SCHEMA), schemas.text(raw_schema))
     names = {calls[i].params["key"]: os.path.basename(p) for i, p in paths.items()}
     if names:
         _write_text(join(directory, METADATA + "/asset_map"), json.dumps(names))
     return {calls[i].params["filename"]: len(values[i]) for i in paths}
+
+
+def write_reads(preprocessing_fn, feature_spec, calls, values, names, directory) -> None:
+    """Writes `directory`/transform_fn, a SavedModel whose `transform_fn` gives what the
+    calls `names` of `preprocessing_fn` read ({name: 1-D values}), the calls before them
+    having given `values` (None for those after). Between phases: the next phase's
+    analyzers read their inputs through it, as the transform pass applies transform_fn. Blocking."""
+    _saved(preprocessing_fn, feature_spec, calls, values, directory, reads=sorted(names))
 
 
 def copy(source, names, target) -> None:

@@ -1,9 +1,12 @@
-"""tf.Transform's mappers of tokenized text: `ngrams`, `bag_of_words` and `word_count`, over
-the tokens of each example (a 2-D SparseTensor, a row an example), as tft computes them."""
+"""tf.Transform's mappers of tokenized text: `ngrams`, `bag_of_words`, `word_count` and
+`tfidf`, over the tokens of each example (a 2-D SparseTensor, a row an example), as tft
+computes them."""
 
 from tf2_mapreduce.lazy_tf import tf
+from tf2_mapreduce.transform import analyzers
+from tf2_mapreduce.transform.trace import NotSupported
 
-__all__ = ["ngrams", "bag_of_words", "word_count"]
+__all__ = ["ngrams", "bag_of_words", "word_count", "tfidf"]
 
 
 def _check_tokens(tokens, what):
@@ -74,3 +77,40 @@ def word_count(tokens, name=None):
         counts = tf.sparse.reduce_sum(ones, axis=list(range(1, tokens.shape.rank)))
         counts.set_shape(tokens.shape[:1])  # a count a row: what a tf.Example feature of one value holds
         return counts
+
+
+def tfidf(x, vocab_size, smooth=True, name=None):
+    """Each row's distinct term ids of `x` (a 2-D SparseTensor of int64 ids, taken modulo
+    `vocab_size`), ascending, and their weights, float32: the term's count in the row over
+    the row's size (float64), times its idf, 1 + log((documents + 1) / (documents holding
+    it + 1)) (`smooth`; else 1 + log(documents / documents holding it)), in float32, as tft
+    computes them. Both counts are analyzers (`sum`), exact: over a vocabulary's ids, they
+    are counted in a phase after it."""
+    if x.get_shape().ndims != 2:
+        raise ValueError("tft.tfidf requires a 2D SparseTensor input. Input had %s dimensions." % x.get_shape().ndims)
+    size = tf.get_static_value(vocab_size)
+    if size is None:
+        # The documents holding each term are an analyzer's result of vocab_size values.
+        raise NotSupported("tf2_mapreduce.transform: tfidf(vocab_size=...) of a value known only when run: give an int")
+    size = int(size)
+    with tf.name_scope(name or "tfidf"):
+        rows = x.indices[:, 0]
+        # A row's terms, ascending, each with its count there: tft's order.
+        keys, _, counts = tf.unique_with_counts(
+            tf.sort(rows * size + tf.math.floormod(tf.cast(x.values, tf.int64), size))
+        )
+        term_rows, terms = keys // size, keys % size
+        row_sizes = tf.math.unsorted_segment_sum(tf.ones_like(rows), rows, tf.cast(x.dense_shape[0], tf.int32))
+        frequency = tf.cast(counts, tf.float64) / tf.cast(tf.gather(row_sizes, term_rows), tf.float64)
+        # In a batch, the documents holding each term; over every batch, an exact sum.
+        holding = tf.math.unsorted_segment_sum(tf.ones_like(terms, tf.float64), terms, size)[None, :]
+        documents = analyzers.sum(tf.expand_dims(tf.shape(x)[0], 0))
+        held = analyzers.sum(holding, reduce_instance_dims=False)
+        documents, held = tf.cast(documents, tf.float32), tf.cast(held, tf.float32)
+        if smooth:
+            idf = tf.math.log((documents + 1.0) / (1.0 + held)) + 1.0
+        else:
+            idf = tf.math.log(documents / held) + 1.0
+        weights = tf.cast(frequency, tf.float32) * tf.gather(idf, terms)
+        ids = _sparse(x, term_rows, terms)
+        return ids, tf.SparseTensor(ids.indices, weights, ids.dense_shape)

@@ -1,7 +1,8 @@
-"""How a `preprocessing_fn` is traced twice: once to find what its analyzers read (each
-analyzer's input, counted exactly in one pass), once with their results as constants,
-which is the transform itself. Within a process an analyzer is known by its place in the
-call order; across processes (a checkpoint), by its name: what it computes."""
+"""How a `preprocessing_fn` is traced: once to find what its analyzers read (each analyzer's
+input, counted exactly in a pass of its phase), then with their results as constants, which
+is the transform itself (or, between phases, what the next phase's analyzers read). Within
+a process an analyzer is known by its place in the call order; across processes (a
+checkpoint), by its name: what it computes."""
 
 import contextlib
 import hashlib
@@ -38,7 +39,8 @@ class Call:
     parameters (a vocabulary's file name among them, named for its name scope) and its
     `name`: its kind and a digest of all of these, the same in any process (`named`).
     `out`: its result's dtype, as its stand-in promised the function (its counts do not
-    depend on it)."""
+    depend on it). `phase`: 0 where it reads what the raw features compute alone, else one
+    more than the latest phase of the analyzers whose results it reads (counted after them)."""
 
     kind: str
     dtype: object
@@ -46,37 +48,34 @@ class Call:
     values: object = None
     name: str = ""
     out: object = None
+    phase: int = 0
 
 
 class Analysis:
     """The first trace: every analyzer records its call and returns a stand-in of its
-    result's shape and dtype. An analyzer whose input depends on another's result is
-    refused: its input could not be counted in the same pass."""
+    result's shape and dtype. An analyzer whose input depends on another's result reads it
+    in a later phase (`phases`)."""
 
     def __init__(self):
         self.calls = []
         self.stand_ins = {}  # {stand-in tensor ref: its call}
         self.sizes = {}  # {stand-in tensor ref: the call of the vocabulary whose size it stands for}
-        self._stand_ins = set()
+        self._stand_ins = {}  # {stand-in op name: the call whose result it stands for}
 
     def record(self, call, values, result):
-        if self._depends_on_a_result(values):
-            raise NotSupported(
-                "tf2_mapreduce.transform: %s over what another analyzer's result computed: analyzers are counted "
-                "in one pass, so each must read the raw features or what is computed from them alone" % call.kind
-            )
         call.values = values
         self.calls.append(call)
         stand_in = tf.identity(result)
-        self._stand_ins.add(stand_in.op.name)
+        self._stand_ins[stand_in.op.name] = call
         self.stand_ins[stand_in.ref()] = call
         return stand_in
 
     def vocabulary_size(self, key):
         """A stand-in of the size of the vocabulary known as `key`, made before."""
         stand_in = tf.identity(tf.constant(0, tf.int64))
-        self._stand_ins.add(stand_in.op.name)
-        self.sizes[stand_in.ref()] = self.calls[_vocabulary_index(self.calls, key)]
+        call = self.calls[_vocabulary_index(self.calls, key)]
+        self._stand_ins[stand_in.op.name] = call
+        self.sizes[stand_in.ref()] = call
         return stand_in
 
     def depends_on_a_result(self, output) -> bool:
@@ -92,32 +91,42 @@ class Analysis:
         for feature, tensor in inputs.items():
             for i, part in enumerate(tf.nest.flatten(tensor, expand_composites=True)):
                 roots[part.ref()] = "feature %s %d" % (feature, i)
-        inputs_only = Digests(roots)
+        named = Digests(roots)
+        # In call order: a call reads the results of calls before it only, each known by
+        # the name given it before (the same in any process).
         for call in self.calls:
             described = repr((call.kind, call.dtype.name, sorted(call.params.items()))).encode()
-            computed = inputs_only.of([call.values]).encode()
+            computed = named.of([call.values]).encode()
             call.name = "%s:%s" % (call.kind, hashlib.sha256(described + computed).hexdigest()[:20])
-        roots.update({ref: "analyzer " + call.name for ref, call in self.stand_ins.items()})
-        roots.update({ref: "vocabulary size " + call.name for ref, call in self.sizes.items()})
+            for ref, of in self.stand_ins.items():
+                if of is call:
+                    named.add_root(ref, "analyzer " + call.name)
+                    roots[ref] = "analyzer " + call.name
+            for ref, of in self.sizes.items():
+                if of is call:
+                    named.add_root(ref, "vocabulary size " + call.name)
+                    roots[ref] = "vocabulary size " + call.name
         names = sorted(outputs)
         return hashlib.sha256(
             repr(names).encode() + Digests(roots).of([outputs[n] for n in names]).encode()
         ).hexdigest()
 
-    def among_results(self, names) -> bool:
-        """Whether an analyzer's result (its stand-in) is among the ops `names`."""
-        return not self._stand_ins.isdisjoint(names)
+    def results_among(self, names) -> list:
+        """The calls whose results (their stand-ins, a vocabulary's size too) are among the ops `names`."""
+        return [call for op, call in self._stand_ins.items() if op in names]
 
     def _depends_on_a_result(self, tensor):
-        return not ancestors([tensor]).isdisjoint(self._stand_ins)
+        return any(op in self._stand_ins for op in ancestors([tensor]))
 
 
 class Applying:
-    """The second trace: each analyzer returns its result as a constant (`values`, in the
-    order of `calls`), a vocabulary its file's path (`path_of(call index)`, a tensor);
-    `make_table(call index, key dtype, default_value, num_oov_buckets)` gives the lookup
-    table `apply_vocabulary` uses (one per distinct use). The outputs of `apply_vocabulary`
-    and `apply_buckets` are kept with their range of ids (`domains`), for the transformed schema."""
+    """The trace with the analyzers' results: each analyzer returns its result as a constant
+    (`values`, in the order of `calls`), a vocabulary its file's path (`path_of(call
+    index)`, a tensor); `make_table(call index, key dtype, default_value, num_oov_buckets)`
+    gives the lookup table `apply_vocabulary` uses (one per distinct use). The outputs of
+    `apply_vocabulary` and `apply_buckets` are kept with their range of ids (`domains`),
+    for the transformed schema. Between phases, a call of a later phase (its value None)
+    returns its stand-in, and what it reads is kept (`read`: {call name: its values})."""
 
     def __init__(self, calls, values, make_table, path_of):
         self.calls, self.values = calls, values
@@ -130,14 +139,22 @@ class Applying:
         the calls are counted again; the tables, made outside it, are kept."""
         self._next = 0
         self._vocabulary_of = {}
+        self._not_yet = set()  # refs of the stand-ins of vocabularies of a later phase
         self.domains = {}
+        self.read = {}
 
-    def result(self, kind):
+    def result(self, kind, values, stand_in):
         index = self._next
         self._next += 1
         if index >= len(self.calls) or self.calls[index].kind != kind:
             raise reordered()
         call = self.calls[index]
+        if self.values[index] is None:
+            self.read[call.name] = values
+            result = tf.identity(stand_in)
+            if kind == kinds.VOCABULARY:
+                self._not_yet.add(result.ref())
+            return result
         if kind == kinds.VOCABULARY:  # its file's path, which apply_vocabulary looks up
             result = kinds.of(call).applied(call, self._path_of(index))
             self._vocabulary_of[result.ref()] = index
@@ -145,11 +162,15 @@ class Applying:
         return kinds.of(call).applied(call, self.values[index])
 
     def vocabulary_size(self, key):
-        """The size of the vocabulary known as `key`, a constant."""
-        return tf.constant(len(self.values[_vocabulary_index(self.calls, key)]), tf.int64)
+        """The size of the vocabulary known as `key`, a constant (of a later phase: a stand-in)."""
+        value = self.values[_vocabulary_index(self.calls, key)]
+        return tf.constant(0 if value is None else len(value), tf.int64)
 
     def table(self, deferred, key_dtype, default_value, num_oov_buckets):
-        """The table of the vocabulary whose file's path `deferred` is, and its ids' range."""
+        """The table of the vocabulary whose file's path `deferred` is, and its ids' range;
+        None for a vocabulary of a later phase."""
+        if isinstance(deferred, tf.Tensor) and deferred.ref() in self._not_yet:
+            return None
         index = self._vocabulary_of.get(deferred.ref()) if isinstance(deferred, tf.Tensor) else None
         if index is None:
             raise NotSupported(
@@ -253,4 +274,4 @@ def analyzer(kind, x, stand_in, params=None):
     if isinstance(trace, Analysis):
         call = Call(kind, values.dtype, dict(params or {}), out=stand_in.dtype)
         return trace.record(call, values, stand_in)
-    return trace.result(kind)
+    return trace.result(kind, values, stand_in)
