@@ -268,6 +268,21 @@ def test_what_is_not_supported_fails_when_traced_naming_it(inprocess, raw, tmp_p
     with pytest.raises(UsageError, match="failed when traced: AttributeError: tf2_mapreduce.transform has no pca"):
         inprocess.run(mr.Transform(pca, SPEC), [raw[0]], output_dir=str(tmp_path / "out"))
 
+    def one_hot_means(inputs):  # a shape of a vocabulary's size: 0 when analyzed, its size once known
+        ids = tft.compute_and_apply_vocabulary(inputs["s"], vocab_filename="v", num_oov_buckets=1)
+        one_hot = tf.one_hot(ids, tf.cast(tft.experimental.get_vocabulary_size_by_name("v") + 1, tf.int32))
+        return {"m": tf.zeros_like(one_hot) + tft.mean(one_hot, reduce_instance_dims=False)}
+
+    with pytest.raises(NotSupported, match=r"mean\(reduce_instance_dims=False\) of shape \(None, None\)"):
+        inprocess.run(mr.Transform(one_hot_means, SPEC), [raw[0]], output_dir=str(tmp_path / "out"))
+
+    def tfidf_of_a_size(inputs):
+        ids = tft.compute_and_apply_vocabulary(inputs["tags"], vocab_filename="t")
+        return dict(zip("iw", tft.tfidf(ids, tft.experimental.get_vocabulary_size_by_name("t"))))
+
+    with pytest.raises(NotSupported, match=r"tfidf\(vocab_size=...\) of a value known only when run"):
+        inprocess.run(mr.Transform(tfidf_of_a_size, SPEC), [raw[0]], output_dir=str(tmp_path / "out"))
+
     def paired(inputs):  # tfidf's pair as one output
         return {"h": tft.tfidf(tf.cast(inputs["codes"], tf.int64), 10)}
 
@@ -311,6 +326,8 @@ def test_analyzers_over_analyzers_results_are_counted_in_phases_exactly(inproces
         )
         tag_ids = tf.sparse.map_values(tf.lookup.StaticHashTable(lines, -1).lookup, inputs["tags"])
         zeros = tf.zeros_like(inputs["n"])
+        # s's vocabulary applied to tags too: the lookups of one table, ordered by control edges
+        tags_in_s = tft.apply_vocabulary(inputs["tags"], tft.vocabulary(inputs["s"], vocab_filename="s_again"))
         return {
             "centered": centered,
             "twice": twice,
@@ -321,6 +338,8 @@ def test_analyzers_over_analyzers_results_are_counted_in_phases_exactly(inproces
             "ids_z": tft.scale_to_z_score(ids),
             "tag_ids_max": zeros + tft.max(tag_ids),  # phase 1, through the user's table
             "nested_01": tft.scale_to_0_1(tft.scale_to_z_score(inputs["x"])),
+            "tags_in_s": tags_in_s,
+            "tags_in_s_size": zeros + tft.size(tf.sparse.retain(tags_in_s, tags_in_s.values >= 0)),
         }
 
     out = str(tmp_path / "phased")
@@ -339,6 +358,8 @@ def test_analyzers_over_analyzers_results_are_counted_in_phases_exactly(inproces
     tags = vocabulary([t for row in rows for t in row["tags"]])
     tag_ids = [tags.index(t) if t in tags else -1 for row in rows for t in row["tags"]]
     assert {g["tag_ids_max"][0] for g in got} == {max(tag_ids)}
+    s_terms = set(s_vocab)
+    assert {g["tags_in_s_size"][0] for g in got} == {sum(t in s_terms for row in rows for t in row["tags"])}
     z = [g["nested_01"][0] for g in got]
     assert min(z) == 0.0 and max(z) == 1.0
     # What data/ holds is what transform_fn computes, every phase's results built in.
@@ -572,6 +593,7 @@ def test_tfidf_over_vocabulary_ids_is_tfts_from_exact_counts(inprocess, raw, tmp
     terms = vocabulary([t for row in rows for t in row["tags"]], top_k=vocab_size)
     docs = [[terms.index(t) if t in terms else vocab_size for t in row["tags"]] for row in rows]
     held = Counter(term for doc in docs for term in set(doc))
+    assert len(got) == len(docs) == 1001
     for doc, g in zip(docs, got):
         counts = Counter(doc)
         assert g["bow"] == sorted(counts)

@@ -134,7 +134,9 @@ def trace_calls(preprocessing_fn, feature_spec, given=dict) -> Traced:
                 if named.count(name) > 1:
                     raise trace.NotSupported("two vocabularies are named %s: give each its own vocab_filename" % name)
         digest.append(analysis.named(inputs, outputs))
-        by_name = {call.name: call.values for call in analysis.calls}
+        by_name = {}
+        for call in analysis.calls:  # the first of a name: it reads only what calls before it give
+            by_name.setdefault(call.name, call.values)
         return [tf.identity(by_name[name]) for name in sorted(by_name)]
 
     try:
@@ -149,13 +151,15 @@ def trace_calls(preprocessing_fn, feature_spec, given=dict) -> Traced:
     # What each call reads needs, as the steps run it: TensorFlow orders the stateful ops of
     # a resource (a lookup in a table made of a vocabulary's file) by control edges, added
     # once traced. In call order: a call reads the results of earlier calls only.
+    phases = {}  # {call name: its phase}; calls of a name compute the same, in one phase
     for call in analysis.calls:
-        earlier = analysis.results_among(graph.needed([outputs[call.name]]))
-        call.phase = 1 + max(c.phase for c in earlier) if earlier else 0
+        if call.name not in phases:
+            earlier = analysis.results_among(graph.needed([outputs[call.name]]))
+            phases[call.name] = 1 + max(phases[c.name] for c in earlier) if earlier else 0
+        call.phase = phases[call.name]
     for call in analysis.calls:
         call.values = None
-    phases = 1 + max((call.phase for call in analysis.calls), default=-1)
-    return Traced(analysis.calls, phases, digest[0], graph)
+    return Traced(analysis.calls, 1 + max(phases.values(), default=-1), digest[0], graph)
 
 
 def analyze_job(phase: Phase, feature_spec, name="analyze", config=None) -> Job:

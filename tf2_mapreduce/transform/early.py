@@ -175,15 +175,23 @@ def _unsaved(error) -> str:
 
 def check_saves(fn, raw_schema, spec, calls) -> None:
     """Saves transform_fn with each analyzer's result of no values, and loads it as the map
-    steps will, before any pass over the data: a function that cannot be saved (a resource
+    steps will (and what a later phase's analyzers read through), before any pass over the data: a function that cannot be saved (a resource
     it does not track) or applied (a variable) fails in a second, not after the passes.
     A load that fails on those results (a table of a fixed size, over a vocabulary of one
     dummy term) is left to the real one. Blocking."""
     made = tempfile.mkdtemp(prefix="tf2_mapreduce-trial-")
+    values = analysis.results(calls, {})
     try:
-        saved.write(fn, raw_schema, spec, calls, analysis.results(calls, {}), made)
+        saved.write(fn, raw_schema, spec, calls, values, made)
         tf.saved_model.load(join(made, saved.TRANSFORM_FN))
         SavedTransform(join(made, saved.TRANSFORM_FN))
+        # And what each later phase reads through (`saved.write_reads`), the phases before known.
+        for phase in sorted({call.phase for call in calls} - {0}):
+            known = [value if call.phase < phase else None for call, value in zip(calls, values)]
+            names = {call.name for call in calls if call.phase == phase}
+            reads = join(made, "phase-%d" % phase)
+            saved.write_reads(fn, spec, calls, known, names, reads)
+            SavedTransform(join(reads, saved.TRANSFORM_FN))
     except Error:
         raise
     except tf.errors.OpError:

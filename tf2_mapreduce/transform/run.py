@@ -140,7 +140,9 @@ def _later_phase(fn, spec, calls, values, phase, directory) -> analysis.Phase:
         applied = reading.apply(features, names)
         return [applied[name] for name in names]
 
-    return analysis.Phase(of_phase, tuple(sorted(set().union(*(reading.reads[n] for n in names)))), read)
+    # Every raw feature parsed, as the transform pass does: what a call reads may wait, through
+    # control edges, for a lookup in the same table of a feature it does not compute from.
+    return analysis.Phase(of_phase, tuple(sorted(spec)), read)
 
 
 def _transform_pass(applied, spec, identity, copied, summary, transform, run_pass, output_dir, claimed, options):

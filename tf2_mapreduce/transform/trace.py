@@ -65,14 +65,14 @@ class Analysis:
     def record(self, call, values, result):
         call.values = values
         self.calls.append(call)
-        stand_in = tf.identity(result)
+        stand_in = _unknown(result)
         self._stand_ins[stand_in.op.name] = call
         self.stand_ins[stand_in.ref()] = call
         return stand_in
 
     def vocabulary_size(self, key):
         """A stand-in of the size of the vocabulary known as `key`, made before."""
-        stand_in = tf.identity(tf.constant(0, tf.int64))
+        stand_in = _unknown(tf.constant(0, tf.int64))
         call = self.calls[_vocabulary_index(self.calls, key)]
         self._stand_ins[stand_in.op.name] = call
         self.sizes[stand_in.ref()] = call
@@ -143,12 +143,18 @@ class Applying:
         self.domains = {}
         self.read = {}
 
-    def result(self, kind, values, stand_in):
+    def result(self, kind, values, stand_in, params):
         index = self._next
         self._next += 1
         if index >= len(self.calls) or self.calls[index].kind != kind:
             raise reordered()
         call = self.calls[index]
+        if call.dtype != values.dtype or call.params.get("elementwise") != params.get("elementwise"):
+            raise NotSupported(
+                "tf2_mapreduce.transform: %s reads values of another dtype or shape once the analyzers' results "
+                "are known (%s of shape %s, analyzed %s): an analyzer's input may not take its shape from a result"
+                % (kind, values.dtype.name, params.get("elementwise"), call.params.get("elementwise"))
+            )
         if self.values[index] is None:
             self.read[call.name] = values
             result = tf.identity(stand_in)
@@ -193,6 +199,13 @@ class Applying:
         values = output.values if isinstance(output, tf.SparseTensor) else output
         self.domains[values.ref()] = domain
         return output
+
+
+def _unknown(value):
+    """A stand-in of `value`'s shape and dtype whose value TensorFlow cannot know when it
+    builds the graph: a result's value must not become a shape here (a one-hot's depth of 0)
+    and another once applied."""
+    return tf.compat.v1.placeholder_with_default(value, value.shape)
 
 
 def _vocabulary_index(calls, key) -> int:
@@ -274,4 +287,4 @@ def analyzer(kind, x, stand_in, params=None):
     if isinstance(trace, Analysis):
         call = Call(kind, values.dtype, dict(params or {}), out=stand_in.dtype)
         return trace.record(call, values, stand_in)
-    return trace.result(kind, values, stand_in)
+    return trace.result(kind, values, stand_in, dict(params or {}))
