@@ -62,6 +62,11 @@ feature { name: "x" type: FLOAT presence { min_fraction: 1.0 } shape {} }
 feature { name: "n" type: INT presence { min_fraction: 1.0 } shape {} }
 feature { name: "s" type: BYTES presence { min_fraction: 1.0 } shape {} }
 feature { name: "tags" type: BYTES }
+feature { name: "r" type: FLOAT }
+tensor_representation_group {
+  key: ""
+  value { tensor_representation { key: "r" value { ragged_tensor { feature_path { step: "r" } } } } }
+}
 """
 # Forty values of s, in hundredths: the fifth to seventh tie, across top_k=5's cut.
 S_WEIGHTS = [12, 9, 9, 7, 5, 5, 5, 4, 3, 3] + [2] * 8 + [1] * 22
@@ -126,6 +131,19 @@ def preprocessing_fn(tft):
         outputs["tags_tfidf_id"], outputs["tags_tfidf"] = tft.tfidf(tag_ids, 11)
         outputs["s_id_mean"] = tf.zeros_like(x) + tft.mean(outputs["s_id"])
         outputs["x_z_0_1"] = tft.scale_to_0_1(outputs["x_z"])
+        # A RaggedFeature and what tf.Transform's census_example_v2 makes of one: a scaling, as
+        # a ragged output and as one value an example; a sparse one-hot of a vocabulary's
+        # width, annotated (a SparseFeature), its values its columns + 1 (so that a value
+        # read in the wrong column shows).
+        outputs["r_ragged"] = tft.scale_to_0_1(inputs["r"])
+        outputs["r_0_1"] = outputs["r_ragged"].to_tensor(default_value=0.0, shape=[None, 1])
+        width = tft.experimental.get_vocabulary_size_by_name("s_top5")
+        columns = tf.range(1, width + 1)[None, :]
+        s_sparse = tf.sparse.from_dense(
+            tf.one_hot(outputs["s_top5_id"], tf.cast(width, tf.int32), dtype=tf.int64) * columns
+        )
+        tft.experimental.annotate_sparse_output_shape(s_sparse, width)
+        outputs["s_sparse_one_hot"] = s_sparse
         # A one-hot as deep as a vocabulary (TFX's taxi and census modules).
         depth = tf.cast(tft.experimental.get_vocabulary_size_by_name("s_top5"), tf.int32)
         outputs["s_top5_one_hot"] = tf.one_hot(outputs["s_top5_id"], depth, dtype=tf.int64)
@@ -156,7 +174,7 @@ def read_schema(work):
         return text_format.Parse(f.read(), schema_pb2.Schema())
 
 
-def serialized_example(x, n, s, tags):
+def serialized_example(x, n, s, tags, r=None):
     import tensorflow as tf
 
     feature = {
@@ -165,6 +183,8 @@ def serialized_example(x, n, s, tags):
         "s": tf.train.Feature(bytes_list=tf.train.BytesList(value=[s])),
         "tags": tf.train.Feature(bytes_list=tf.train.BytesList(value=tags)),
     }
+    if r is not None:  # r (a RaggedFeature) may be missing, as census's optional education-num
+        feature["r"] = tf.train.Feature(float_list=tf.train.FloatList(value=r))
     return tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString()
 
 
@@ -189,6 +209,7 @@ def write_raw(work, count, split="raw"):
         f.write(SCHEMA)
     tag_weights = [1 / (i + 1) for i in range(len(TAGS))]
     column = s_column(count, rng)
+    r_rng = random.Random(repr((SEED, split, "r")))  # a stream of its own: the other columns as they were
     writers = [
         tf.io.TFRecordWriter(os.path.join(work, split, "part-%05d.tfrecord.gz" % i), options="GZIP")
         for i in range(SHARDS)
@@ -198,7 +219,8 @@ def write_raw(work, count, split="raw"):
         x = round(rng.gauss(10, 3), 2)
         n = int(rng.expovariate(1 / 8)) - 2
         tags = rng.choices(TAGS, weights=tag_weights, k=rng.choice((0, 1, 1, 2, 3)))
-        writers[i * SHARDS // count].write(serialized_example(x, n, s, tags))
+        r = [round(r_rng.uniform(0, 16), 1) for _ in range(r_rng.choice((0, 1, 1, 1, 2)))]
+        writers[i * SHARDS // count].write(serialized_example(x, n, s, tags, r if r or r_rng.random() < 0.5 else None))
     for writer in writers:
         writer.close()
 
@@ -239,8 +261,14 @@ def per_example(tensor):
     """A batch's values as a list of 1-D arrays, one an example."""
     import tensorflow as tf
 
-    if isinstance(tensor, tf.SparseTensor):
-        tensor = tf.RaggedTensor.from_sparse(tensor)
+    if isinstance(tensor, tf.SparseTensor):  # each row's values, in the order of their indices
+        import numpy as np
+
+        tensor = tf.sparse.reorder(tensor)
+        rows = np.bincount(tensor.indices[:, 0].numpy(), minlength=int(tensor.dense_shape[0]))
+        splits = np.concatenate([[0], np.cumsum(rows)])
+        values = tensor.values.numpy()
+        return [values[a:b] for a, b in zip(splits[:-1], splits[1:])]
     if isinstance(tensor, tf.RaggedTensor):
         values, splits = tensor.flat_values.numpy(), tensor.row_splits.numpy()
         return [values[a:b] for a, b in zip(splits[:-1], splits[1:])]

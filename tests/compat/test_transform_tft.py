@@ -25,6 +25,8 @@ TEXT = ("tags_ngrams", "tags_bag", "tags_count", "s_char_bag")
 # Analyzers over analyzers' results (phases): tf-idf over a vocabulary's ids (tf.Transform's
 # sentiment example), a mean of a vocabulary's ids, scale_to_0_1 of a z-score.
 PHASED = ("tags_tfidf", "tags_tfidf_id", "s_id_mean")
+# tf.Transform's census_example_v2: a RaggedFeature in, a ragged output, a SparseFeature out.
+RAGGED = ("r_0_1", "r_ragged", "s_sparse_one_hot")
 # The one value the self-check moves by an ulp: (example in input order, feature).
 NUDGED = (1234, "x_z")
 # Beam's run and the comparison took 50 s on a loaded 2-core machine; our two jobs, 15 s.
@@ -100,11 +102,14 @@ def check(compared, name):
 OUTPUTS = [
     "n_mean",
     "n_scaled",
+    "r_0_1",
+    "r_ragged",
     "s_char_bag",
     "s_hashed",
     "s_id",
     "s_id_mean",
     "s_own_table_id",
+    "s_sparse_one_hot",
     "s_top5_id",
     "s_top5_one_hot",
     "tags_bag",
@@ -129,7 +134,7 @@ def test_the_spec_and_every_vocabulary_are_tfts(compared):
     assert check(compared, "transformed_feature_spec")["differing"] == []
     # TFX trainers build their serving signature with it: tft reads it from our metadata/.
     assert check(compared, "raw_feature_spec")["verdict"] == "ok", check(compared, "raw_feature_spec")["result"]
-    assert check(compared, "raw_feature_spec")["features"] == ["n", "s", "tags", "x"]
+    assert check(compared, "raw_feature_spec")["features"] == ["n", "r", "s", "tags", "x"]
     names = check(compared, "vocabulary names")["names"]
     assert (
         names["ours"]
@@ -165,7 +170,7 @@ def test_every_example_is_transformed_as_tft_transforms_it(compared, table, exam
     assert {row["examples"] for row in rows.values()} == {examples}
     # Ids, OOV buckets and defaults; scalings and a mean bit for bit.
     exact = ("s_id", "s_top5_id", "s_top5_one_hot", "tags_id", "n_mean", "n_scaled", "x_0_1", "s_hashed", "tags_hashed")
-    exact += ("s_own_table_id", "xn_0_1") + PHASED
+    exact += ("s_own_table_id", "xn_0_1") + PHASED + RAGGED
     for name in exact + TEXT:
         assert rows[name]["differing"] == 0, rows[name]["result"]
     # tf.Transform's variance combines float32 batches and may be an ulp off the exact one;
@@ -193,7 +198,7 @@ def test_an_eval_split_through_transform_output_is_tfts_transform_dataset(compar
     assert sorted(rows) == OUTPUTS
     assert {row["examples"] for row in rows.values()} == {EVAL_EXAMPLES}
     exact = ("s_id", "s_top5_id", "s_top5_one_hot", "tags_id", "n_mean", "n_scaled", "x_0_1", "s_hashed", "tags_hashed")
-    exact += ("s_own_table_id", "xn_0_1") + PHASED
+    exact += ("s_own_table_id", "xn_0_1") + PHASED + RAGGED
     for name in exact + TEXT + ("x_bucket", "x_quantiles"):
         assert rows[name]["differing"] == 0, rows[name]["result"]
     assert rows["x_z"]["max_ulps"] <= 2, rows["x_z"]["result"]

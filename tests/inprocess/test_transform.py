@@ -286,7 +286,9 @@ def test_what_is_not_supported_fails_when_traced_naming_it(inprocess, raw, tmp_p
     def paired(inputs):  # tfidf's pair as one output
         return {"h": tft.tfidf(tf.cast(inputs["codes"], tf.int64), 10)}
 
-    with pytest.raises(NotSupported, match="preprocessing_fn output h is a tuple: a Tensor or SparseTensor each"):
+    with pytest.raises(
+        NotSupported, match="preprocessing_fn output h is a tuple: a Tensor, SparseTensor or RaggedTensor each"
+    ):
         inprocess.run(mr.Transform(paired, SPEC), [raw[0]], output_dir=str(tmp_path / "out"))
     missing = (
         r"failed when traced: KeyError: 'nope' \(.*test_transform.py line \d+\); "
@@ -296,14 +298,14 @@ def test_what_is_not_supported_fails_when_traced_naming_it(inprocess, raw, tmp_p
         inprocess.run(
             mr.Transform(lambda inputs: {"x": inputs["nope"]}, SPEC), [raw[0]], output_dir=str(tmp_path / "out")
         )
-    # Examples of no feature, and ragged outputs (which a tf.Example cannot hold as they are).
+    # Examples of no feature, and ragged outputs of lists of lists (tft's partitions: not written here).
     with pytest.raises(NotSupported, match="returned an empty dict"):
         inprocess.run(mr.Transform(lambda inputs: {}, SPEC), [raw[0]], output_dir=str(tmp_path / "out"))
 
-    def ragged(inputs):
-        return {"t": tf.RaggedTensor.from_sparse(inputs["tags"])}
+    def ragged(inputs):  # lists of lists an example
+        return {"t": tf.RaggedTensor.from_uniform_row_length(tf.RaggedTensor.from_sparse(inputs["tags"]), 1)}
 
-    with pytest.raises(NotSupported, match="output t is a RaggedTensor"):
+    with pytest.raises(NotSupported, match="output t: a RaggedTensor of a list an example only"):
         inprocess.run(mr.Transform(ragged, SPEC), [raw[0]], output_dir=str(tmp_path / "out"))
     assert not os.path.exists(tmp_path / "out" / "data")
 
@@ -603,3 +605,57 @@ def test_tfidf_over_vocabulary_ids_is_tfts_from_exact_counts(inprocess, raw, tmp
     loaded = tf.saved_model.load(os.path.join(out, "transform_fn"))
     applied = loaded.transform_fn(tf.io.parse_example([r for p in raw[1] for r in read_tfrecords(p)], SPEC))
     assert applied["weights"].values.numpy().tolist() == [w for g in got for w in g["weights"]]
+
+
+def test_a_ragged_feature_in_and_ragged_and_sparse_features_out_are_written_as_tft_writes_them(
+    inprocess, raw, tmp_path
+):
+    ragged = tf.io.RaggedFeature(tf.string, value_key="tags", partitions=(), row_splits_dtype=tf.int64)
+    spec = dict(SPEC, tags=ragged)
+
+    def census_v2_fn(inputs):  # tf.Transform's census_example_v2's calls, on these features
+        s_ids = tft.compute_and_apply_vocabulary(inputs["s"], vocab_filename="s_names", num_oov_buckets=1)
+        width = tft.experimental.get_vocabulary_size_by_name("s_names") + 1
+        columns = tf.range(1, width + 1)[None, :]
+        s_sparse = tf.sparse.from_dense(tf.one_hot(s_ids, tf.cast(width, tf.int32), dtype=tf.int64) * columns)
+        tft.experimental.annotate_sparse_output_shape(s_sparse, width)
+        tag_ids = tft.compute_and_apply_vocabulary(inputs["tags"], vocab_filename="tag_names")
+        return {"s_sparse": s_sparse, "tag_ids": tag_ids, "tags_upper": tf.strings.upper(inputs["tags"])}
+
+    out = str(tmp_path / "out")
+    inprocess.run(mr.Transform(census_v2_fn, spec, num_shards=1), [raw[0]], output_dir=out)
+    rows = parsed(raw[1])
+    tags = vocabulary([t for row in rows for t in row["tags"]])
+    s_terms = vocabulary([row["s"][0] for row in rows])
+    written = data_rows(out)
+    assert len(written) == len(rows) == 1001
+    for row, got in zip(rows, written):
+        assert set(got) == {"s_sparse$sparse_indices_0", "s_sparse$sparse_values", "tag_ids$ragged_values"} | {
+            "tags_upper$ragged_values"
+        }
+        assert got["tag_ids$ragged_values"] == [tags.index(t) if t in tags else -1 for t in row["tags"]]
+        assert got["tags_upper$ragged_values"] == [t.upper() for t in row["tags"]]
+        s_id = s_terms.index(row["s"][0]) if row["s"][0] in s_terms else len(s_terms)
+        assert (got["s_sparse$sparse_indices_0"], got["s_sparse$sparse_values"]) == ([s_id], [s_id + 1])
+    # As tft's schema says them: a RaggedFeature of the values' feature, a SparseFeature as
+    # wide as the annotation; the raw schema's RaggedFeature read back as given.
+    output = tft.TFTransformOutput(out)
+    assert output.transformed_feature_spec() == {
+        "s_sparse": tf.io.SparseFeature(
+            ["s_sparse$sparse_indices_0"], "s_sparse$sparse_values", tf.int64, [len(s_terms) + 1], True
+        ),
+        "tag_ids": tf.io.RaggedFeature(tf.int64, "tag_ids$ragged_values", (), tf.int64),
+        "tags_upper": tf.io.RaggedFeature(tf.string, "tags_upper$ragged_values", (), tf.int64),
+    }
+    assert output.raw_feature_spec()["tags"] == ragged
+    domain = output.transformed_domains()["tag_ids$ragged_values"]  # ids of a vocabulary: their range, as tft's
+    assert (domain.min, domain.max, domain.is_categorical) == (-1, len(tags) - 1, True)
+    # data/ parsed by that spec is transform_fn applied alone, every value.
+    records = [r for p in raw[1] for r in read_tfrecords(p)]
+    applied = tf.saved_model.load(os.path.join(out, "transform_fn")).transform_fn(tf.io.parse_example(records, spec))
+    data = [r for p in sorted(glob.glob(os.path.join(out, "data", "*"))) for r in read_tfrecords(p)]
+    again = tf.io.parse_example(data, output.transformed_feature_spec())
+    for name in ("tag_ids", "tags_upper"):
+        assert again[name].to_list() == applied[name].to_list(), name
+    assert again["s_sparse"].indices.numpy().tolist() == applied["s_sparse"].indices.numpy().tolist()
+    assert again["s_sparse"].values.numpy().tolist() == applied["s_sparse"].values.numpy().tolist()

@@ -157,7 +157,7 @@ class Transform(Passes):
     and written once, in input order, in `num_shards` files of the output directory's
     data/ (0: one per 128 MiB), beside transform_fn/ and transformed_metadata/. `schema`:
     the raw examples' (a tensorflow-metadata Schema, a path to one in text format, or a
-    feature spec {name: tf.io.FixedLenFeature | tf.io.VarLenFeature}); None: inferred
+    feature spec {name: tf.io.FixedLenFeature | tf.io.VarLenFeature | tf.io.RaggedFeature}); None: inferred
     from the data as TFDV does. Given or inferred, it is written as metadata/schema.pbtxt,
     where TFX writes it (tft's `raw_feature_spec()` reads it).
 

@@ -1,5 +1,6 @@
 """tf.train.Example records made in a graph, from a batch of features (dense tensors of a
-fixed shape per example, or 2-D SparseTensors): for a map step that writes them."""
+fixed shape per example, 2-D SparseTensors, or RaggedTensors of a list an example): for a
+map step that writes them."""
 
 from tf2_mapreduce.errors import UsageError
 from tf2_mapreduce.feature_kinds import BYTES, FLOAT, INT64, KINDS, find
@@ -10,6 +11,8 @@ __all__ = ["encode"]
 
 def _rows(feature, batch):
     """`feature`'s values and row splits (example i holds values [splits[i], splits[i+1]))."""
+    if isinstance(feature, tf.RaggedTensor):
+        return feature.flat_values, tf.cast(feature.row_splits, tf.int64)
     if isinstance(feature, tf.SparseTensor):
         feature = tf.sparse.reorder(feature)
         lengths = tf.math.bincount(feature.indices[:, 0], minlength=batch, maxlength=batch, dtype=tf.int64)
@@ -23,7 +26,7 @@ def _rows(feature, batch):
 
 def encode(features: dict, batch):
     """The serialized tf.train.Example of each of `batch` examples, a 1-D tf.string: every
-    feature of `features` ({name: Tensor [batch, d...] or SparseTensor [batch, n]}, int64,
+    feature of `features` ({name: Tensor [batch, d...], SparseTensor [batch, n] or RaggedTensor [batch, None]}, int64,
     float32 or strings) in it, in name order. Needs the native ops."""
     from tf2_mapreduce import native
 
@@ -34,7 +37,7 @@ def encode(features: dict, batch):
     kinds = {kind: [] for kind in KINDS}
     for name in sorted(features):
         feature = features[name]
-        dtype = feature.values.dtype if isinstance(feature, tf.SparseTensor) else feature.dtype
+        dtype = feature.dtype
         kind = find(dtype=dtype.name)
         if kind is None:
             raise UsageError(

@@ -27,23 +27,27 @@ __all__ = [
 
 def raw_specs(feature_spec: dict) -> dict:
     """The tensor spec of each raw feature of `feature_spec`, batched, as tft traces a
-    preprocessing_fn: FixedLen [d...] a dense [None, d...], VarLen a SparseTensor."""
+    preprocessing_fn: FixedLen [d...] a dense [None, d...], VarLen a SparseTensor,
+    RaggedFeature a RaggedTensor [None, None]."""
     specs = {}
     for name, feature in sorted(feature_spec.items()):
         if isinstance(feature, tf.io.FixedLenFeature):
             specs[name] = tf.TensorSpec([None, *feature.shape], feature.dtype)
         elif isinstance(feature, tf.io.VarLenFeature):
             specs[name] = tf.SparseTensorSpec([None, None], feature.dtype)
+        elif isinstance(feature, tf.io.RaggedFeature) and not feature.partitions:
+            specs[name] = tf.RaggedTensorSpec([None, None], feature.dtype, 1, feature.row_splits_dtype)
         else:
             raise trace.NotSupported(
-                "tf2_mapreduce.transform: feature %s is a %s; FixedLen and VarLen only" % (name, type(feature).__name__)
+                "tf2_mapreduce.transform: feature %s is a %s; FixedLen, VarLen and RaggedFeature (of no partitions) only"
+                % (name, type(feature).__name__)
             )
     return specs
 
 
 def outputs_checked(outputs):
     """`outputs`, what a preprocessing_fn returned, if a transform can write them (a
-    non-empty dict, no ragged output); `NotSupported` otherwise."""
+    non-empty dict of tensors); `NotSupported` otherwise."""
     if not isinstance(outputs, dict):
         raise trace.NotSupported("preprocessing_fn must return a dict of features, not %s" % type(outputs).__name__)
     if not outputs:  # examples of no feature: tf.Transform refuses it too
@@ -51,10 +55,9 @@ def outputs_checked(outputs):
     for name, output in outputs.items():
         if not isinstance(output, (tf.Tensor, tf.SparseTensor, tf.RaggedTensor)):
             raise trace.NotSupported(
-                "preprocessing_fn output %s is a %s: a Tensor or SparseTensor each" % (name, type(output).__name__)
+                "preprocessing_fn output %s is a %s: a Tensor, SparseTensor or RaggedTensor each"
+                % (name, type(output).__name__)
             )
-        if isinstance(output, tf.RaggedTensor):
-            raise trace.NotSupported("preprocessing_fn output %s is a RaggedTensor: dense and sparse ones only" % name)
     return outputs
 
 

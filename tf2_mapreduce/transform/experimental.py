@@ -1,9 +1,12 @@
 """tft.experimental's calls in this subset: `get_vocabulary_size_by_name` (a vocabulary's
-size, for a one-hot depth, as TFX's taxi and census modules use it)."""
+size, for a one-hot depth, as TFX's taxi and census modules use it) and
+`annotate_sparse_output_shape` (a sparse output written as a SparseFeature of that size,
+as tf.Transform's census_example_v2 does)."""
 
+from tf2_mapreduce.lazy_tf import tf
 from tf2_mapreduce.transform import trace
 
-__all__ = ["get_vocabulary_size_by_name"]
+__all__ = ["get_vocabulary_size_by_name", "annotate_sparse_output_shape"]
 
 
 def get_vocabulary_size_by_name(vocab_filename: str):
@@ -12,3 +15,13 @@ def get_vocabulary_size_by_name(vocab_filename: str):
     int64 scalar, as tft's: a constant once analyzed, so that `tf.one_hot` of it has a
     fixed depth. Raises ValueError for a name no vocabulary has."""
     return trace.current().vocabulary_size(vocab_filename)
+
+
+def annotate_sparse_output_shape(tensor, shape) -> None:
+    """Notes that `tensor` (a 2-D SparseTensor, an output) is `shape` (its size, an int or
+    an int tensor known once analyzed, as a vocabulary's size) wide: it is written as tft
+    writes a SparseFeature, its indices and values in features of their own
+    (`NAME$sparse_indices_0`, `NAME$sparse_values`), its schema's size that."""
+    if not isinstance(tensor, tf.SparseTensor):
+        raise TypeError("annotate_sparse_output_shape needs a SparseTensor, not %s" % type(tensor).__name__)
+    trace.current().annotate_sparse(tensor, tf.cast(shape, tf.int64))

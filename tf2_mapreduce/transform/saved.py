@@ -84,7 +84,7 @@ def _module(preprocessing_fn, feature_spec, calls, values, paths, reads=None):
         if reads is not None:
             return {name: applying.read[name] for name in reads}
         # Here, where the outputs are still the tensors the mappers marked.
-        written.append(schemas.transformed(outputs, applying.domains))
+        written.append(schemas.transformed(outputs, applying.domains, sparse_shapes=applying.sparse_shapes))
         return dict(outputs)
 
     module.transform_fn = tf.function(transform_fn, input_signature=[raw_specs(feature_spec)], autograph=False)

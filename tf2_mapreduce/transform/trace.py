@@ -9,6 +9,8 @@ import hashlib
 import threading
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from tf2_mapreduce.errors import UsageError
 from tf2_mapreduce.lazy_tf import tf
 from tf2_mapreduce.transform import as_written, kinds
@@ -70,6 +72,9 @@ class Analysis:
         self.stand_ins[stand_in.ref()] = call
         return stand_in
 
+    def annotate_sparse(self, tensor, shape):
+        """Nothing: an output's shape is known, for the schema, once applied."""
+
     def vocabulary_size(self, key):
         """A stand-in of the size of the vocabulary known as `key`, made before."""
         stand_in = _unknown(tf.constant(0, tf.int64))
@@ -79,8 +84,8 @@ class Analysis:
         return stand_in
 
     def depends_on_a_result(self, output) -> bool:
-        """Whether `output` (a Tensor or SparseTensor) is computed from an analyzer's result."""
-        return self._depends_on_a_result(output.values if isinstance(output, tf.SparseTensor) else output)
+        """Whether `output` (a Tensor, SparseTensor or RaggedTensor) is computed from an analyzer's result."""
+        return any(self._depends_on_a_result(part) for part in tf.nest.flatten(output, expand_composites=True))
 
     def named(self, inputs, outputs) -> str:
         """Names each call by what it computes from `inputs` (the traced function's
@@ -141,6 +146,7 @@ class Applying:
         self._vocabulary_of = {}
         self._not_yet = set()  # refs of the stand-ins of vocabularies of a later phase
         self.domains = {}
+        self.sparse_shapes = {}  # {a SparseTensor's values' ref: its size (annotate_sparse_output_shape)}
         self.read = {}
 
     def result(self, kind, values, stand_in, params):
@@ -194,9 +200,22 @@ class Applying:
         )
         return self._tables[key], domain
 
+    def annotate_sparse(self, tensor, shape):
+        """Notes that SparseTensor `tensor`, an output, is `shape` ([size]) wide: its schema's SparseFeature."""
+        size = tf.get_static_value(shape)
+        if size is None:  # arithmetic of constants (a vocabulary's size + 1), which shape inference folds
+            folded = tf.zeros(tf.reshape(shape, [-1]), tf.int8).shape
+            size = np.array(folded.as_list()) if folded.is_fully_defined() else None
+        if size is None or tensor.shape.rank != 2 or size.size != 1:
+            raise NotSupported(
+                "tf2_mapreduce.transform: annotate_sparse_output_shape of a SparseTensor of rank 2 and a size "
+                "known once analyzed only"
+            )
+        self.sparse_shapes[tensor.values.ref()] = int(size.reshape(-1)[0])
+
     def mark(self, output, domain):
         """Notes that `output`'s values are ids within `domain` (min, max)."""
-        values = output.values if isinstance(output, tf.SparseTensor) else output
+        values = output if isinstance(output, tf.Tensor) else values_of(output)  # a dense one's own, not reshaped
         self.domains[values.ref()] = domain
         return output
 
