@@ -261,13 +261,13 @@ def per_example(tensor):
     """A batch's values as a list of 1-D arrays, one an example."""
     import tensorflow as tf
 
-    if isinstance(tensor, tf.SparseTensor):  # each row's values, in the order of their indices
+    if isinstance(tensor, tf.SparseTensor):  # each row's values, in the order the tensor holds them
         import numpy as np
 
-        tensor = tf.sparse.reorder(tensor)
-        rows = np.bincount(tensor.indices[:, 0].numpy(), minlength=int(tensor.dense_shape[0]))
-        splits = np.concatenate([[0], np.cumsum(rows)])
-        values = tensor.values.numpy()
+        rows = tensor.indices[:, 0].numpy()
+        order = np.argsort(rows, kind="stable")
+        splits = np.concatenate([[0], np.cumsum(np.bincount(rows, minlength=int(tensor.dense_shape[0])))])
+        values = tensor.values.numpy()[order]
         return [values[a:b] for a, b in zip(splits[:-1], splits[1:])]
     if isinstance(tensor, tf.RaggedTensor):
         values, splits = tensor.flat_values.numpy(), tensor.row_splits.numpy()

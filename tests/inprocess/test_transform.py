@@ -659,3 +659,26 @@ def test_a_ragged_feature_in_and_ragged_and_sparse_features_out_are_written_as_t
         assert again[name].to_list() == applied[name].to_list(), name
     assert again["s_sparse"].indices.numpy().tolist() == applied["s_sparse"].indices.numpy().tolist()
     assert again["s_sparse"].values.numpy().tolist() == applied["s_sparse"].values.numpy().tolist()
+    # As wide as annotated, in transform_fn itself too (tft changes the tensor's dense shape).
+    width = len(s_terms) + 1
+    assert applied["s_sparse"].dense_shape.numpy().tolist() == [len(records), width]
+    assert again["s_sparse"].dense_shape.numpy().tolist() == [len(records), width]
+
+
+def test_an_annotated_sparse_output_keeps_its_values_order_and_a_two_index_one_is_written_whole(tmp_path):
+    import tf2_mapreduce.transform.materialize as materialize
+
+    # A row's columns out of order, repeated (tft writes them as the tensor holds them), and
+    # an earlier transform's SparseFeature of two indices.
+    two = tf.SparseTensor([[0, 3], [0, 1], [0, 3], [2, 0]], tf.constant([30, 10, 30, 5], tf.int64), [3, 4])
+    three = tf.SparseTensor([[1, 2, 0], [1, 0, 1]], tf.constant([1.5, 2.5]), [2, 3, 2])
+    features = materialize.example_features(
+        {"two": two, "three": three},
+        {"two": (["two$i"], "two$v"), "three": (["three$i0", "three$i1"], "three$v")},
+    )
+    assert features["two$i"].to_list() == [[3, 1, 3], [], [0]]
+    assert features["two$v"].to_list() == [[30, 10, 30], [], [5]]
+    assert features["three$i0"].to_list() == [[], [2, 0]] and features["three$i1"].to_list() == [[], [0, 1]]
+    assert features["three$v"].to_list() == [[], [1.5, 2.5]]
+    with pytest.raises(UsageError, match="output two: a SparseTensor of rank 2 for a SparseFeature of 2 indices"):
+        materialize.example_features({"two": two}, {"two": (["a", "b"], "v")})

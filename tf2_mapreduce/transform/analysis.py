@@ -35,12 +35,14 @@ def raw_specs(feature_spec: dict) -> dict:
             specs[name] = tf.TensorSpec([None, *feature.shape], feature.dtype)
         elif isinstance(feature, tf.io.VarLenFeature):
             specs[name] = tf.SparseTensorSpec([None, None], feature.dtype)
-        elif isinstance(feature, tf.io.RaggedFeature) and not feature.partitions:
+        elif (
+            isinstance(feature, tf.io.RaggedFeature) and not feature.partitions and feature.row_splits_dtype == tf.int64
+        ):
             specs[name] = tf.RaggedTensorSpec([None, None], feature.dtype, 1, feature.row_splits_dtype)
         else:
             raise trace.NotSupported(
-                "tf2_mapreduce.transform: feature %s is a %s; FixedLen, VarLen and RaggedFeature (of no partitions) only"
-                % (name, type(feature).__name__)
+                "tf2_mapreduce.transform: feature %s is a %s; FixedLen, VarLen and RaggedFeature (of no partitions, "
+                "int64 row splits: as a schema says it) only" % (name, type(feature).__name__)
             )
     return specs
 

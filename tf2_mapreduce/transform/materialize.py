@@ -2,6 +2,7 @@
 each (`applied.SavedTransform`) and writes it, as a tf.train.Example, exactly once and in
 input order (`outputs.sinks.Records`), each output as tft writes it."""
 
+from tf2_mapreduce.errors import UsageError
 from tf2_mapreduce.inputs.formats import TFRECORD
 from tf2_mapreduce.jobs.base import Job
 from tf2_mapreduce.lazy_tf import tf
@@ -12,30 +13,46 @@ from tf2_mapreduce.transform import schema as schemas
 __all__ = ["materialize_job", "example_features"]
 
 
-def example_features(outputs: dict, sparse_features=frozenset()) -> dict:
+def _in_rows(values, rows, count):
+    """`values` as a RaggedTensor of `count` rows, each row's in the order given (`rows`:
+    each value's row, in any order)."""
+    order = tf.argsort(rows, stable=True)
+    return tf.RaggedTensor.from_value_rowids(tf.gather(values, order), tf.gather(rows, order), count)
+
+
+def example_features(outputs: dict, sparse_features=None) -> dict:
     """The features of the tf.Examples of `outputs` ({name: tensor}), as tft writes them: a
-    RaggedTensor's values as NAME$ragged_values; an output of `sparse_features` (its
-    schema's SparseFeatures: `annotate_sparse_output_shape`) as its indices and values,
-    each a feature; the others by their names."""
+    RaggedTensor's values as NAME$ragged_values; an output of `sparse_features` ({name:
+    (its index features' names, its value feature's name)}: its schema's SparseFeatures,
+    from `annotate_sparse_output_shape` or an earlier transform's schema) as each index
+    and its values, each a feature, in the order the tensor holds them; the others by
+    their names."""
     features = {}
     for name, output in outputs.items():
         if isinstance(output, tf.RaggedTensor):
             features[schemas.RAGGED_VALUES.format(name)] = output
-        elif name in sparse_features:
-            indices, shape = output.indices, output.dense_shape
-            features[schemas.SPARSE_INDICES.format(name)] = tf.SparseTensor(indices, indices[:, 1], shape)
-            features[schemas.SPARSE_VALUES.format(name)] = tf.SparseTensor(indices, output.values, shape)
+        elif name in (sparse_features or {}):
+            indexes, values = sparse_features[name]
+            if len(indexes) != output.shape.rank - 1:
+                raise UsageError(
+                    "output %s: a SparseTensor of rank %s for a SparseFeature of %d indices"
+                    % (name, output.shape.rank, len(indexes))
+                )
+            rows, count = output.indices[:, 0], output.dense_shape[0]
+            for i, index in enumerate(indexes):
+                features[index] = _in_rows(output.indices[:, i + 1], rows, count)
+            features[values] = _in_rows(output.values, rows, count)
         else:
             features[name] = output
     return features
 
 
-def materialize_job(saved, feature_spec, num_shards=0, name="transform", config=None, sparse_features=()) -> Job:
+def materialize_job(saved, feature_spec, num_shards=0, name="transform", config=None, sparse_features=None) -> Job:
     """The job writing every raw example of TFRecord files (parsed as `feature_spec` says)
     transformed by `saved` (a `SavedTransform`); `sparse_features`: the outputs the
-    transformed schema has as SparseFeatures."""
+    transformed schema has as SparseFeatures (`example_features`)."""
     spec = dict(feature_spec)
-    sparse_features = frozenset(sparse_features)
+    sparse_features = dict(sparse_features or {})
 
     def map_fn(records):
         outputs = saved.apply(tf.io.parse_example(records, spec))

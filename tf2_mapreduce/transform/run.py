@@ -150,9 +150,9 @@ def _transform_pass(applied, spec, identity, copied, summary, transform, run_pas
     says, written into `output_dir` with the directories `copied` (source, names) beside
     data/; its `Result`, `written` the summary written (`summary` added)."""
     transformed = schemas.read(join(copied[0], saved.METADATA + "/schema.pbtxt"))
-    sparse = sorted(feature.name for feature in transformed.sparse_feature)
+    sparse = {f.name: ([i.name for i in f.index_feature], f.value_feature.name) for f in transformed.sparse_feature}
     # How each output is written is part of what a checkpoint of the pass is tied to.
-    identity = {**identity, "sparse_features": repr(sparse)}
+    identity = {**identity, "sparse_features": repr(sorted(sparse.items()))}
     job = materialize_job(applied, spec, transform.num_shards, transform.name, identity, sparse)
     result = run_pass(job, {**_pass_options(options, "transform"), "output_dir": output_dir})
 

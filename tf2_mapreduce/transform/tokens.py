@@ -86,6 +86,8 @@ def tfidf(x, vocab_size, smooth=True, name=None):
     it + 1)) (`smooth`; else 1 + log(documents / documents holding it)), in float32, as tft
     computes them. Both counts are analyzers (`sum`), exact: over a vocabulary's ids, they
     are counted in a phase after it."""
+    if not isinstance(x, tf.SparseTensor):
+        raise NotSupported("tf2_mapreduce.transform: tfidf of a %s: a 2-D SparseTensor, as tft's" % type(x).__name__)
     if x.get_shape().ndims != 2:
         raise ValueError("tft.tfidf requires a 2D SparseTensor input. Input had %s dimensions." % x.get_shape().ndims)
     size = tf.get_static_value(vocab_size)

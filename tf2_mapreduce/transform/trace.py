@@ -212,6 +212,7 @@ class Applying:
                 "known once analyzed only"
             )
         self.sparse_shapes[tensor.values.ref()] = int(size.reshape(-1)[0])
+        tensor._dense_shape_default = tf.TensorShape([tensor.shape[0], self.sparse_shapes[tensor.values.ref()]])
 
     def mark(self, output, domain):
         """Notes that `output`'s values are ids within `domain` (min, max)."""
