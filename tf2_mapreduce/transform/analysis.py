@@ -84,9 +84,12 @@ class Traced:
     `Importable`; those of the first phase only are computed from the raw features alone)."""
 
     calls: list
-    phases: int
     computation: str
     function: Importable
+
+    @property
+    def phases(self) -> int:
+        return 1 + max((call.phase for call in self.calls), default=-1)
 
     def outputs(self) -> dict:
         """{call name: the tensor of `function` (its name) that is what the call reads}."""
@@ -152,7 +155,8 @@ def trace_calls(preprocessing_fn, feature_spec, given=dict) -> Traced:
     except Exception as e:  # noqa: BLE001 - the user's function: what it raised, in one line
         said = raised_by_user_code(e) + _features_there(e, feature_spec)
         raise UsageError("{setting:preprocessing_fn}: failed when traced: %s" % said) from e
-    outputs = dict(zip(sorted({call.name for call in analysis.calls}), graph.outputs))  # as `Traced.outputs`
+    traced = Traced(analysis.calls, digest[0], graph)
+    outputs = traced.outputs()
     # What each call reads needs, as the steps run it: TensorFlow orders the stateful ops of
     # a resource (a lookup in a table made of a vocabulary's file) by control edges, added
     # once traced. In call order: a call reads the results of earlier calls only.
@@ -164,7 +168,7 @@ def trace_calls(preprocessing_fn, feature_spec, given=dict) -> Traced:
         call.phase = phases[call.name]
     for call in analysis.calls:
         call.values = None
-    return Traced(analysis.calls, 1 + max(phases.values(), default=-1), digest[0], graph)
+    return traced
 
 
 def analyze_job(phase: Phase, feature_spec, name="analyze", config=None) -> Job:

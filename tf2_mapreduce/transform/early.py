@@ -175,8 +175,9 @@ def _unsaved(error) -> str:
 
 def check_saves(fn, raw_schema, spec, calls) -> None:
     """Saves transform_fn with each analyzer's result of no values, and loads it as the map
-    steps will (and what a later phase's analyzers read through), before any pass over the data: a function that cannot be saved (a resource
-    it does not track) or applied (a variable) fails in a second, not after the passes.
+    steps will (and what a later phase's analyzers read through), before any pass over the
+    data: a function that cannot be saved (a resource it does not track) or applied (a
+    variable) fails in a second, not after the passes.
     A load that fails on those results (a table of a fixed size, over a vocabulary of one
     dummy term) is left to the real one. Blocking."""
     made = tempfile.mkdtemp(prefix="tf2_mapreduce-trial-")

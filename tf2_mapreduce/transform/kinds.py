@@ -45,11 +45,16 @@ def _decoded(dtype, key):
     return float(np.array(int(key), np.int64).astype(np.int32).view(np.float32))
 
 
+def _places(columns):
+    """Each value's position, int64, of `columns` ([values, positions]) flattened."""
+    shape = tf.shape(columns, out_type=tf.int64)
+    return tf.reshape(tf.broadcast_to(tf.range(shape[1]), shape), [-1])
+
+
 def _prefixed(columns, keys):
     """`keys`, a key a value of `columns` ([values, positions], flattened), each prefixed by
     its value's position ("j:")."""
-    places = tf.reshape(tf.broadcast_to(tf.range(tf.shape(columns)[1]), tf.shape(columns)), [-1])
-    return tf.strings.join([tf.strings.as_string(places), keys], ":")
+    return tf.strings.join([tf.strings.as_string(_places(columns)), keys], ":")
 
 
 class Kind:
@@ -97,10 +102,7 @@ class Sums(Kind):
         return sums.terms(values, squares=self.name == "var")
 
     def counted_by_position(self, call, columns):
-        places = tf.broadcast_to(
-            tf.range(tf.shape(columns, out_type=tf.int64)[1]), tf.shape(columns, out_type=tf.int64)
-        )
-        return sums.terms(tf.reshape(columns, [-1]), self.name == "var", tf.reshape(places, [-1]))
+        return sums.terms(tf.reshape(columns, [-1]), self.name == "var", _places(columns))
 
     def result(self, call, entries):
         totals = sums.Totals(entries)

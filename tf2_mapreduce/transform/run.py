@@ -51,8 +51,9 @@ def _comparable(value):
 
 
 def _results_digest(calls, values) -> str:
-    """The analyzers' results by name: the transform pass's checkpoint is tied to them."""
-    named = sorted({call.name: _comparable(value) for call, value in zip(calls, values)}.items())
+    """The analyzers' results by name, those known (not None): a later phase's checkpoint,
+    and the transform pass's, are tied to them."""
+    named = sorted({call.name: _comparable(v) for call, v in zip(calls, values) if v is not None}.items())
     return hashlib.sha256(repr(named).encode()).hexdigest()
 
 
@@ -105,8 +106,7 @@ def run(transform, run_pass, inputs, output_dir=None, claimed=None, **options):
     values = [None] * len(calls)
     for phase in range(traced.phases):
         # A phase's counts depend on the results of those before: its checkpoint is tied to them.
-        known = [(call, value) for call, value in zip(calls, values) if value is not None]
-        config = {**identity, "analyzers": _results_digest(*zip(*known))} if known else identity
+        config = {**identity, "analyzers": _results_digest(calls, values)} if phase else identity
         with tempfile.TemporaryDirectory(prefix="tf2_mapreduce-phase-") as made:
             read = traced.first_phase() if phase == 0 else _later_phase(fn, spec, calls, values, phase, made)
             job = analysis.analyze_job(read, spec, "%s-analyze%s" % (transform.name, phase or ""), config)

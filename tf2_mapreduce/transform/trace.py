@@ -97,24 +97,19 @@ class Analysis:
             for i, part in enumerate(tf.nest.flatten(tensor, expand_composites=True)):
                 roots[part.ref()] = "feature %s %d" % (feature, i)
         named = Digests(roots)
+        results = [(ref, call, "analyzer ") for ref, call in self.stand_ins.items()]
+        results += [(ref, call, "vocabulary size ") for ref, call in self.sizes.items()]
         # In call order: a call reads the results of calls before it only, each known by
         # the name given it before (the same in any process).
         for call in self.calls:
             described = repr((call.kind, call.dtype.name, sorted(call.params.items()))).encode()
             computed = named.of([call.values]).encode()
             call.name = "%s:%s" % (call.kind, hashlib.sha256(described + computed).hexdigest()[:20])
-            for ref, of in self.stand_ins.items():
+            for ref, of, what in results:
                 if of is call:
-                    named.add_root(ref, "analyzer " + call.name)
-                    roots[ref] = "analyzer " + call.name
-            for ref, of in self.sizes.items():
-                if of is call:
-                    named.add_root(ref, "vocabulary size " + call.name)
-                    roots[ref] = "vocabulary size " + call.name
+                    named.add_root(ref, what + call.name)
         names = sorted(outputs)
-        return hashlib.sha256(
-            repr(names).encode() + Digests(roots).of([outputs[n] for n in names]).encode()
-        ).hexdigest()
+        return hashlib.sha256(repr(names).encode() + named.of([outputs[n] for n in names]).encode()).hexdigest()
 
     def results_among(self, names) -> list:
         """The calls whose results (their stand-ins, a vocabulary's size too) are among the ops `names`."""
