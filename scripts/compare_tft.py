@@ -318,12 +318,12 @@ def written(output_dir, spec):
     return table
 
 
-def kinds_of(spec):
+def kinds_of(spec, buckets=BUCKETS):
     import tensorflow as tf
 
     return {
         name: "bucket"
-        if name in BUCKETS
+        if name in buckets
         else "int"
         if feature.dtype == tf.int64
         else "bytes"
@@ -498,9 +498,11 @@ def compare_vocabularies(outputs, output_dirs):
     return rows
 
 
-def compare_outputs(work):
+def compare_outputs(work, probes=True, buckets=BUCKETS, oracles=None):
     """The report's rows: {"check", "result", "verdict" ("ok", "FAIL", "approx." or "info"), and
-    the row's figures}."""
+    the row's figures}. `probes`: transform_raw_features of PROBES too; `buckets`: outputs whose
+    values may differ (tf.Transform's quantiles are approximate); `oracles`: functions
+    (work, our transform_raw_features) that each give a row (by default `elementwise_oracle`)."""
     import tensorflow_transform as tft
 
     output_dirs = [os.path.join(work, side) for side in SIDES]
@@ -540,10 +542,10 @@ def compare_outputs(work):
     rows += compare_vocabularies(outputs, output_dirs)
     if differing:
         return rows  # the examples cannot be read alike
-    kinds = kinds_of(spec)
-    ours, theirs = (transformed(output, work) for output in outputs)
+    kinds = kinds_of(spec, buckets)
+    ours, theirs = (transformed(output, work, probes) for output in outputs)
     rows += compare_tables("transform_raw_features", kinds, ours, theirs)
-    rows.append(elementwise_oracle(work, ours))
+    rows += [oracle(work, ours) for oracle in (oracles if oracles is not None else [elementwise_oracle])]
     rows.append(data_row(work, "ours"))
     ours_data, theirs_data = (written(directory, spec) for directory in output_dirs)
     rows += compare_tables("data", kinds, canonical(ours_data, kinds), canonical(theirs_data, kinds))
@@ -559,34 +561,68 @@ def _float32_of(exact):
     return min(candidates, key=lambda c: (abs(Fraction(float(c)) - exact), int(c.view(np.uint32)) & 1))
 
 
-def elementwise_oracle(work, ours):
-    """A row: our xn_z (`ours`: transform_raw_features, by example) against an exact oracle:
-    each column of [x, n]'s mean and population variance over every raw example, as
-    fractions, each rounded once to float32, then (v - mean) / sqrt(var) in float32."""
+def exact_z_scores(values):
+    """The exact oracle of a z-score over float32 `values` (1-D): their mean and population
+    variance as fractions, each rounded once to float32, then (v - mean) / sqrt(var) in float32."""
+    import numpy as np
+
+    exact = [Fraction(float(v)) for v in values]
+    mean = sum(exact) / len(exact)
+    variance = sum((v - mean) ** 2 for v in exact) / len(exact)
+    return (np.float32(values) - _float32_of(mean)) / np.sqrt(_float32_of(variance))
+
+
+def raw_columns(work, features):
+    """{feature: float32 values of every raw example, one each} for raw features of one value or
+    none (a missing one 0, as TFX's modules fill it in)."""
     import numpy as np
     import tensorflow as tf
 
     raw_spec = raw_feature_spec(work)
-    columns = [[], []]
+    columns = {name: [] for name in features}
     for records in raw_records(work, probes=False):
-        parsed = tf.io.parse_example(records, raw_spec)
-        columns[0] += parsed["x"].numpy().ravel().tolist()
-        columns[1] += np.float32(parsed["n"].numpy().ravel()).tolist()
-    want = []
-    for values in columns:
-        exact = [Fraction(v) for v in values]
-        mean = sum(exact) / len(exact)
-        variance = sum((v - mean) ** 2 for v in exact) / len(exact)
-        want.append((np.float32(values) - _float32_of(mean)) / np.sqrt(_float32_of(variance)))
-    want = np.stack(want, axis=1)
-    got = np.stack(ours["xn_z"][: len(want)])
-    apart = int((got.view(np.uint32) != want.view(np.uint32)).any(axis=1).sum())
+        parsed = tf.io.parse_example(records, {name: raw_spec[name] for name in features})
+        for name, tensor in parsed.items():
+            if isinstance(tensor, tf.SparseTensor):
+                tensor = tf.sparse.to_dense(tf.SparseTensor(tensor.indices, tensor.values, [tensor.dense_shape[0], 1]))
+            columns[name] += np.float32(tensor.numpy()).reshape(-1).tolist()
+    return {name: np.float32(values) for name, values in columns.items()}
+
+
+def oracle_row(output, want, got):
+    """A row: our `output` (`got`, by example) against the oracle's values (`want`, an array
+    with a row an example), bit for bit."""
+    import numpy as np
+
+    got = np.stack(got[: len(want)]).reshape(want.shape)
+    apart = int((got.view(np.uint32) != want.view(np.uint32)).reshape(len(want), -1).any(axis=1).sum())
     return {
-        "check": "oracle xn_z",
+        "check": "oracle %s" % output,
+        "feature": output,
         "differing": apart,
         "result": "%d/%d examples exact" % (len(want) - apart, len(want)),
         "verdict": "ok" if not apart else "FAIL",
     }
+
+
+def z_score_oracle(output, feature):
+    """An oracle (for `compare_outputs`): our `output` is the z-score of the raw `feature` over
+    every raw example (`exact_z_scores`), bit for bit."""
+
+    def oracle(work, ours):
+        return oracle_row(output, exact_z_scores(raw_columns(work, [feature])[feature]), ours[output])
+
+    return oracle
+
+
+def elementwise_oracle(work, ours):
+    """A row: our xn_z (`ours`: transform_raw_features, by example) against `exact_z_scores`
+    of each column of [x, n] over every raw example."""
+    import numpy as np
+
+    columns = raw_columns(work, ["x", "n"])
+    want = np.stack([exact_z_scores(columns["x"]), exact_z_scores(columns["n"])], axis=1)
+    return oracle_row("xn_z", want, ours["xn_z"])
 
 
 def _as_listed(array):
@@ -634,14 +670,14 @@ def reading(output, work, raw_spec):
     }
 
 
-def compare_eval(work, side):
+def compare_eval(work, side, buckets=BUCKETS):
     """The rows of the eval split: `side`'s data/ (ours, by --transform_output) against our
     transform_fn bit for bit, and against tf.Transform's TransformDataset (work/tft/eval),
     each feature as the raw split's data/ are compared."""
     import tensorflow_transform as tft
 
     spec = tft.TFTransformOutput(os.path.join(work, "tft")).transformed_feature_spec()
-    kinds = kinds_of(spec)
+    kinds = kinds_of(spec, buckets)
     rows = [data_row(work, side, "eval", transform_side="ours")]
     ours, theirs = (written(os.path.join(work, d), spec) for d in (side, os.path.join("tft", "eval")))
     rows += compare_tables("eval data", kinds, canonical(ours, kinds), canonical(theirs, kinds))

@@ -7,7 +7,7 @@ Standard library only: it runs before this repo's venv exists (.ci/run starts it
 background, beside that venv's install). Each peer gets `.venv-peers/NAME/` (its venv),
 `.venv-peers/NAME.log` (pip's output) and `.venv-peers/NAME.json`: {"ok", "reason" (why not:
 pip's last error line, or the step that ran out of time), "python", "versions", "seconds",
-"requirements"}. The tier reads the JSON: it runs a peer's tests where "ok" is true and skips
+"requirements", "downloads", "downloaded" (the files downloaded beside the venv)}. The tier reads the JSON: it runs a peer's tests where "ok" is true and skips
 them, printing the reason, where it is false. A peer whose venv was made by the same
 requirements and Python, and works, is kept as it is. Exits 0 whatever the peers did (their
 JSON says it), 2 on a usage error.
@@ -24,13 +24,16 @@ import time
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PEERS_DIR = os.path.join(REPO, ".venv-peers")
 
-# Each peer: what it is, pip's arguments (one install: pip resolves them together), and the
-# modules whose versions prove the venv works.
+# Each peer: what it is, pip's arguments (one install: pip resolves them together), the
+# modules whose versions prove the venv works, and distributions downloaded beside it, not
+# installed (`downloads_dir`).
 PEERS = {
     "tft": {
         "name": "tf.Transform 1.21",
         "requirements": ["tensorflow-transform==1.21.0"],
         "modules": ["tensorflow_transform", "apache_beam", "tensorflow"],
+        # TFX's wheel: its example pipelines' module files and data (scripts/tfx_pipelines.py).
+        "downloads": ["tfx==1.21.0"],
     },
     "tfdv": {
         "name": "TFDV 1.16.1",
@@ -57,11 +60,16 @@ PEERS = {
 
 # Seconds per step, far above what each took on a 2-core machine (the install: about 3
 # minutes): a step past it has hung (a stalled download), and the peer is recorded as failed.
-TIMEOUTS = {"venv": 120, "pip upgrade": 300, "pip install": 1500, "import check": 300}
+TIMEOUTS = {"venv": 120, "pip upgrade": 300, "pip install": 1500, "import check": 300, "download": 300}
 
 
 def python_path(peer):
     return os.path.join(PEERS_DIR, peer, "bin", "python")
+
+
+def downloads_dir(peer):
+    """Where `peer`'s downloads are (inside its venv: made and removed with it)."""
+    return os.path.join(PEERS_DIR, peer, "downloads")
 
 
 def status_path(peer):
@@ -116,6 +124,10 @@ def current(peer, spec, interpreter):
         return None
     if not status.get("ok") or status.get("requirements") != spec["requirements"]:
         return None
+    if status.get("downloads") != spec.get("downloads", []) or not all(
+        os.path.exists(path) for path in status.get("downloaded", [])
+    ):
+        return None
     if status.get("base_python") != interpreter:
         return None
     try:
@@ -156,6 +168,9 @@ def install(peer, interpreter):
         ("pip install", pip + ["install", "--no-compile"] + spec["requirements"]),
         ("import check", [python_path(peer), "-c", versions_check(spec["modules"])]),
     ]
+    if spec.get("downloads"):
+        download = ["download", "--no-deps", "--only-binary", ":all:", "--dest", downloads_dir(peer)]
+        steps.append(("download", pip + download + spec["downloads"]))
     # The import check writes the bytecode of what the tier's peer processes import, even
     # where PYTHONDONTWRITEBYTECODE is set: without it each of them compiled it all again
     # (tf.Transform and Beam: 12 CPU-s an import, 4.2 to 4.7 with their bytecode).
@@ -168,6 +183,9 @@ def install(peer, interpreter):
         if reason:
             break
     versions = {}
+    downloaded = []
+    if not reason and spec.get("downloads"):
+        downloaded = sorted(os.path.join(downloads_dir(peer), name) for name in os.listdir(downloads_dir(peer)))
     if not reason:
         with open(log_path, errors="replace") as log:
             printed = [line for line in log if line.startswith(VERSIONS)]
@@ -181,6 +199,8 @@ def install(peer, interpreter):
         "versions": versions,
         "seconds": round(time.monotonic() - start, 1),
         "requirements": spec["requirements"],
+        "downloads": spec.get("downloads", []),
+        "downloaded": downloaded,
     }
     with open(status_path(peer) + ".tmp", "w") as f:
         json.dump(status, f, indent=1)

@@ -2,12 +2,18 @@
 reason where it could not be installed."""
 
 import pytest
-from peers import peer_python
+from peers import peer_download, peer_python
 
 
 @pytest.fixture(scope="session")
 def tft_python():
     return peer_python("tft")
+
+
+@pytest.fixture(scope="session")
+def tfx_wheel(tft_python):
+    """TFX's wheel, downloaded beside tf.Transform's venv: its example pipelines (scripts/tfx_pipelines.py)."""
+    return peer_download("tft", "tfx-1.21.0-")
 
 
 @pytest.fixture(scope="session")

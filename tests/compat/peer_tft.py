@@ -9,6 +9,11 @@ test, Beam's run and the comparison together (Beam and TensorFlow take seconds t
         into WORK/tft/eval, compared with WORK/SIDE (ours, by --transform_output).
         The report also holds what tft.TFTransformOutput reads of WORK/ours and WORK/tft
         (compare_tft.reading), for our TFTransformOutput to read alike.
+    python peer_tft.py pipeline NAME WHEEL WORK REPORT
+        tf.Transform runs TFX's example pipeline NAME (scripts/tfx_pipelines.py, its module read
+        from WHEEL) over WORK's raw split into WORK/tft, and WORK/eval through TransformDataset;
+        compare_tft then compares WORK/ours and WORK/ours_eval with them, as for `transform`
+        (no probes; an exact oracle of each z-score the pipeline writes).
     python peer_tft.py vocab PATTERN SCHEMA OUT VOCABULARIES
         tf.Transform computes each vocabulary of VOCABULARIES (JSON: {file name: [feature,
         compute_and_apply_vocabulary's options]}) over PATTERN's examples into OUT/transform_fn/assets.
@@ -29,6 +34,7 @@ sys.path.insert(0, os.path.join(REPO, "scripts"))
 sys.path.append(REPO)
 
 import compare_tft  # noqa: E402
+import tfx_pipelines  # noqa: E402
 
 from benchmarks import tf_transform  # noqa: E402
 
@@ -64,6 +70,25 @@ def transform(work, report, sides, eval_side=None):
         json.dump({"rows": rows, "data": checks, "readings": readings, "beam_seconds": beam_seconds}, f)
 
 
+def pipeline(name, wheel, work, report):
+    start = time.monotonic()
+    tf_transform.run_tft(
+        compare_tft.raw_pattern(work),
+        compare_tft.schema_path(work),
+        os.path.join(work, "tft"),
+        tfx_pipelines.make_fn(name, wheel),
+        runner=RUNNER,
+        batch_size=BATCH_SIZE,
+        eval_pattern=compare_tft.eval_pattern(work),
+    )
+    beam_seconds = time.monotonic() - start
+    oracles = [compare_tft.z_score_oracle(*z) for z in tfx_pipelines.PIPELINES[name].z_scores.items()]
+    rows = compare_tft.compare_outputs(work, probes=False, buckets=(), oracles=oracles)
+    rows += compare_tft.compare_eval(work, "ours_eval", buckets=())
+    with open(report, "w") as f:
+        json.dump({"rows": rows, "beam_seconds": beam_seconds}, f)
+
+
 def vocabulary_fn(vocabularies):
     def make(tft):
         def fn(inputs):
@@ -87,6 +112,8 @@ def main(argv):
         sides = [side for side in argv[4:] if not side.startswith("--eval=")]
         evals = [side.split("=", 1)[1] for side in argv[4:] if side.startswith("--eval=")]
         transform(argv[2], argv[3], sides, *evals[:1])
+    elif argv[1:2] == ["pipeline"] and len(argv) == 6:
+        pipeline(*argv[2:])
     elif argv[1:2] == ["vocab"] and len(argv) == 6:
         vocab(*argv[2:])
     else:

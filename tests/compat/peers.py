@@ -57,6 +57,23 @@ def peer_python(peer):
     return status["python"]
 
 
+def peer_download(peer, prefix):
+    """The file downloaded beside `peer`'s venv whose name starts with `prefix` (call once
+    `peer_python(peer)` has returned)."""
+    with open(install_peers.status_path(peer)) as f:
+        downloaded = json.load(f).get("downloaded", [])
+    found = [path for path in downloaded if os.path.basename(path).startswith(prefix) and os.path.exists(path)]
+    if not found:
+        why = "%s: no %s* downloaded beside it (python3 scripts/install_peers.py downloads it)" % (
+            install_peers.PEERS[peer]["name"],
+            prefix,
+        )
+        if os.environ.get("CI"):
+            pytest.fail(why)
+        pytest.skip(why)
+    return found[0]
+
+
 def run_peer(python, args, log_path, timeout):
     """Runs `python args` (a peer's Python) to the end within `timeout` s, its output in
     `log_path` and its working directory that of `log_path` (what it may leave stays out of the

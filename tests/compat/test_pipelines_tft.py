@@ -1,0 +1,112 @@
+"""TFX's example pipelines against tf.Transform 1.21 (scripts/tfx_pipelines.py): each module file
+as TFX's wheel ships it, run by tf.Transform unchanged and by us with only its import line
+changed, over the data TFX ships beside it. Both outputs read by tft.TFTransformOutput: spec,
+raw spec, every vocabulary, every example of both splits (the second through our
+--transform_output and tf.Transform's TransformDataset), and our data/ against our transform_fn,
+bit for bit. A z-score is checked against an exact oracle; tf.Transform's is printed beside."""
+
+import json
+import os
+
+import compare_tft
+import pytest
+import tfx_pipelines
+from peers import HERE, made_once, run_peer
+
+import tf2_mapreduce as mr
+import tf2_mapreduce.transform as tft
+
+pytestmark = [pytest.mark.compat, pytest.mark.cluster]
+
+# Beam's run and the comparison: 10-20 s a pipeline on a quiet 2-core machine.
+PEER_TIMEOUT = 300
+OURS_TIMEOUT = 120
+# Per pipeline: examples of the split analyzed and of the other (TFX's data, split 2:1, or
+# TFX's own splits), and the vocabularies it writes.
+TAXI_VOCABULARIES = ["vocab_compute_and_apply_vocabulary_1_vocabulary", "vocab_compute_and_apply_vocabulary_vocabulary"]
+WORKSHOP_VOCABULARIES = ["company", "payment_type"] + [
+    "dropoff_census_tract",
+    "dropoff_community_area",
+    "pickup_census_tract",
+    "pickup_community_area",
+    "trip_start_day",
+    "trip_start_hour",
+    "trip_start_month",
+]
+EXPECTED = {
+    "taxi": (10002, 5000, TAXI_VOCABULARIES),
+    "taxi_workshop": (10002, 5000, sorted(WORKSHOP_VOCABULARIES)),
+    "penguin": (234, 100, []),
+    "imdb": (67, 33, ["vocab_compute_and_apply_vocabulary_vocabulary"]),
+    "mnist": (400, 200, []),
+}
+
+
+@pytest.fixture(scope="module", params=sorted(tfx_pipelines.PIPELINES))
+def compared(request, tft_python, tfx_wheel, inprocess, tmp_path_factory, worker_id):
+    """Pipeline `request.param` on both sides: ours on the in-process cluster (the split analyzed
+    into ours/, the other through --transform_output into ours_eval/), then tf.Transform's run
+    and every comparison in one process of its venv: the report, with the pipeline's name."""
+    name = request.param
+
+    def make():
+        work = str(tmp_path_factory.mktemp("pipeline_" + name))
+        tfx_pipelines.write_pipeline_data(name, tfx_wheel, work)
+        fn = tfx_pipelines.make_fn(name, tfx_wheel)(tft)
+        job = mr.Transform(fn, schema=compare_tft.schema_path(work), num_shards=2)
+        inprocess.run(job, [compare_tft.raw_pattern(work)], output_dir=os.path.join(work, "ours"))
+        applied = mr.Transform(transform_output=os.path.join(work, "ours"), num_shards=2)
+        inprocess.run(applied, [compare_tft.eval_pattern(work)], output_dir=os.path.join(work, "ours_eval"))
+        report = os.path.join(work, "report.json")
+        args = [os.path.join(HERE, "peer_tft.py"), "pipeline", name, tfx_wheel, work, report]
+        run_peer(tft_python, args, os.path.join(work, "peer_tft.log"), PEER_TIMEOUT)
+        with open(report) as f:
+            return dict(json.load(f), name=name)
+
+    return made_once(tmp_path_factory, worker_id, "pipeline_" + name, make, PEER_TIMEOUT + OURS_TIMEOUT)
+
+
+def row(compared, check):
+    (found,) = [r for r in compared["rows"] if r["check"] == check]
+    return found
+
+
+def test_the_specs_and_every_vocabulary_are_tfts(compared):
+    spec = row(compared, "transformed_feature_spec")
+    assert spec["differing"] == [], spec["result"]
+    assert spec["features"]
+    raw = row(compared, "raw_feature_spec")
+    assert raw["verdict"] == "ok", raw["result"]
+    names = row(compared, "vocabulary names")["names"]
+    assert names["ours"] == names["tft"] == EXPECTED[compared["name"]][2]
+    for name in names["tft"]:
+        vocabulary = row(compared, "vocabulary %s" % name)
+        assert vocabulary["verdict"] == "ok" and vocabulary["terms"] > 0, vocabulary["result"]
+
+
+@pytest.mark.parametrize("table", ["transform_raw_features", "data", "eval data"])
+def test_every_example_is_tfts_or_an_exact_oracles(compared, table):
+    """Every output of every example (transform_raw_features of the raw split; data/ of both
+    splits, as multisets: Beam writes in no fixed order) equal to tf.Transform's, bit for bit;
+    a z-score equal to the exact oracle's, and tf.Transform's difference printed."""
+    analyzed, other, _ = EXPECTED[compared["name"]]
+    z_scores = tfx_pipelines.PIPELINES[compared["name"]].z_scores
+    rows = [r for r in compared["rows"] if r["check"].startswith(table + " ")]
+    assert sorted(r["feature"] for r in rows) == row(compared, "transformed_feature_spec")["features"]
+    for r in rows:
+        assert r["examples"] == (other if table == "eval data" else analyzed), r["check"]
+        if r["feature"] in z_scores:
+            oracle = row(compared, "oracle " + r["feature"])
+            assert oracle["differing"] == 0, oracle["result"]
+            print("%s %s against tf.Transform's: %s" % (compared["name"], r["check"], r["result"]))
+        else:
+            assert r["differing"] == 0 and r["verdict"] == "ok", r["result"]
+
+
+@pytest.mark.parametrize("side", ["ours", "ours_eval"])
+def test_our_data_is_our_transform_fn_bit_for_bit(compared, side):
+    analyzed, other, _ = EXPECTED[compared["name"]]
+    (check,) = [r for r in compared["rows"] if r["check"].startswith("data: %s/data" % side)]
+    examples = analyzed if side == "ours" else other
+    assert (check["examples"], check["written"]) == (examples, examples)
+    assert check["differing"] == [], check["result"]
