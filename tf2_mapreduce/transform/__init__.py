@@ -17,6 +17,7 @@ from tf2_mapreduce.transform.mappers import (
     scale_to_z_score,
     sparse_tensor_to_dense_with_shape,
 )
+from tf2_mapreduce.transform.metadata import DatasetMetadata
 from tf2_mapreduce.transform.output import TFTransformOutput
 from tf2_mapreduce.transform.tokens import bag_of_words, ngrams, tfidf, word_count
 from tf2_mapreduce.transform.trace import NotSupported
@@ -45,6 +46,7 @@ __all__ = [
     "sum",
     "experimental",
     "TFTransformOutput",
+    "DatasetMetadata",
     "NotSupported",
 ]
 
@@ -55,5 +57,10 @@ def __getattr__(name):
         raise AttributeError("module %r has no attribute %r" % (__name__, name))
     raise AttributeError(
         "tf2_mapreduce.transform has no %s: tf.Transform's subset here is %s"
-        % (name, ", ".join(n for n in __all__ if n not in ("NotSupported", "experimental", "TFTransformOutput")))
+        % (
+            name,
+            ", ".join(
+                n for n in __all__ if n not in ("NotSupported", "experimental", "TFTransformOutput", "DatasetMetadata")
+            ),
+        )
     )

@@ -237,6 +237,11 @@ def raw(spec: dict):
                 raise NotSupported("raw feature %s: a RaggedFeature of no partitions only" % name)
             _add_ragged(schema, name, feature.value_key or name, feature.dtype)
             continue
+        if not isinstance(feature, (tf.io.FixedLenFeature, tf.io.VarLenFeature)):
+            raise NotSupported(
+                "raw feature %s: a %s (FixedLenFeature, VarLenFeature and RaggedFeature are)"
+                % (name, type(feature).__name__)
+            )
         _add(schema, name, feature.dtype, list(feature.shape) if isinstance(feature, tf.io.FixedLenFeature) else None)
     return schema
 
