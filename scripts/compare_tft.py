@@ -561,15 +561,36 @@ def _float32_of(exact):
     return min(candidates, key=lambda c: (abs(Fraction(float(c)) - exact), int(c.view(np.uint32)) & 1))
 
 
+def exact_mean(values):
+    """The mean of float32 `values` as a fraction."""
+    exact = [Fraction(float(v)) for v in values]
+    return sum(exact) / len(exact)
+
+
 def exact_z_scores(values):
     """The exact oracle of a z-score over float32 `values` (1-D): their mean and population
     variance as fractions, each rounded once to float32, then (v - mean) / sqrt(var) in float32."""
     import numpy as np
 
-    exact = [Fraction(float(v)) for v in values]
-    mean = sum(exact) / len(exact)
-    variance = sum((v - mean) ** 2 for v in exact) / len(exact)
+    mean = exact_mean(values)
+    variance = sum((Fraction(float(v)) - mean) ** 2 for v in values) / len(values)
     return (np.float32(values) - _float32_of(mean)) / np.sqrt(_float32_of(variance))
+
+
+def exact_centered(values):
+    """`values` less their exact mean rounded once to float32 (x - tft.mean(x)), in float32."""
+    import numpy as np
+
+    return np.float32(values) - _float32_of(exact_mean(values))
+
+
+def scaled_0_1(values):
+    """scale_to_0_1 of float32 `values` over their least and greatest, in float32 (exact: no sum)."""
+    import numpy as np
+
+    values = np.float32(values)
+    low, high = values.min(), values.max()
+    return (values - low) / (high - low) * np.float32(1.0) + np.float32(0.0)
 
 
 def raw_columns(work, features):
@@ -605,12 +626,12 @@ def oracle_row(output, want, got):
     }
 
 
-def z_score_oracle(output, feature):
-    """An oracle (for `compare_outputs`): our `output` is the z-score of the raw `feature` over
-    every raw example (`exact_z_scores`), bit for bit."""
+def column_oracle(output, features, want):
+    """An oracle (for `compare_outputs`): our `output` is `want(columns)` bit for bit, where
+    `columns` are `raw_columns` of `features` over every raw example."""
 
     def oracle(work, ours):
-        return oracle_row(output, exact_z_scores(raw_columns(work, [feature])[feature]), ours[output])
+        return oracle_row(output, want(raw_columns(work, features)), ours[output])
 
     return oracle
 

@@ -1,12 +1,15 @@
-"""TFX's example pipelines as their users have them: each one's module file read from TFX's own
-wheel, its preprocessing_fn run with the import line changed, over the data TFX ships beside it.
+"""The example pipelines of TFX and tf.Transform as their users have them: each module file run
+with only its import line changed, over the data TFX ships beside it (or made in its shape).
 
 The compat tier (tests/compat/test_pipelines_tft.py) runs each on both sides: tf.Transform's venv
-runs the module as TFX does; ours runs it with `import tensorflow_transform as tft` made
-`import tf2_mapreduce.transform as tft`, nothing else. The wheel is a download of the registry
-(`scripts/install_peers.py` fetches it beside tf.Transform's venv): not installed, so none of
-TFX's dependencies come with it. A module's imports that do not import here (TFX's own, tfx_bsl's:
-the trainer's) are left out; its preprocessing_fn, helpers and constants run as written.
+runs the module as it is; ours runs it with `import tensorflow_transform as tft` made
+`import tf2_mapreduce.transform as tft`, nothing else. TFX's modules are read from TFX's wheel, a
+download of the registry (`scripts/install_peers.py` fetches it beside tf.Transform's venv): not
+installed, so none of TFX's dependencies come with it. tf.Transform's are copies of its own
+(tests/compat/tft_examples). A module's imports that do not import here (TFX's own, tfx_bsl's,
+Beam's: the trainer's and the pipeline's) are left out; its preprocessing_fn, helpers and
+constants run as written, and one defined inside another function (tf.Transform's examples
+define theirs inside the Beam pipeline's) is taken out of it as it is.
 
 Each pipeline writes, under a work directory, the layout scripts/compare_tft.py reads: raw/ (the
 split analyzed), eval/ (another split), raw_schema.pbtxt.
@@ -24,20 +27,49 @@ import types
 import zipfile
 from typing import NamedTuple
 
-__all__ = ["PIPELINES", "Pipeline", "make_fn", "write_pipeline_data"]
+import compare_tft
+
+__all__ = ["PIPELINES", "Pipeline", "load_module", "make_fn", "write_pipeline_data"]
 
 TFT_IMPORT = "import tensorflow_transform as tft"
+# tf.Transform's examples: copies of its own (not in its packages).
+TFT_EXAMPLES = os.path.join(
+    os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests", "compat", "tft_examples"
+)
 TAXI = "tfx/examples/chicago_taxi_pipeline/"
 PENGUIN = "tfx/components/testdata/penguin/"
 IMDB = "tfx/examples/imdb/"
-TAXI_Z = {"trip_miles_xf": "trip_miles", "fare_xf": "fare", "trip_seconds_xf": "trip_seconds"}
-PENGUIN_Z = {k + "_xf": k for k in ("culmen_length_mm", "culmen_depth_mm", "flipper_length_mm", "body_mass_g")}
+
+
+def _z_scores(outputs):
+    """Oracles of outputs that are scale_to_z_score of a raw feature ({output: feature})."""
+    return {
+        output: ([feature], lambda columns, feature=feature: compare_tft.exact_z_scores(columns[feature]))
+        for output, feature in outputs.items()
+    }
+
+
+TAXI_Z = _z_scores({"trip_miles_xf": "trip_miles", "fare_xf": "fare", "trip_seconds_xf": "trip_seconds"})
+PENGUIN_FEATURES = ("culmen_length_mm", "culmen_depth_mm", "flipper_length_mm", "body_mass_g")
+PENGUIN_Z = _z_scores({k + "_xf": k for k in PENGUIN_FEATURES})
+# The simple example's: x less its mean, and times y scaled to [0, 1].
+SIMPLE = {
+    "x_centered": (["x"], lambda c: compare_tft.exact_centered(c["x"])),
+    "x_centered_times_y_normalized": (
+        ["x", "y"],
+        lambda c: compare_tft.exact_centered(c["x"]) * compare_tft.scaled_0_1(c["y"]),
+    ),
+}
 
 
 class Pipeline(NamedTuple):
-    module: str  # the module file in the wheel
+    module: str  # its module file: in TFX's wheel ("tfx/..."), or one of TFT_EXAMPLES
     data: str  # how its raw examples are made: a key of WRITERS
-    z_scores: dict  # its outputs that are scale_to_z_score of a raw feature: {output: feature}
+    # Its float outputs whose analyzers tf.Transform combines in float32, each with an exact
+    # oracle: {output: (raw features, a function of their columns (compare_tft.raw_columns))}.
+    oracles: dict = {}
+    fn: str = "preprocessing_fn"  # the function's name in the module
+    schema: str | None = None  # the module's attribute holding its raw schema, if it makes one
 
 
 PIPELINES = {
@@ -45,8 +77,13 @@ PIPELINES = {
     # The airflow workshop's (and TFX's components tutorial's) taxi: one-hots as deep as a vocabulary.
     "taxi_workshop": Pipeline("tfx/examples/airflow_workshop/taxi/setup/dags/taxi_utils.py", "taxi", TAXI_Z),
     "penguin": Pipeline("tfx/examples/penguin/penguin_utils_base.py", "penguin", PENGUIN_Z),
-    "imdb": Pipeline(IMDB + "imdb_utils_native_keras.py", "imdb", {}),
-    "mnist": Pipeline("tfx/examples/mnist/mnist_utils_native_keras_base.py", "mnist", {}),
+    "imdb": Pipeline(IMDB + "imdb_utils_native_keras.py", "imdb"),
+    "mnist": Pipeline("tfx/examples/mnist/mnist_utils_native_keras_base.py", "mnist"),
+    "tft_simple": Pipeline("simple_example.py", "simple", SIMPLE, fn="_preprocessing_fn", schema="_RAW_DATA_METADATA"),
+    # RaggedFeature in, SparseFeature out, a table made under tf.init_scope().
+    "tft_census_v2": Pipeline("census_example_v2.py", "census", schema="_SCHEMA"),
+    # tfidf over a vocabulary's ids, over TFX's IMDB reviews.
+    "tft_sentiment_v2": Pipeline("sentiment_example_v2.py", "sentiment", schema="SCHEMA"),
 }
 SHARDS = 2
 
@@ -57,31 +94,82 @@ def _importable(node):
     return all(importlib.util.find_spec(name.split(".")[0]) is not None for name in names)
 
 
+def _bound(node):
+    """The names an import statement binds."""
+    return {(alias.asname or alias.name).split(".")[0] for alias in node.names}
+
+
+def _evaluated(node):
+    """What of a top-level statement runs when the module is imported: a definition's
+    decorators and defaults; any other statement whole."""
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return node.decorator_list + node.args.defaults + [d for d in node.args.kw_defaults if d]
+    if isinstance(node, ast.ClassDef):
+        return node.decorator_list + node.bases + [k.value for k in node.keywords]
+    return [node]
+
+
+def _without_left_out(body):
+    """`body` without the imports that do not import here, nor the statements that would read
+    their names when the module is imported (the Beam pipeline's transforms, decorated by Beam)."""
+    kept, missing = [], set()
+    for node in body:
+        if isinstance(node, (ast.Import, ast.ImportFrom)) and not _importable(node):
+            missing |= _bound(node)
+            continue
+        reads = {n.id for part in _evaluated(node) for n in ast.walk(part) if isinstance(n, ast.Name)}
+        if reads & missing:
+            continue
+        kept.append(node)
+    return kept
+
+
 def module_source(wheel, name):
-    """The text of pipeline `name`'s module file, as TFX ships it in `wheel`."""
+    """The text of pipeline `name`'s module file, as TFX ships it in `wheel` or tf.Transform's copy."""
+    path = PIPELINES[name].module
+    if not path.startswith("tfx/"):
+        with open(os.path.join(TFT_EXAMPLES, path)) as f:
+            return f.read()
     with zipfile.ZipFile(wheel) as z:
-        return z.read(PIPELINES[name].module).decode()
+        return z.read(path).decode()
+
+
+def _lifted(tree, fn):
+    """`tree`'s body with the function `fn`, where it is defined inside another, added at the
+    module's top level as it is written (it reads the module's names only)."""
+    if any(isinstance(node, ast.FunctionDef) and node.name == fn for node in tree.body):
+        return tree.body
+    found = [node for node in ast.walk(tree) if isinstance(node, ast.FunctionDef) and node.name == fn]
+    if len(found) != 1:
+        raise ValueError("%d functions named %s" % (len(found), fn))
+    return tree.body + found
+
+
+def load_module(name, wheel, tft):
+    """Pipeline `name`'s module, executed with `tft` as its tf.Transform: the import line
+    changed to import `tft`'s module where that is not tensorflow_transform, the imports that
+    do not import here left out (`_without_left_out`)."""
+    path = PIPELINES[name].module
+    source = module_source(wheel, name)
+    if TFT_IMPORT not in source:
+        raise ValueError("%s: no line %r to change" % (path, TFT_IMPORT))
+    source = source.replace(TFT_IMPORT, "import %s as tft" % tft.__name__, 1)
+    tree = ast.parse(source)
+    tree.body = _without_left_out(tree.body)
+    tree.body = _lifted(tree, PIPELINES[name].fn)
+    module = types.ModuleType("example_" + name)
+    # Annotations unevaluated: the trainer's signatures name the classes of the imports left out.
+    code = compile(tree, path, "exec", flags=__future__.annotations.compiler_flag)
+    exec(code, module.__dict__)
+    return module
 
 
 def make_fn(name, wheel):
     """A `make_fn(tft)` for benchmarks/tf_transform.run_tft and the compat tier: pipeline
-    `name`'s preprocessing_fn, its module executed with `tft` as its tf.Transform (the import
-    line changed to import `tft`'s module where that is not tensorflow_transform)."""
+    `name`'s preprocessing_fn, its module loaded by `load_module`."""
 
     def make(tft):
-        source = module_source(wheel, name)
-        if TFT_IMPORT not in source:
-            raise ValueError("%s: no line %r to change" % (PIPELINES[name].module, TFT_IMPORT))
-        source = source.replace(TFT_IMPORT, "import %s as tft" % tft.__name__, 1)
-        tree = ast.parse(source)
-        tree.body = [
-            node for node in tree.body if not isinstance(node, (ast.Import, ast.ImportFrom)) or _importable(node)
-        ]
-        module = types.ModuleType("tfx_example_" + name)
-        # Annotations unevaluated: the trainer's signatures name the classes of the imports left out.
-        code = compile(tree, PIPELINES[name].module, "exec", flags=__future__.annotations.compiler_flag)
-        exec(code, module.__dict__)
-        return module.preprocessing_fn
+        return getattr(load_module(name, wheel, tft), PIPELINES[name].fn)
 
     return make
 
@@ -188,11 +276,87 @@ def _mnist(work, z):
     _write_splits(work, MNIST_SCHEMA, records)
 
 
-WRITERS = {"taxi": _taxi, "penguin": _penguin, "imdb": _imdb, "mnist": _mnist}
+def _census(work, z, schema_text, module):
+    """Examples of the census data's shape (tf.Transform does not ship it): the module's
+    categorical features with the data's leading space, its numeric ones, its optional one
+    missing from a fifth of them, the label with the test file's trailing period in some."""
+    import random
+
+    rng = random.Random(1)
+    types_ = _schema_types(schema_text)
+    categories = {
+        key: [" %s_%d" % (key, i) for i in range(rng.randint(3, 9))] for key in module.CATEGORICAL_FEATURE_KEYS
+    }
+    records = []
+    for _ in range(CENSUS_EXAMPLES):
+        features = {key: [rng.choice(values)] for key, values in categories.items()}
+        features.update({key: [repr(round(rng.uniform(0, 100), 1))] for key in module.NUMERIC_FEATURE_KEYS})
+        for key in module.OPTIONAL_NUMERIC_FEATURE_KEYS:
+            features[key] = [repr(float(rng.randint(1, 16)))] if rng.random() < 0.8 else []
+        features[module.LABEL_KEY] = [rng.choice((" >50K", " <=50K", " <=50K."))]
+        records.append(_example(features, types_))
+    _write_splits(work, schema_text, records)
 
 
-def write_pipeline_data(name, wheel, work):
-    """Writes pipeline `name`'s raw examples (raw/, eval/) and schema under `work`."""
+CENSUS_EXAMPLES = 3000
+
+
+def _sentiment(work, z, schema_text, module):
+    """TFX's 100 labelled IMDB reviews as the sentiment example's review and label."""
+    types_ = _schema_types(schema_text)
+    rows = csv.DictReader(io.StringIO(z.read(IMDB + "data/imdb_small_with_labels.txt").decode()))
+    records = [_example({module.REVIEW_KEY: [row["text"]], module.LABEL_KEY: [row["label"]]}, types_) for row in rows]
+    _write_splits(work, schema_text, records)
+
+
+def _simple(work, z, schema_text, module):
+    """The simple example's three features over 300 examples (its module holds three)."""
+    import random
+
+    rng = random.Random(2)
+    types_ = _schema_types(schema_text)
+    words = ("hello", "world", "hello", "tf", "transform")
+    records = [
+        _example(
+            {
+                "x": [repr(round(rng.gauss(2, 1), 2))],
+                "y": [repr(round(rng.uniform(0, 9), 1))],
+                "s": [rng.choice(words)],
+            },
+            types_,
+        )
+        for _ in range(300)
+    ]
+    _write_splits(work, schema_text, records)
+
+
+WRITERS = {
+    "taxi": _taxi,
+    "penguin": _penguin,
+    "imdb": _imdb,
+    "mnist": _mnist,
+    "census": _census,
+    "sentiment": _sentiment,
+    "simple": _simple,
+}
+
+
+def module_schema(module, attribute):
+    """The raw schema a module makes (`attribute`: a Schema, or a DatasetMetadata holding one), as text."""
+    from google.protobuf import text_format
+
+    schema = getattr(module, attribute)
+    return text_format.MessageToString(getattr(schema, "schema", schema))
+
+
+def write_pipeline_data(name, wheel, work, tft):
+    """Writes pipeline `name`'s raw examples (raw/, eval/) and schema under `work`; where its
+    module makes its raw schema, the one it makes with `tft` as its tf.Transform."""
     os.makedirs(work, exist_ok=True)
+    pipeline = PIPELINES[name]
     with zipfile.ZipFile(wheel) as z:
-        WRITERS[PIPELINES[name].data](work, z)
+        if pipeline.schema is None:
+            WRITERS[pipeline.data](work, z)
+            return
+        module = load_module(name, wheel, tft)
+        WRITERS[pipeline.data](work, z, module_schema(module, pipeline.schema), module)

@@ -32,7 +32,7 @@ PEERS = {
         "name": "tf.Transform 1.21",
         "requirements": ["tensorflow-transform==1.21.0"],
         "modules": ["tensorflow_transform", "apache_beam", "tensorflow"],
-        # TFX's wheel: its example pipelines' module files and data (scripts/tfx_pipelines.py).
+        # TFX's wheel: its example pipelines' module files and data (scripts/example_pipelines.py).
         "downloads": ["tfx==1.21.0"],
     },
     "tfdv": {

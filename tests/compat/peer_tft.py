@@ -10,10 +10,12 @@ test, Beam's run and the comparison together (Beam and TensorFlow take seconds t
         The report also holds what tft.TFTransformOutput reads of WORK/ours and WORK/tft
         (compare_tft.reading), for our TFTransformOutput to read alike.
     python peer_tft.py pipeline NAME WHEEL WORK REPORT
-        tf.Transform runs TFX's example pipeline NAME (scripts/tfx_pipelines.py, its module read
+        tf.Transform runs TFX's example pipeline NAME (scripts/example_pipelines.py, its module read
         from WHEEL) over WORK's raw split into WORK/tft, and WORK/eval through TransformDataset;
         compare_tft then compares WORK/ours and WORK/ours_eval with them, as for `transform`
-        (no probes; an exact oracle of each z-score the pipeline writes).
+        (no probes; an exact oracle of each float output tf.Transform
+        combines in float32; where the module
+        makes its raw schema, tf.Transform's against the one ours made).
     python peer_tft.py vocab PATTERN SCHEMA OUT VOCABULARIES
         tf.Transform computes each vocabulary of VOCABULARIES (JSON: {file name: [feature,
         compute_and_apply_vocabulary's options]}) over PATTERN's examples into OUT/transform_fn/assets.
@@ -34,7 +36,7 @@ sys.path.insert(0, os.path.join(REPO, "scripts"))
 sys.path.append(REPO)
 
 import compare_tft  # noqa: E402
-import tfx_pipelines  # noqa: E402
+import example_pipelines  # noqa: E402
 
 from benchmarks import tf_transform  # noqa: E402
 
@@ -76,17 +78,43 @@ def pipeline(name, wheel, work, report):
         compare_tft.raw_pattern(work),
         compare_tft.schema_path(work),
         os.path.join(work, "tft"),
-        tfx_pipelines.make_fn(name, wheel),
+        example_pipelines.make_fn(name, wheel),
         runner=RUNNER,
         batch_size=BATCH_SIZE,
         eval_pattern=compare_tft.eval_pattern(work),
     )
     beam_seconds = time.monotonic() - start
-    oracles = [compare_tft.z_score_oracle(*z) for z in tfx_pipelines.PIPELINES[name].z_scores.items()]
+    oracles = [
+        compare_tft.column_oracle(output, *oracle)
+        for output, oracle in example_pipelines.PIPELINES[name].oracles.items()
+    ]
     rows = compare_tft.compare_outputs(work, probes=False, buckets=(), oracles=oracles)
     rows += compare_tft.compare_eval(work, "ours_eval", buckets=())
+    if example_pipelines.PIPELINES[name].schema:
+        rows.append(module_schema_row(name, wheel, work))
     with open(report, "w") as f:
         json.dump({"rows": rows, "beam_seconds": beam_seconds}, f)
+
+
+def module_schema_row(name, wheel, work):
+    """A row: the raw schema pipeline `name`'s module makes with tf.Transform (its
+    DatasetMetadata.from_feature_spec) against the one ours made, which both sides read."""
+    import tensorflow_transform
+    from google.protobuf import text_format
+    from tensorflow_metadata.proto.v0 import schema_pb2
+
+    module = example_pipelines.load_module(name, wheel, tensorflow_transform)
+    theirs = text_format.Parse(
+        example_pipelines.module_schema(module, example_pipelines.PIPELINES[name].schema), schema_pb2.Schema()
+    )
+    ours = compare_tft.read_schema(work)
+    return {
+        "check": "module schema",
+        "result": "equal, %d features" % len(ours.feature)
+        if ours == theirs
+        else "ours %s; tf.Transform %s" % (ours, theirs),
+        "verdict": "ok" if ours == theirs else "FAIL",
+    }
 
 
 def vocabulary_fn(vocabularies):

@@ -1,16 +1,17 @@
-"""TFX's example pipelines against tf.Transform 1.21 (scripts/tfx_pipelines.py): each module file
-as TFX's wheel ships it, run by tf.Transform unchanged and by us with only its import line
-changed, over the data TFX ships beside it. Both outputs read by tft.TFTransformOutput: spec,
+"""TFX's and tf.Transform's example pipelines against tf.Transform 1.21 (scripts/example_pipelines.py):
+each module file as its authors ship it, run by tf.Transform unchanged and by us with only its
+import line changed, over the data TFX ships beside it (or made in its shape). Both outputs read by tft.TFTransformOutput: spec,
 raw spec, every vocabulary, every example of both splits (the second through our
 --transform_output and tf.Transform's TransformDataset), and our data/ against our transform_fn,
-bit for bit. A z-score is checked against an exact oracle; tf.Transform's is printed beside."""
+bit for bit. Where tf.Transform combines an analyzer in float32 (a mean, a variance), ours is
+checked against an exact oracle, and tf.Transform's difference printed beside."""
 
 import json
 import os
 
 import compare_tft
+import example_pipelines
 import pytest
-import tfx_pipelines
 from peers import HERE, made_once, run_peer
 
 import tf2_mapreduce as mr
@@ -33,16 +34,21 @@ WORKSHOP_VOCABULARIES = ["company", "payment_type"] + [
     "trip_start_hour",
     "trip_start_month",
 ]
+CENSUS_CATEGORICAL = ["workclass", "education", "marital-status", "occupation", "relationship", "race", "sex"]
+CENSUS_CATEGORICAL.append("native-country")
 EXPECTED = {
     "taxi": (10002, 5000, TAXI_VOCABULARIES),
     "taxi_workshop": (10002, 5000, sorted(WORKSHOP_VOCABULARIES)),
     "penguin": (234, 100, []),
     "imdb": (67, 33, ["vocab_compute_and_apply_vocabulary_vocabulary"]),
     "mnist": (400, 200, []),
+    "tft_simple": (200, 100, ["vocab_compute_and_apply_vocabulary_vocabulary"]),
+    "tft_census_v2": (2000, 1000, sorted(CENSUS_CATEGORICAL)),
+    "tft_sentiment_v2": (67, 33, ["vocab_compute_and_apply_vocabulary_vocabulary"]),
 }
 
 
-@pytest.fixture(scope="module", params=sorted(tfx_pipelines.PIPELINES))
+@pytest.fixture(scope="module", params=sorted(example_pipelines.PIPELINES))
 def compared(request, tft_python, tfx_wheel, inprocess, tmp_path_factory, worker_id):
     """Pipeline `request.param` on both sides: ours on the in-process cluster (the split analyzed
     into ours/, the other through --transform_output into ours_eval/), then tf.Transform's run
@@ -51,8 +57,8 @@ def compared(request, tft_python, tfx_wheel, inprocess, tmp_path_factory, worker
 
     def make():
         work = str(tmp_path_factory.mktemp("pipeline_" + name))
-        tfx_pipelines.write_pipeline_data(name, tfx_wheel, work)
-        fn = tfx_pipelines.make_fn(name, tfx_wheel)(tft)
+        example_pipelines.write_pipeline_data(name, tfx_wheel, work, tft)
+        fn = example_pipelines.make_fn(name, tfx_wheel)(tft)
         job = mr.Transform(fn, schema=compare_tft.schema_path(work), num_shards=2)
         inprocess.run(job, [compare_tft.raw_pattern(work)], output_dir=os.path.join(work, "ours"))
         applied = mr.Transform(transform_output=os.path.join(work, "ours"), num_shards=2)
@@ -82,20 +88,25 @@ def test_the_specs_and_every_vocabulary_are_tfts(compared):
     for name in names["tft"]:
         vocabulary = row(compared, "vocabulary %s" % name)
         assert vocabulary["verdict"] == "ok" and vocabulary["terms"] > 0, vocabulary["result"]
+    if example_pipelines.PIPELINES[compared["name"]].schema:
+        # The module makes its raw schema (tft.DatasetMetadata.from_feature_spec) as it is imported.
+        schema = row(compared, "module schema")
+        assert schema["verdict"] == "ok", schema["result"]
 
 
 @pytest.mark.parametrize("table", ["transform_raw_features", "data", "eval data"])
 def test_every_example_is_tfts_or_an_exact_oracles(compared, table):
     """Every output of every example (transform_raw_features of the raw split; data/ of both
     splits, as multisets: Beam writes in no fixed order) equal to tf.Transform's, bit for bit;
-    a z-score equal to the exact oracle's, and tf.Transform's difference printed."""
+    an output of a float32 combine there equal to the exact oracle's, and tf.Transform's
+    difference printed."""
     analyzed, other, _ = EXPECTED[compared["name"]]
-    z_scores = tfx_pipelines.PIPELINES[compared["name"]].z_scores
+    oracles = example_pipelines.PIPELINES[compared["name"]].oracles
     rows = [r for r in compared["rows"] if r["check"].startswith(table + " ")]
     assert sorted(r["feature"] for r in rows) == row(compared, "transformed_feature_spec")["features"]
     for r in rows:
         assert r["examples"] == (other if table == "eval data" else analyzed), r["check"]
-        if r["feature"] in z_scores:
+        if r["feature"] in oracles:
             oracle = row(compared, "oracle " + r["feature"])
             assert oracle["differing"] == 0, oracle["result"]
             print("%s %s against tf.Transform's: %s" % (compared["name"], r["check"], r["result"]))
@@ -105,6 +116,8 @@ def test_every_example_is_tfts_or_an_exact_oracles(compared, table):
 
 @pytest.mark.parametrize("side", ["ours", "ours_eval"])
 def test_our_data_is_our_transform_fn_bit_for_bit(compared, side):
+    """Both splits' data/ (the second through --transform_output) against our transform_fn,
+    loaded by tf.Transform, every example bit for bit."""
     analyzed, other, _ = EXPECTED[compared["name"]]
     (check,) = [r for r in compared["rows"] if r["check"].startswith("data: %s/data" % side)]
     examples = analyzed if side == "ours" else other
