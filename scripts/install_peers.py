@@ -7,7 +7,7 @@ Standard library only: it runs before this repo's venv exists (.ci/run starts it
 background, beside that venv's install). Each peer gets `.venv-peers/NAME/` (its venv),
 `.venv-peers/NAME.log` (pip's output) and `.venv-peers/NAME.json`: {"ok", "reason" (why not:
 pip's last error line, or the step that ran out of time), "python", "versions", "seconds",
-"requirements", "downloads", "downloaded" (the files downloaded beside the venv)}. The tier reads the JSON: it runs a peer's tests where "ok" is true and skips
+"requirements", "downloads", "downloaded" (the files downloaded beside the venv), "download_reason"}. The tier reads the JSON: it runs a peer's tests where "ok" is true and skips
 them, printing the reason, where it is false. A peer whose venv was made by the same
 requirements and Python, and works, is kept as it is. Exits 0 whatever the peers did (their
 JSON says it), 2 on a usage error.
@@ -124,10 +124,6 @@ def current(peer, spec, interpreter):
         return None
     if not status.get("ok") or status.get("requirements") != spec["requirements"]:
         return None
-    if status.get("downloads") != spec.get("downloads", []) or not all(
-        os.path.exists(path) for path in status.get("downloaded", [])
-    ):
-        return None
     if status.get("base_python") != interpreter:
         return None
     try:
@@ -153,7 +149,7 @@ def install(peer, interpreter):
     spec = PEERS[peer]
     kept = current(peer, spec, interpreter)
     if kept:
-        return dict(kept, kept=True)
+        return with_downloads(peer, dict(kept, kept=True))
     venv = os.path.join(PEERS_DIR, peer)
     shutil.rmtree(venv, ignore_errors=True)
     if os.path.exists(status_path(peer)):
@@ -168,9 +164,6 @@ def install(peer, interpreter):
         ("pip install", pip + ["install", "--no-compile"] + spec["requirements"]),
         ("import check", [python_path(peer), "-c", versions_check(spec["modules"])]),
     ]
-    if spec.get("downloads"):
-        download = ["download", "--no-deps", "--only-binary", ":all:", "--dest", downloads_dir(peer)]
-        steps.append(("download", pip + download + spec["downloads"]))
     # The import check writes the bytecode of what the tier's peer processes import, even
     # where PYTHONDONTWRITEBYTECODE is set: without it each of them compiled it all again
     # (tf.Transform and Beam: 12 CPU-s an import, 4.2 to 4.7 with their bytecode).
@@ -183,9 +176,6 @@ def install(peer, interpreter):
         if reason:
             break
     versions = {}
-    downloaded = []
-    if not reason and spec.get("downloads"):
-        downloaded = sorted(os.path.join(downloads_dir(peer), name) for name in os.listdir(downloads_dir(peer)))
     if not reason:
         with open(log_path, errors="replace") as log:
             printed = [line for line in log if line.startswith(VERSIONS)]
@@ -199,13 +189,31 @@ def install(peer, interpreter):
         "versions": versions,
         "seconds": round(time.monotonic() - start, 1),
         "requirements": spec["requirements"],
-        "downloads": spec.get("downloads", []),
-        "downloaded": downloaded,
     }
+    return with_downloads(peer, status) if status["ok"] else write_status(peer, status)
+
+
+def write_status(peer, status):
     with open(status_path(peer) + ".tmp", "w") as f:
         json.dump(status, f, indent=1)
     os.replace(status_path(peer) + ".tmp", status_path(peer))  # whole, or absent: the tier reads it
     return status
+
+
+def with_downloads(peer, status):
+    """`status` of `peer`'s working venv with its downloads, fetched where missing, and writes it:
+    "downloaded" (their files), "download_reason" (why not, or None). A download that fails
+    leaves the venv's tests to run: only the tests that read the download skip."""
+    spec = PEERS[peer]
+    want = spec.get("downloads", [])
+    reason = None
+    if want:
+        pip = [python_path(peer), "-m", "pip", "--disable-pip-version-check", "download", "--no-deps"]
+        command = pip + ["--only-binary", ":all:", "--dest", downloads_dir(peer)] + want
+        reason = run_step("download", command, os.path.join(PEERS_DIR, peer + ".log"))
+    folder = downloads_dir(peer)
+    downloaded = [] if reason or not want else sorted(os.path.join(folder, name) for name in os.listdir(folder))
+    return write_status(peer, dict(status, downloads=want, downloaded=downloaded, download_reason=reason))
 
 
 def main(argv):

@@ -13,7 +13,7 @@ def tft_python():
 @pytest.fixture(scope="session")
 def tfx_wheel(tft_python):
     """TFX's wheel, downloaded beside tf.Transform's venv: its example pipelines (scripts/example_pipelines.py)."""
-    return peer_download("tft", "tfx-1.21.0-")
+    return peer_download("tft")
 
 
 @pytest.fixture(scope="session")

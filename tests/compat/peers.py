@@ -57,16 +57,21 @@ def peer_python(peer):
     return status["python"]
 
 
-def peer_download(peer, prefix):
-    """The file downloaded beside `peer`'s venv whose name starts with `prefix` (call once
-    `peer_python(peer)` has returned)."""
+def peer_download(peer):
+    """The file of `peer`'s one download ("name==version") beside its venv (call once
+    `peer_python(peer)` has returned); skips the test, saying why, where it could not be
+    downloaded (fails it in CI)."""
     with open(install_peers.status_path(peer)) as f:
-        downloaded = json.load(f).get("downloaded", [])
-    found = [path for path in downloaded if os.path.basename(path).startswith(prefix) and os.path.exists(path)]
+        status = json.load(f)
+    (requirement,) = install_peers.PEERS[peer]["downloads"]
+    name, version = requirement.split("==")
+    prefix = "%s-%s-" % (name.replace("-", "_"), version)
+    found = [p for p in status.get("downloaded", []) if os.path.basename(p).startswith(prefix) and os.path.exists(p)]
     if not found:
-        why = "%s: no %s* downloaded beside it (python3 scripts/install_peers.py downloads it)" % (
+        why = "%s: %s not downloaded beside it: %s (python3 scripts/install_peers.py downloads it)" % (
             install_peers.PEERS[peer]["name"],
-            prefix,
+            requirement,
+            status.get("download_reason") or "no file",
         )
         if os.environ.get("CI"):
             pytest.fail(why)
