@@ -23,13 +23,14 @@ import importlib.util
 import io
 import os
 import shutil
+import symtable
 import types
 import zipfile
 from typing import NamedTuple
 
 import compare_tft
 
-__all__ = ["PIPELINES", "Pipeline", "load_module", "make_fn", "write_pipeline_data"]
+__all__ = ["PIPELINES", "Pipeline", "load_module", "make_fn", "module_schema", "module_source", "write_pipeline_data"]
 
 TFT_IMPORT = "import tensorflow_transform as tft"
 # tf.Transform's examples: copies of its own (not in its packages).
@@ -67,7 +68,7 @@ class Pipeline(NamedTuple):
     data: str  # how its raw examples are made: a key of WRITERS
     # Its float outputs whose analyzers tf.Transform combines in float32, each with an exact
     # oracle: {output: (raw features, a function of their columns (compare_tft.raw_columns))}.
-    oracles: dict = {}
+    oracles: types.MappingProxyType = types.MappingProxyType({})
     fn: str = "preprocessing_fn"  # the function's name in the module
     schema: str | None = None  # the module's attribute holding its raw schema, if it makes one
 
@@ -85,7 +86,6 @@ PIPELINES = {
     # tfidf over a vocabulary's ids, over TFX's IMDB reviews.
     "tft_sentiment_v2": Pipeline("sentiment_example_v2.py", "sentiment", schema="SCHEMA"),
 }
-SHARDS = 2
 
 
 def _importable(node):
@@ -109,19 +109,52 @@ def _evaluated(node):
     return [node]
 
 
-def _without_left_out(body):
+def _binds(node):
+    """The names a top-level statement binds."""
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return {node.name}
+    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+
+
+def _without_left_out(body, path):
     """`body` without the imports that do not import here, nor the statements that would read
-    their names when the module is imported (the Beam pipeline's transforms, decorated by Beam)."""
-    kept, missing = [], set()
+    their names when the module is imported (the Beam pipeline's transforms, decorated by Beam).
+    Raises ValueError where a statement left out binds a name that the rest binds or reads as
+    it is imported: the module would then run otherwise than as written."""
+    kept, left_out, missing = [], [], set()
     for node in body:
         if isinstance(node, (ast.Import, ast.ImportFrom)) and not _importable(node):
             missing |= _bound(node)
             continue
         reads = {n.id for part in _evaluated(node) for n in ast.walk(part) if isinstance(n, ast.Name)}
-        if reads & missing:
-            continue
-        kept.append(node)
+        (left_out if reads & missing else kept).append(node)
+    # What runs as the module is imported, and what it binds: a statement left out that binds
+    # one of these would leave another value in place. A function calling one fails loudly.
+    used = {n.id for node in kept for part in _evaluated(node) for n in ast.walk(part) if isinstance(n, ast.Name)}
+    used |= {name for node in kept for name in _binds(node)}
+    for node in left_out:
+        if _binds(node) & used:
+            raise ValueError(
+                "%s:%d: %s, left out, is bound or read by what runs"
+                % (path, node.lineno, ", ".join(sorted(_binds(node) & used)))
+            )
     return kept
+
+
+def _with_tft(tree, tft, path):
+    """`tree` with its one `import tensorflow_transform as tft` statement importing `tft`'s
+    module: the one line a user changes. Raises ValueError unless there is exactly one."""
+    found = [
+        alias
+        for node in tree.body
+        if isinstance(node, ast.Import)
+        for alias in node.names
+        if alias.name == "tensorflow_transform" and alias.asname == "tft"
+    ]
+    if len(found) != 1:
+        raise ValueError("%s: %d statements %r, not one" % (path, len(found), TFT_IMPORT))
+    found[0].name = tft.__name__
+    return tree
 
 
 def module_source(wheel, name):
@@ -134,33 +167,40 @@ def module_source(wheel, name):
         return z.read(path).decode()
 
 
-def _lifted(tree, fn):
+def _lifted(tree, source, fn, path):
     """`tree`'s body with the function `fn`, where it is defined inside another, added at the
-    module's top level as it is written (it reads the module's names only)."""
+    module's top level as it is written. Raises ValueError where it reads a name of the
+    function around it (a closure): it would read another there."""
     if any(isinstance(node, ast.FunctionDef) and node.name == fn for node in tree.body):
         return tree.body
     found = [node for node in ast.walk(tree) if isinstance(node, ast.FunctionDef) and node.name == fn]
     if len(found) != 1:
-        raise ValueError("%d functions named %s" % (len(found), fn))
+        raise ValueError("%s: %d functions named %s" % (path, len(found), fn))
+    tables = [symtable.symtable(source, path, "exec")]
+    while tables:
+        table = tables.pop()
+        if table.get_type() == "function" and table.get_name() == fn and table.get_frees():
+            raise ValueError("%s: %s reads %s of the function around it" % (path, fn, ", ".join(table.get_frees())))
+        tables += table.get_children()
     return tree.body + found
 
 
 def load_module(name, wheel, tft):
-    """Pipeline `name`'s module, executed with `tft` as its tf.Transform: the import line
-    changed to import `tft`'s module where that is not tensorflow_transform, the imports that
-    do not import here left out (`_without_left_out`)."""
+    """Pipeline `name`'s module, executed with `tft` as its tf.Transform: its
+    `import tensorflow_transform as tft` importing `tft`'s module (`_with_tft`), the imports
+    that do not import here left out (`_without_left_out`), its function taken out of the one
+    it is defined in (`_lifted`)."""
     path = PIPELINES[name].module
     source = module_source(wheel, name)
-    if TFT_IMPORT not in source:
-        raise ValueError("%s: no line %r to change" % (path, TFT_IMPORT))
-    source = source.replace(TFT_IMPORT, "import %s as tft" % tft.__name__, 1)
-    tree = ast.parse(source)
-    tree.body = _without_left_out(tree.body)
-    tree.body = _lifted(tree, PIPELINES[name].fn)
+    tree = _with_tft(ast.parse(source), tft, path)
+    tree.body = _without_left_out(tree.body, path)
+    tree.body = _lifted(tree, source, PIPELINES[name].fn, path)
     module = types.ModuleType("example_" + name)
     # Annotations unevaluated: the trainer's signatures name the classes of the imports left out.
     code = compile(tree, path, "exec", flags=__future__.annotations.compiler_flag)
     exec(code, module.__dict__)
+    if module.tft is not tft:
+        raise ValueError("%s: tft is rebound after its import" % path)
     return module
 
 
@@ -194,6 +234,7 @@ def _example(features, schema_types):
 
 
 def _schema_types(schema_text):
+    """{feature: its type's name ("FLOAT", "INT", "BYTES")} of a schema in text format."""
     from google.protobuf import text_format
     from tensorflow_metadata.proto.v0 import schema_pb2
 
@@ -201,24 +242,31 @@ def _schema_types(schema_text):
     return {f.name: schema_pb2.FeatureType.Name(f.type) for f in schema.feature}
 
 
+def _split_dir(work, split):
+    """Where compare_tft reads `split`'s raw examples."""
+    return os.path.dirname(compare_tft.raw_pattern(work, split))
+
+
 def _write_splits(work, schema_text, records):
     """raw/ (two of every three records, in order) and eval/ (the third), GZIP'd TFRecord
-    shards, and the schema: the 2:1 split of TFX's ExampleGen."""
+    shards, and the schema: TFX's ExampleGen splits 2:1 too (by a hash of each record)."""
     import tensorflow as tf
 
-    with open(os.path.join(work, "raw_schema.pbtxt"), "w") as f:
+    with open(compare_tft.schema_path(work), "w") as f:
         f.write(schema_text)
     splits = {"raw": [r for i, r in enumerate(records) if i % 3 != 2], "eval": records[2::3]}
     for split, chosen in splits.items():
-        os.makedirs(os.path.join(work, split), exist_ok=True)
-        for shard in range(SHARDS):
-            path = os.path.join(work, split, "part-%05d.tfrecord.gz" % shard)
+        os.makedirs(_split_dir(work, split), exist_ok=True)
+        shards = compare_tft.SHARDS
+        for shard in range(shards):
+            path = os.path.join(_split_dir(work, split), "part-%05d.tfrecord.gz" % shard)
             with tf.io.TFRecordWriter(path, options="GZIP") as writer:
-                for record in chosen[shard * len(chosen) // SHARDS : (shard + 1) * len(chosen) // SHARDS]:
+                for record in chosen[shard * len(chosen) // shards : (shard + 1) * len(chosen) // shards]:
                     writer.write(record)
 
 
 def _csv_records(text, schema_text):
+    """The serialized examples of a CSV's rows, each value by its schema type, an empty cell missing."""
     types_ = _schema_types(schema_text)
     rows = list(csv.DictReader(io.StringIO(text)))
     return [_example({k: [v] if v != "" else [] for k, v in row.items()}, types_) for row in rows]
@@ -233,23 +281,24 @@ def _taxi(work, z):
 
 def _penguin(work, z):
     """TFX's penguin examples and schema, as TFX's own tests have them (its splits as they are)."""
-    with open(os.path.join(work, "raw_schema.pbtxt"), "wb") as f:
+    with open(compare_tft.schema_path(work), "wb") as f:
         f.write(z.read(PENGUIN + "schema/schema.pbtxt"))
     for split, name in (("raw", "Split-train"), ("eval", "Split-eval")):
-        os.makedirs(os.path.join(work, split), exist_ok=True)
+        os.makedirs(_split_dir(work, split), exist_ok=True)
         member = PENGUIN + "data/%s/data_tfrecord-00000-of-00001.gz" % name
-        with z.open(member) as src, open(os.path.join(work, split, "part-00000.tfrecord.gz"), "wb") as dst:
+        with z.open(member) as src, open(os.path.join(_split_dir(work, split), "part-00000.tfrecord.gz"), "wb") as dst:
             shutil.copyfileobj(src, dst)
 
 
 IMDB_SCHEMA = """\
-feature { name: "label" type: INT presence { min_fraction: 1.0 } shape {} }
-feature { name: "text" type: BYTES presence { min_fraction: 1.0 } shape {} }
+feature { name: "label" type: INT presence { min_fraction: 1.0 } shape { dim { size: 1 } } }
+feature { name: "text" type: BYTES presence { min_fraction: 1.0 } shape { dim { size: 1 } } }
 """
 
 
 def _imdb(work, z):
-    """TFX's 100 labelled IMDB reviews (its CSV), with the schema SchemaGen infers of them."""
+    """TFX's 100 labelled IMDB reviews (its CSV), with the schema SchemaGen infers of them
+    (infer_feature_shape: one value a feature, a shape of [1], as penguin's schema has)."""
     _write_splits(
         work, IMDB_SCHEMA, _csv_records(z.read(IMDB + "data/imdb_small_with_labels.txt").decode(), IMDB_SCHEMA)
     )
@@ -257,7 +306,7 @@ def _imdb(work, z):
 
 MNIST_SCHEMA = """\
 feature { name: "image_floats" type: FLOAT presence { min_fraction: 1.0 } shape { dim { size: 784 } } }
-feature { name: "image_class" type: INT presence { min_fraction: 1.0 } shape {} }
+feature { name: "image_class" type: INT presence { min_fraction: 1.0 } shape { dim { size: 1 } } }
 """
 MNIST_IMAGES = 600
 
@@ -274,6 +323,9 @@ def _mnist(work, z):
         pixels = [repr(rng.choice((0, 0, 0, rng.randrange(256))) / 255 - 0.5) for _ in range(784)]
         records.append(_example({"image_floats": pixels, "image_class": [str(rng.randrange(10))]}, types_))
     _write_splits(work, MNIST_SCHEMA, records)
+
+
+CENSUS_EXAMPLES = 3000
 
 
 def _census(work, z, schema_text, module):
@@ -296,9 +348,6 @@ def _census(work, z, schema_text, module):
         features[module.LABEL_KEY] = [rng.choice((" >50K", " <=50K", " <=50K."))]
         records.append(_example(features, types_))
     _write_splits(work, schema_text, records)
-
-
-CENSUS_EXAMPLES = 3000
 
 
 def _sentiment(work, z, schema_text, module):

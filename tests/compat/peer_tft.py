@@ -10,12 +10,12 @@ test, Beam's run and the comparison together (Beam and TensorFlow take seconds t
         The report also holds what tft.TFTransformOutput reads of WORK/ours and WORK/tft
         (compare_tft.reading), for our TFTransformOutput to read alike.
     python peer_tft.py pipeline NAME WHEEL WORK REPORT
-        tf.Transform runs TFX's example pipeline NAME (scripts/example_pipelines.py, its module read
-        from WHEEL) over WORK's raw split into WORK/tft, and WORK/eval through TransformDataset;
-        compare_tft then compares WORK/ours and WORK/ours_eval with them, as for `transform`
-        (no probes; an exact oracle of each float output tf.Transform
-        combines in float32; where the module
-        makes its raw schema, tf.Transform's against the one ours made).
+        tf.Transform runs example pipeline NAME (scripts/example_pipelines.py; TFX's read from
+        WHEEL, tf.Transform's from tests/compat/tft_examples) over WORK's raw split into
+        WORK/tft, and WORK/eval through TransformDataset; compare_tft then compares WORK/ours
+        and WORK/ours_eval with them, as for `transform` (no probes; an exact oracle of each
+        float output tf.Transform combines in float32; where the module makes its raw schema,
+        tf.Transform's against the one ours made).
     python peer_tft.py vocab PATTERN SCHEMA OUT VOCABULARIES
         tf.Transform computes each vocabulary of VOCABULARIES (JSON: {file name: [feature,
         compute_and_apply_vocabulary's options]}) over PATTERN's examples into OUT/transform_fn/assets.
