@@ -194,8 +194,9 @@ def install(peer, interpreter):
 
 
 def write_status(peer, status):
+    """Writes `status` as `peer`'s (whether this run kept the venv is this run's, not the status')."""
     with open(status_path(peer) + ".tmp", "w") as f:
-        json.dump(status, f, indent=1)
+        json.dump({key: value for key, value in status.items() if key != "kept"}, f, indent=1)
     os.replace(status_path(peer) + ".tmp", status_path(peer))  # whole, or absent: the tier reads it
     return status
 
