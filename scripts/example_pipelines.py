@@ -21,6 +21,7 @@ import ast
 import csv
 import importlib.util
 import io
+import linecache
 import os
 import shutil
 import symtable
@@ -196,8 +197,12 @@ def load_module(name, wheel, tft):
     tree.body = _without_left_out(tree.body, path)
     tree.body = _lifted(tree, source, PIPELINES[name].fn, path)
     module = types.ModuleType("example_" + name)
+    # Its source where inspect looks, as for a file: autograph converts its functions (the
+    # trainer's tf.functions) as it would the author's.
+    filename = "<%s>/%s" % (name, path)
+    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
     # Annotations unevaluated: the trainer's signatures name the classes of the imports left out.
-    code = compile(tree, path, "exec", flags=__future__.annotations.compiler_flag)
+    code = compile(tree, filename, "exec", flags=__future__.annotations.compiler_flag)
     exec(code, module.__dict__)
     if module.tft is not tft:
         raise ValueError("%s: tft is rebound after its import" % path)

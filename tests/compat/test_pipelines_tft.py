@@ -9,6 +9,8 @@ exact oracle, and tf.Transform's difference printed beside."""
 
 import json
 import os
+import subprocess
+import sys
 
 import compare_tft
 import example_pipelines
@@ -23,6 +25,8 @@ pytestmark = [pytest.mark.compat, pytest.mark.cluster]
 # Beam's run and the comparison: 10-20 s a pipeline on a quiet 2-core machine.
 PEER_TIMEOUT = 300
 OURS_TIMEOUT = 120
+# Training the taxi model 20 steps and saving it; loading and serving it: 10-15 s each here.
+TRAINER_TIMEOUT = 180
 # Per pipeline: examples of the split analyzed and of the other (TFX's data, split 2:1, or
 # TFX's own splits), and the vocabularies it writes.
 TAXI_VOCABULARIES = ["vocab_compute_and_apply_vocabulary_1_vocabulary", "vocab_compute_and_apply_vocabulary_vocabulary"]
@@ -83,7 +87,7 @@ def compared(request, tft_python, tfx_wheel, inprocess, tmp_path_factory, worker
         args = [os.path.join(HERE, "peer_tft.py"), "pipeline", name, tfx_wheel, work, report]
         run_peer(tft_python, args, os.path.join(work, "peer_tft.log"), PEER_TIMEOUT)
         with open(report) as f:
-            return dict(json.load(f), name=name)
+            return dict(json.load(f), name=name, work=work)
 
     return made_once(tmp_path_factory, worker_id, "pipeline_" + name, make, PEER_TIMEOUT + OURS_TIMEOUT)
 
@@ -140,3 +144,33 @@ def test_our_data_is_our_transform_fn_bit_for_bit(compared, side):
     examples = analyzed if side == "ours" else other
     assert (check["examples"], check["written"]) == (examples, examples)
     assert check["differing"] == [], check["result"]
+
+
+@pytest.mark.parametrize("compared", ["taxi"], indirect=True)
+def test_the_taxi_trainer_needs_tensorflow_alone_and_serves_the_data_it_was_trained_on(compared, tfx_wheel, tmp_path):
+    """TFX's taxi module's model and both its serving signatures, built on our TFTransformOutput
+    and trained on our data/ (tests/compat/taxi_trainer.py: no TFX, no tf.Transform), saved,
+    then loaded by TensorFlow alone: its transform_features of the eval split's raw examples
+    is our --transform_output data/ of them, every example bit for bit, in input order."""
+    work, saved, report = compared["work"], str(tmp_path / "served"), str(tmp_path / "served.json")
+    trainer = os.path.join(HERE, "taxi_trainer.py")
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+    for args in (
+        ["train", tfx_wheel, os.path.join(work, "ours"), saved],
+        ["serve", saved, compare_tft.eval_pattern(work), report],
+    ):
+        done = subprocess.run([sys.executable, trainer, *args], capture_output=True, timeout=TRAINER_TIMEOUT, env=env)
+        assert done.returncode == 0, done.stderr.decode(errors="replace")[-3000:]
+    with open(report) as f:
+        served = json.load(f)
+    assert served["imported"] == []
+    _, examples, _ = EXPECTED["taxi"]
+    assert served["outputs_shape"] == [examples, 1]
+    data = compare_tft.written(
+        os.path.join(work, "ours_eval"), tft.TFTransformOutput(os.path.join(work, "ours")).transformed_feature_spec()
+    )
+    assert sorted(served["transformed"]) == sorted(data)
+    for name, values in data.items():
+        listed = [v.astype("float32").view("uint32").tolist() if v.dtype.kind == "f" else v.tolist() for v in values]
+        assert served["transformed"][name] == listed, name
+        assert len(listed) == examples
