@@ -6,7 +6,7 @@ runs the module as it is; ours runs it with `import tensorflow_transform as tft`
 `import tf2_mapreduce.transform as tft`, nothing else. TFX's modules are read from TFX's wheel, a
 download of the registry (`scripts/install_peers.py` fetches it beside tf.Transform's venv): not
 installed, so none of TFX's dependencies come with it. tf.Transform's are copies of its own
-(tests/compat/tft_examples). A module's imports that do not import here (TFX's own, tfx_bsl's,
+(tests/compat/published). A module's imports that do not import here (TFX's own, tfx_bsl's,
 Beam's: the trainer's and the pipeline's) are left out; its preprocessing_fn, helpers and
 constants run as written, and one defined inside another function (tf.Transform's examples
 define theirs inside the Beam pipeline's) is taken out of it as it is.
@@ -21,6 +21,7 @@ import ast
 import csv
 import importlib.util
 import io
+import json
 import linecache
 import os
 import shutil
@@ -34,10 +35,8 @@ import compare_tft
 __all__ = ["PIPELINES", "Pipeline", "load_module", "make_fn", "module_schema", "module_source", "write_pipeline_data"]
 
 TFT_IMPORT = "import tensorflow_transform as tft"
-# tf.Transform's examples: copies of its own (not in its packages).
-TFT_EXAMPLES = os.path.join(
-    os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests", "compat", "tft_examples"
-)
+# tf.Transform's examples and TFX's census tutorial: copies (no package holds them).
+PUBLISHED = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests", "compat", "published")
 TAXI = "tfx/examples/chicago_taxi_pipeline/"
 PENGUIN = "tfx/components/testdata/penguin/"
 IMDB = "tfx/examples/imdb/"
@@ -65,7 +64,7 @@ SIMPLE = {
 
 
 class Pipeline(NamedTuple):
-    module: str  # its module file: in TFX's wheel ("tfx/..."), or one of TFT_EXAMPLES
+    module: str  # its module file (or notebook): in TFX's wheel ("tfx/..."), or one of PUBLISHED
     data: str  # how its raw examples are made: a key of WRITERS
     # Its float outputs whose analyzers tf.Transform combines in float32, each with an exact
     # oracle: {output: (raw features, a function of their columns (compare_tft.raw_columns))}.
@@ -86,6 +85,8 @@ PIPELINES = {
     "tft_census_v2": Pipeline("census_example_v2.py", "census", schema="_SCHEMA"),
     # tfidf over a vocabulary's ids, over TFX's IMDB reviews.
     "tft_sentiment_v2": Pipeline("sentiment_example_v2.py", "sentiment", schema="SCHEMA"),
+    # TFX's tf.Transform census tutorial: a notebook.
+    "tfx_census_tutorial": Pipeline("census.ipynb", "census", schema="SCHEMA"),
 }
 
 
@@ -159,13 +160,36 @@ def _with_tft(tree, tft, path):
 
 
 def module_source(wheel, name):
-    """The text of pipeline `name`'s module file, as TFX ships it in `wheel` or tf.Transform's copy."""
+    """The text of pipeline `name`'s module file, as TFX ships it in `wheel` or as copied in
+    PUBLISHED; of a notebook, its code cells one after the other, without their shell and
+    magic lines (`!pip ...`, `%%writefile`)."""
     path = PIPELINES[name].module
-    if not path.startswith("tfx/"):
-        with open(os.path.join(TFT_EXAMPLES, path)) as f:
+    if path.startswith("tfx/"):
+        with zipfile.ZipFile(wheel) as z:
+            return z.read(path).decode()
+    with open(os.path.join(PUBLISHED, path)) as f:
+        if not path.endswith(".ipynb"):
             return f.read()
-    with zipfile.ZipFile(wheel) as z:
-        return z.read(path).decode()
+        cells = [cell["source"] for cell in json.load(f)["cells"] if cell["cell_type"] == "code"]
+    code = ["".join(line for line in cell if not line.lstrip().startswith(("!", "%"))) for cell in cells]
+    return "\n\n".join(code) + "\n"
+
+
+def _reads(node):
+    """Every name a statement reads, its functions' bodies included."""
+    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+
+
+def _needed(body, roots):
+    """A notebook's statements that bind what `roots` read, one from the other back to the
+    imports (kept all): what a user copies of it into a module file. The rest (downloads of
+    the data, its Beam pipeline run, training, prints) is left out."""
+    needed, kept = set(roots), []
+    for node in reversed(body):
+        if isinstance(node, (ast.Import, ast.ImportFrom)) or _binds(node) & needed:
+            kept.append(node)
+            needed |= _reads(node)
+    return kept[::-1]
 
 
 def _lifted(tree, source, fn, path):
@@ -194,6 +218,8 @@ def load_module(name, wheel, tft):
     path = PIPELINES[name].module
     source = module_source(wheel, name)
     tree = _with_tft(ast.parse(source), tft, path)
+    if path.endswith(".ipynb"):
+        tree.body = _needed(tree.body, [PIPELINES[name].fn] + [PIPELINES[name].schema] * bool(PIPELINES[name].schema))
     tree.body = _without_left_out(tree.body, path)
     tree.body = _lifted(tree, source, PIPELINES[name].fn, path)
     module = types.ModuleType("example_" + name)
@@ -348,7 +374,7 @@ def _census(work, z, schema_text, module):
     for _ in range(CENSUS_EXAMPLES):
         features = {key: [rng.choice(values)] for key, values in categories.items()}
         features.update({key: [repr(round(rng.uniform(0, 100), 1))] for key in module.NUMERIC_FEATURE_KEYS})
-        for key in module.OPTIONAL_NUMERIC_FEATURE_KEYS:
+        for key in getattr(module, "OPTIONAL_NUMERIC_FEATURE_KEYS", []):
             features[key] = [repr(float(rng.randint(1, 16)))] if rng.random() < 0.8 else []
         features[module.LABEL_KEY] = [rng.choice((" >50K", " <=50K", " <=50K."))]
         records.append(_example(features, types_))

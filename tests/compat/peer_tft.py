@@ -11,7 +11,7 @@ test, Beam's run and the comparison together (Beam and TensorFlow take seconds t
         (compare_tft.reading), for our TFTransformOutput to read alike.
     python peer_tft.py pipeline NAME WHEEL WORK REPORT
         tf.Transform runs example pipeline NAME (scripts/example_pipelines.py; TFX's read from
-        WHEEL, tf.Transform's from tests/compat/tft_examples) over WORK's raw split into
+        WHEEL, tf.Transform's from tests/compat/published) over WORK's raw split into
         WORK/tft, and WORK/eval through TransformDataset; compare_tft then compares WORK/ours
         and WORK/ours_eval with them, as for `transform` (no probes; an exact oracle of each
         float output tf.Transform combines in float32; where the module makes its raw schema,

@@ -60,6 +60,7 @@ EXPECTED = {
     "tft_simple": (200, 100, ["vocab_compute_and_apply_vocabulary_vocabulary"]),
     "tft_census_v2": (2000, 1000, CENSUS_CATEGORICAL),
     "tft_sentiment_v2": (67, 33, ["vocab_compute_and_apply_vocabulary_vocabulary"]),
+    "tfx_census_tutorial": (2000, 1000, CENSUS_CATEGORICAL),
 }
 # Where tf.Transform combines a mean or a variance in float32, how far its values were from
 # the exact oracle's (ours) at most, in float32 ulps (its record batches are of a fixed size:

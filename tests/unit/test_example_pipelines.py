@@ -81,3 +81,23 @@ def test_a_module_without_exactly_one_import_line_to_change_is_refused(imports):
     source = imports + '"""import tensorflow_transform as tft"""\ndef preprocessing_fn(inputs):\n    return inputs\n'
     with pytest.raises(ValueError, match="not one"):
         loaded(source)
+
+
+def test_of_a_notebook_what_the_function_reads_is_kept_back_to_the_imports():
+    source = (
+        "import tensorflow_transform as tft\n"
+        "train = download('adult.data')\n"
+        "KEYS = ['age']\n"
+        "OOV = 1\n"
+        "EPOCHS = len(train)\n"
+        "def preprocessing_fn(inputs):\n"
+        "    return {k: inputs[k] + OOV for k in KEYS}\n"
+        "transform_data(train)\n"
+    )
+    kept = example_pipelines._needed(ast.parse(source).body, ["preprocessing_fn"])
+    assert [ast.unparse(node).split("\n")[0] for node in kept] == [
+        "import tensorflow_transform as tft",
+        "KEYS = ['age']",
+        "OOV = 1",
+        "def preprocessing_fn(inputs):",
+    ]
