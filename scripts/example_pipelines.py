@@ -1,15 +1,18 @@
-"""The example pipelines of TFX and tf.Transform as their users have them: each module file run
-with only its import line changed, over the data TFX ships beside it (or made in its shape).
+"""The example pipelines of TFX and tf.Transform as their users have them: each module file (or
+notebook) run with only its import line changed, over the data TFX ships beside it (or made in
+its shape).
 
-The compat tier (tests/compat/test_pipelines_tft.py) runs each on both sides: tf.Transform's venv
-runs the module as it is; ours runs it with `import tensorflow_transform as tft` made
-`import tf2_mapreduce.transform as tft`, nothing else. TFX's modules are read from TFX's wheel, a
-download of the registry (`scripts/install_peers.py` fetches it beside tf.Transform's venv): not
-installed, so none of TFX's dependencies come with it. tf.Transform's are copies of its own
-(tests/compat/published). A module's imports that do not import here (TFX's own, tfx_bsl's,
-Beam's: the trainer's and the pipeline's) are left out; its preprocessing_fn, helpers and
-constants run as written, and one defined inside another function (tf.Transform's examples
-define theirs inside the Beam pipeline's) is taken out of it as it is.
+The compat tier (tests/compat/test_pipelines_tft.py) runs each on both sides, loaded alike
+(`load_module`): tf.Transform's venv with the module's import of tf.Transform as written; ours
+with `import tensorflow_transform as tft` made `import tf2_mapreduce.transform as tft`, nothing
+else. TFX's modules are read from TFX's wheel, a download of the registry
+(`scripts/install_peers.py` fetches it beside tf.Transform's venv): not installed, so none of
+TFX's dependencies come with it. tf.Transform's examples and TFX's census tutorial are copies
+(tests/compat/published). A module's imports that do not import in a venv (TFX's own, and on
+ours tfx_bsl's and Beam's: the trainer's and the pipeline's) are left out, with the statements
+that read them as the module is imported; its preprocessing_fn, helpers and constants run as
+written, and one defined inside another function (tf.Transform's examples define theirs inside
+the Beam pipeline's) is taken out of it as it is.
 
 Each pipeline writes, under a work directory, the layout scripts/compare_tft.py reads: raw/ (the
 split analyzed), eval/ (another split), raw_schema.pbtxt.
@@ -92,13 +95,10 @@ PIPELINES = {
 
 def _importable(node):
     """Whether a top-level import statement's modules import in this Python."""
+    if isinstance(node, ast.ImportFrom) and node.level:
+        return False  # of the package the module was in: not here
     names = [alias.name for alias in node.names] if isinstance(node, ast.Import) else [node.module]
     return all(importlib.util.find_spec(name.split(".")[0]) is not None for name in names)
-
-
-def _bound(node):
-    """The names an import statement binds."""
-    return {(alias.asname or alias.name).split(".")[0] for alias in node.names}
 
 
 def _evaluated(node):
@@ -113,6 +113,8 @@ def _evaluated(node):
 
 def _binds(node):
     """The names a top-level statement binds."""
+    if isinstance(node, (ast.Import, ast.ImportFrom)):
+        return {(alias.asname or alias.name).split(".")[0] for alias in node.names}
     if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
         return {node.name}
     return {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
@@ -126,7 +128,7 @@ def _without_left_out(body, path):
     kept, left_out, missing = [], [], set()
     for node in body:
         if isinstance(node, (ast.Import, ast.ImportFrom)) and not _importable(node):
-            missing |= _bound(node)
+            missing |= _binds(node)
             continue
         reads = {n.id for part in _evaluated(node) for n in ast.walk(part) if isinstance(n, ast.Name)}
         (left_out if reads & missing else kept).append(node)
@@ -180,13 +182,27 @@ def _reads(node):
     return {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
 
 
+# The methods by which a statement changes a list, dict or set in place.
+CHANGING = {"append", "extend", "insert", "remove", "pop", "clear", "update", "setdefault", "add", "discard", "sort"}
+
+
+def _changes(node):
+    """The name a statement changes in place by a method (`KEYS.append(...)`), or None."""
+    call = node.value if isinstance(node, ast.Expr) else None
+    if not isinstance(call, ast.Call) or not isinstance(call.func, ast.Attribute):
+        return None
+    if call.func.attr in CHANGING and isinstance(call.func.value, ast.Name):
+        return call.func.value.id
+    return None
+
+
 def _needed(body, roots):
-    """A notebook's statements that bind what `roots` read, one from the other back to the
-    imports (kept all): what a user copies of it into a module file. The rest (downloads of
-    the data, its Beam pipeline run, training, prints) is left out."""
+    """A notebook's statements that bind what `roots` read, or change it in place, one from the
+    other back to the imports (kept all): what a user copies of it into a module file. The
+    rest (downloads of the data, its Beam pipeline run, training, prints) is left out."""
     needed, kept = set(roots), []
     for node in reversed(body):
-        if isinstance(node, (ast.Import, ast.ImportFrom)) or _binds(node) & needed:
+        if isinstance(node, (ast.Import, ast.ImportFrom)) or _binds(node) & needed or _changes(node) in needed:
             kept.append(node)
             needed |= _reads(node)
     return kept[::-1]

@@ -88,6 +88,8 @@ def test_of_a_notebook_what_the_function_reads_is_kept_back_to_the_imports():
         "import tensorflow_transform as tft\n"
         "train = download('adult.data')\n"
         "KEYS = ['age']\n"
+        "KEYS.append('hours')\n"
+        "train.head(5)\n"
         "OOV = 1\n"
         "EPOCHS = len(train)\n"
         "def preprocessing_fn(inputs):\n"
@@ -98,6 +100,7 @@ def test_of_a_notebook_what_the_function_reads_is_kept_back_to_the_imports():
     assert [ast.unparse(node).split("\n")[0] for node in kept] == [
         "import tensorflow_transform as tft",
         "KEYS = ['age']",
+        "KEYS.append('hours')",
         "OOV = 1",
         "def preprocessing_fn(inputs):",
     ]
