@@ -111,6 +111,11 @@ def _evaluated(node):
     return [node]
 
 
+def _names(parts):
+    """Every name the expressions or statements `parts` mention."""
+    return {n.id for part in parts for n in ast.walk(part) if isinstance(n, ast.Name)}
+
+
 def _binds(node):
     """The names a top-level statement binds."""
     if isinstance(node, (ast.Import, ast.ImportFrom)):
@@ -130,11 +135,11 @@ def _without_left_out(body, path):
         if isinstance(node, (ast.Import, ast.ImportFrom)) and not _importable(node):
             missing |= _binds(node)
             continue
-        reads = {n.id for part in _evaluated(node) for n in ast.walk(part) if isinstance(n, ast.Name)}
+        reads = _names(_evaluated(node))
         (left_out if reads & missing else kept).append(node)
     # What runs as the module is imported, and what it binds: a statement left out that binds
     # one of these would leave another value in place. A function calling one fails loudly.
-    used = {n.id for node in kept for part in _evaluated(node) for n in ast.walk(part) if isinstance(n, ast.Name)}
+    used = {name for node in kept for name in _names(_evaluated(node))}
     used |= {name for node in kept for name in _binds(node)}
     for node in left_out:
         if _binds(node) & used:
@@ -164,7 +169,7 @@ def _with_tft(tree, tft, path):
 def module_source(wheel, name):
     """The text of pipeline `name`'s module file, as TFX ships it in `wheel` or as copied in
     PUBLISHED; of a notebook, its code cells one after the other, without their shell and
-    magic lines (`!pip ...`, `%%writefile`)."""
+    magic lines (`!pip ...`), and without the cells of a cell magic (`%%writefile`)."""
     path = PIPELINES[name].module
     if path.startswith("tfx/"):
         with zipfile.ZipFile(wheel) as z:
@@ -173,39 +178,80 @@ def module_source(wheel, name):
         if not path.endswith(".ipynb"):
             return f.read()
         cells = [cell["source"] for cell in json.load(f)["cells"] if cell["cell_type"] == "code"]
-    code = ["".join(line for line in cell if not line.lstrip().startswith(("!", "%"))) for cell in cells]
+    # A cell of a cell magic (%%writefile, %%bash) is not Python the notebook runs; of the
+    # others, a line of the shell or a line magic (!pip, %matplotlib) is not either.
+    code = [
+        "".join(line for line in cell if not line.startswith(("!", "%")))
+        for cell in cells
+        if not cell or not cell[0].startswith("%%")
+    ]
     return "\n\n".join(code) + "\n"
 
 
 def _reads(node):
-    """Every name a statement reads, its functions' bodies included."""
-    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+    """The module-level names a statement reads (symtable's: not the parameters and locals of
+    what it defines, nor a comprehension's own names)."""
+    module = symtable.symtable(ast.unparse(node), "cell", "exec")
+    reads = {symbol.get_name() for symbol in module.get_symbols() if symbol.is_referenced()}
+    tables = module.get_children()
+    while tables:
+        table = tables.pop()
+        reads |= {symbol.get_name() for symbol in table.get_symbols() if symbol.is_global() and symbol.is_referenced()}
+        tables += table.get_children()
+    return reads
 
 
-# The methods by which a statement changes a list, dict or set in place.
-CHANGING = {"append", "extend", "insert", "remove", "pop", "clear", "update", "setdefault", "add", "discard", "sort"}
+# What has a scope of its own: what it binds inside is its own.
+SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda, ast.ListComp, ast.SetComp, ast.DictComp)
+SCOPES += (ast.GeneratorExp,)
 
 
-def _changes(node):
-    """The name a statement changes in place by a method (`KEYS.append(...)`), or None."""
-    call = node.value if isinstance(node, ast.Expr) else None
-    if not isinstance(call, ast.Call) or not isinstance(call.func, ast.Attribute):
-        return None
-    if call.func.attr in CHANGING and isinstance(call.func.value, ast.Name):
-        return call.func.value.id
-    return None
+def _outside_definitions(node):
+    """The nodes of a statement that run where it stands, in its scope: of a definition, its
+    decorators and defaults; not the insides of what has a scope of its own."""
+    pending = list(_evaluated(node)) if isinstance(node, SCOPES) else [node]
+    while pending:
+        at = pending.pop()
+        yield at
+        if not isinstance(at, SCOPES):
+            pending += ast.iter_child_nodes(at)
+
+
+def _touches(node, modules):
+    """The names, but those of modules, a statement binds, deletes or changes in place where it
+    stands: a name stored or deleted, an item or attribute of it stored or deleted, a method
+    of it called (`KEYS.append(...)`, `KEYS[0] = ...`, `del KEYS[0]`)."""
+    touched = set(_binds(node)) if isinstance(node, SCOPES) else set()
+    for at in _outside_definitions(node):
+        if isinstance(at, ast.Name) and isinstance(at.ctx, (ast.Store, ast.Del)):
+            touched.add(at.id)
+        elif isinstance(at, (ast.Subscript, ast.Attribute)) and isinstance(at.ctx, (ast.Store, ast.Del)):
+            base = at.value
+            while isinstance(base, (ast.Subscript, ast.Attribute)):
+                base = base.value
+            if isinstance(base, ast.Name):
+                touched.add(base.id)
+        elif isinstance(at, ast.Call) and isinstance(at.func, ast.Attribute) and isinstance(at.func.value, ast.Name):
+            touched.add(at.func.value.id)
+    return touched - modules
 
 
 def _needed(body, roots):
-    """A notebook's statements that bind what `roots` read, or change it in place, one from the
-    other back to the imports (kept all): what a user copies of it into a module file. The
-    rest (downloads of the data, its Beam pipeline run, training, prints) is left out."""
-    needed, kept = set(roots), []
-    for node in reversed(body):
-        if isinstance(node, (ast.Import, ast.ImportFrom)) or _binds(node) & needed or _changes(node) in needed:
-            kept.append(node)
-            needed |= _reads(node)
-    return kept[::-1]
+    """A notebook's statements that bind or change what `roots` read, and what those read in
+    turn, wherever they stand (a change after a definition too), with the imports: what a user
+    copies of it into a module file. The rest (downloads of the data, its Beam pipeline run,
+    training, prints) is left out."""
+    modules = {name for node in body if isinstance(node, (ast.Import, ast.ImportFrom)) for name in _binds(node)}
+    needed, kept = set(roots), {i for i, node in enumerate(body) if isinstance(node, (ast.Import, ast.ImportFrom))}
+    grown = True
+    while grown:
+        grown = False
+        for i, node in enumerate(body):
+            if i not in kept and _touches(node, modules) & needed:
+                kept.add(i)
+                needed |= _reads(node)
+                grown = True
+    return [body[i] for i in sorted(kept)]
 
 
 def _lifted(tree, source, fn, path):
@@ -228,9 +274,9 @@ def _lifted(tree, source, fn, path):
 
 def load_module(name, wheel, tft):
     """Pipeline `name`'s module, executed with `tft` as its tf.Transform: its
-    `import tensorflow_transform as tft` importing `tft`'s module (`_with_tft`), the imports
-    that do not import here left out (`_without_left_out`), its function taken out of the one
-    it is defined in (`_lifted`)."""
+    `import tensorflow_transform as tft` importing `tft`'s module (`_with_tft`); of a notebook,
+    what its function and schema need (`_needed`); the imports that do not import here left
+    out (`_without_left_out`); its function taken out of the one it is defined in (`_lifted`)."""
     path = PIPELINES[name].module
     source = module_source(wheel, name)
     tree = _with_tft(ast.parse(source), tft, path)
@@ -376,9 +422,10 @@ CENSUS_EXAMPLES = 3000
 
 
 def _census(work, z, schema_text, module):
-    """Examples of the census data's shape (tf.Transform does not ship it): the module's
-    categorical features with the data's leading space, its numeric ones, its optional one
-    missing from a fifth of them, the label with the test file's trailing period in some."""
+    """Examples of the census data's shape (neither TFX nor tf.Transform ships it): the
+    module's categorical features with the data's leading space, its numeric ones, its
+    optional ones (where it has any) missing from a fifth of them, the label with the test
+    file's trailing period in some."""
     import random
 
     rng = random.Random(1)

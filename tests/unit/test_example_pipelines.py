@@ -83,24 +83,28 @@ def test_a_module_without_exactly_one_import_line_to_change_is_refused(imports):
         loaded(source)
 
 
-def test_of_a_notebook_what_the_function_reads_is_kept_back_to_the_imports():
+def test_of_a_notebook_what_the_function_reads_is_kept_and_what_changes_it_wherever_it_stands():
     source = (
         "import tensorflow_transform as tft\n"
         "train = download('adult.data')\n"
-        "KEYS = ['age']\n"
+        "KEYS = [name for name in ('age',)]\n"
         "KEYS.append('hours')\n"
         "train.head(5)\n"
         "OOV = 1\n"
         "EPOCHS = len(train)\n"
         "def preprocessing_fn(inputs):\n"
+        "    key = 'unused'\n"
         "    return {k: inputs[k] + OOV for k in KEYS}\n"
+        "KEYS[0] = 'years'\n"
+        "key = train.columns[0]\n"
         "transform_data(train)\n"
     )
     kept = example_pipelines._needed(ast.parse(source).body, ["preprocessing_fn"])
     assert [ast.unparse(node).split("\n")[0] for node in kept] == [
         "import tensorflow_transform as tft",
-        "KEYS = ['age']",
+        "KEYS = [name for name in ('age',)]",
         "KEYS.append('hours')",
         "OOV = 1",
         "def preprocessing_fn(inputs):",
+        "KEYS[0] = 'years'",
     ]
