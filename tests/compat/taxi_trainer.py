@@ -21,6 +21,7 @@ import tensorflow as tf
 
 
 def train(wheel, transform_output, saved):
+    # Imported here, not above: `serve` must run without them.
     sys.path.insert(
         0, os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "scripts")
     )
@@ -55,7 +56,17 @@ def _listed(tensor):
     return values.reshape(values.shape[0], -1).tolist()
 
 
+class NoTf2mapreduce:
+    """An import hook refusing tf2_mapreduce: what serves the model must not need it."""
+
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] == "tf2_mapreduce":
+            raise ImportError("the served model imports %s" % name)
+        return None
+
+
 def serve(saved, pattern, report):
+    sys.meta_path.insert(0, NoTf2mapreduce())
     loaded = tf.saved_model.load(saved)
     files = sorted(tf.io.gfile.glob(pattern))
     records = tf.constant([r.numpy() for r in tf.data.TFRecordDataset(files, compression_type="GZIP")])
@@ -66,7 +77,6 @@ def serve(saved, pattern, report):
             {
                 "transformed": {name: _listed(tensor) for name, tensor in transformed.items()},
                 "outputs_shape": outputs.shape.as_list(),
-                "imported": sorted(m for m in sys.modules if m.split(".")[0] == "tf2_mapreduce"),
             },
             f,
         )
