@@ -208,7 +208,8 @@ def with_downloads(peer, status):
     spec = PEERS[peer]
     want = spec.get("downloads", [])
     reason = None
-    if want:
+    kept = status.get("downloads") == want and all(os.path.exists(path) for path in status.get("downloaded", []))
+    if want and not kept:  # a kept venv's downloads, there still, are not asked of the registry again
         pip = [python_path(peer), "-m", "pip", "--disable-pip-version-check", "download", "--no-deps"]
         command = pip + ["--only-binary", ":all:", "--dest", downloads_dir(peer)] + want
         reason = run_step("download", command, os.path.join(PEERS_DIR, peer + ".log"))
