@@ -646,7 +646,7 @@ def elementwise_oracle(work, ours):
     return oracle_row("xn_z", want, ours["xn_z"])
 
 
-def _as_listed(array):
+def as_listed(array):
     """An example's values as JSON holds them: float32 by their bits."""
     if array.dtype.kind == "f":
         return array.astype("float32").view("uint32").tolist()
@@ -686,7 +686,7 @@ def reading(output, work, raw_spec):
         "raw_feature_spec": raw_read,
         "num_buckets": buckets,
         "vocabularies": {n: [t.hex() for t in output.vocabulary_by_name(n)] for n in names},
-        "values": {n: [_as_listed(v) for v in values] for n, values in sorted(table.items())},
+        "values": {n: [as_listed(v) for v in values] for n, values in sorted(table.items())},
         "without_n": sorted(without_n),
     }
 

@@ -19,15 +19,17 @@ import sys
 
 import tensorflow as tf
 
+# The repository's scripts (example_pipelines, compare_tft): none imports tf2_mapreduce.
+sys.path.insert(
+    0, os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "scripts")
+)
+
+import compare_tft  # noqa: E402
+import example_pipelines  # noqa: E402
+
 
 def train(wheel, transform_output, saved):
-    # Imported here, not above: `serve` must run without them.
-    sys.path.insert(
-        0, os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "scripts")
-    )
-    import example_pipelines
-
-    import tf2_mapreduce.transform as tft
+    import tf2_mapreduce.transform as tft  # here, not above: `serve` must run without it
 
     module = example_pipelines.load_module("taxi", wheel, tft)
     output = tft.TFTransformOutput(transform_output)
@@ -49,13 +51,6 @@ def train(wheel, transform_output, saved):
     tf.saved_model.save(model, saved, signatures=signatures)
 
 
-def _listed(tensor):
-    values = tensor.numpy()
-    if values.dtype.kind == "f":
-        values = values.astype("float32").view("uint32")
-    return values.reshape(values.shape[0], -1).tolist()
-
-
 class NoTf2mapreduce:
     """An import hook refusing tf2_mapreduce: what serves the model must not need it."""
 
@@ -75,7 +70,10 @@ def serve(saved, pattern, report):
     with open(report, "w") as f:
         json.dump(
             {
-                "transformed": {name: _listed(tensor) for name, tensor in transformed.items()},
+                "transformed": {
+                    name: [compare_tft.as_listed(v) for v in compare_tft.per_example(tensor)]
+                    for name, tensor in transformed.items()
+                },
                 "outputs_shape": outputs.shape.as_list(),
             },
             f,

@@ -172,6 +172,6 @@ def test_the_taxi_trainer_needs_tensorflow_alone_and_its_model_serves_our_transf
     data = compare_tft.written(os.path.join(work, "ours_eval"), spec)
     assert sorted(served["transformed"]) == sorted(data)
     for name, values in data.items():
-        listed = [v.astype("float32").view("uint32").tolist() if v.dtype.kind == "f" else v.tolist() for v in values]
+        listed = [compare_tft.as_listed(v) for v in values]
         assert served["transformed"][name] == listed, name
         assert len(listed) == examples
