@@ -55,36 +55,38 @@ def terms(values, squares=False, positions=None):
     `positions` (1-D int64, a value's each), each position's apart, its keys prefixed by
     it ("j:")."""
     negative, magnitude, exponent, finite, nan, plus, minus, count = _parts(values)
-    chunk = [
-        tf.cast(tf.bitwise.bitwise_and(tf.bitwise.right_shift(magnitude, _CHUNK * k), (1 << _CHUNK) - 1), tf.int64)
-        for k in range(count)
-    ]
-    sign = tf.where(negative, _TAG["-"], _TAG["+"])
-    ids, counts, wheres = [], [], []
-
-    def add(tag, power, amount, where):
-        ids.append(tf.boolean_mask(tf.cast(tag, tf.int64) * _SHIFT + power + _SHIFT // 2, where))
-        counts.append(tf.boolean_mask(amount, where))
-        wheres.append(where)
-
-    ones = tf.ones_like(exponent)
-    for k in range(count):
-        add(sign, exponent + _CHUNK * k, chunk[k], finite)
+    # Every term of a value is a column: a few ops whatever the chunks (a loop of masks per
+    # term made thousands, which every map step traced and every worker instantiated).
+    shifts = tf.constant([_CHUNK * k for k in range(count)], tf.uint64)
+    chunks = tf.cast(
+        tf.bitwise.bitwise_and(tf.bitwise.right_shift(magnitude[:, None], shifts), (1 << _CHUNK) - 1), tf.int64
+    )
+    exponent = exponent[:, None]
+    sign = tf.where(negative, tf.constant(_TAG["-"], tf.int64), _TAG["+"])[:, None]
+    tags = [tf.broadcast_to(sign, tf.shape(chunks))]
+    powers = [exponent + tf.constant([_CHUNK * k for k in range(count)], tf.int64)]
+    amounts = [chunks]
+    wheres = [tf.broadcast_to(finite[:, None], tf.shape(chunks))]
     if squares:
-        for i in range(count):
-            for j in range(i, count):
-                add(
-                    ones * _TAG["square"],
-                    2 * exponent + _CHUNK * (i + j),
-                    chunk[i] * chunk[j] * (1 if i == j else 2),
-                    finite,
-                )
-    for name, where in (("finite", finite), ("nan", nan), ("inf", plus), ("-inf", minus)):
-        add(ones * _TAG[name], tf.zeros_like(exponent), ones, where)
-    ids, counts = tf.concat(ids, 0), tf.concat(counts, 0)
-    if positions is not None:  # each id tagged with its value's position, as the masks above kept them
-        places = tf.concat([tf.boolean_mask(positions, where) for where in wheres], 0)
-        ids = places * _PLACE + ids
+        pairs = [(i, j) for i in range(count) for j in range(i, count)]
+        first, second = ([pair[side] for pair in pairs] for side in (0, 1))
+        product = tf.gather(chunks, first, axis=1) * tf.gather(chunks, second, axis=1)
+        amounts.append(product * tf.constant([1 if i == j else 2 for i, j in pairs], tf.int64))
+        powers.append(2 * exponent + tf.constant([_CHUNK * (i + j) for i, j in pairs], tf.int64))
+        tags.append(tf.fill(tf.shape(product), tf.constant(_TAG["square"], tf.int64)))
+        wheres.append(tf.broadcast_to(finite[:, None], tf.shape(product)))
+    flags = tf.stack([finite, nan, plus, minus], axis=1)
+    tags.append(
+        tf.broadcast_to(tf.constant([[_TAG[n] for n in ("finite", "nan", "inf", "-inf")]], tf.int64), tf.shape(flags))
+    )
+    powers.append(tf.zeros_like(tags[-1]))
+    amounts.append(tf.ones_like(tags[-1]))
+    wheres.append(flags)
+    where = tf.concat(wheres, 1)
+    ids = tf.concat(tags, 1) * _SHIFT + tf.concat(powers, 1) + _SHIFT // 2
+    if positions is not None:  # each id tagged with its value's position
+        ids = positions[:, None] * _PLACE + ids
+    ids, counts = tf.boolean_mask(ids, where), tf.boolean_mask(tf.concat(amounts, 1), where)
     unique, index = tf.unique(ids)
     counts = tf.math.unsorted_segment_sum(counts, index, tf.size(unique))
     if positions is None:
