@@ -124,8 +124,13 @@ class KeyCounts(Reducer):
         return self.combine(output)
 
     def start(self):
-        # The keys combined so far, and those of the batches since (not yet combined).
-        return tuple([tf.zeros([0], tf.string), tf.zeros([0], tf.int64)] * 2)
+        # The keys combined so far, and those of the batches since (not yet combined). Of no
+        # static length, as `add` gives them: a state of length 0 made tf.data trace the
+        # whole map step twice (reduce traces again when the state's shapes change).
+        return tuple(
+            tf.raw_ops.PlaceholderWithDefault(input=tf.zeros([0], dtype), shape=[None])
+            for dtype in (tf.string, tf.int64) * 2
+        )
 
     def add(self, value, output):
         # Combined once the batches since hold more keys than the combined ones: the work
