@@ -117,11 +117,12 @@ class SavedTransform:
     """The `transform_fn` of the SavedModel at `directory` (a transform_fn/ that
     tf2_mapreduce or tf.Transform wrote), loaded here; `apply` computes it in a graph
     being traced. `portable`: its captured values copied, to be applied elsewhere (in
-    map steps): its tables by their contents (`digest` covers them), its constants by value."""
+    map steps): its tables by their contents (`digest` covers them), its constants by value.
+    `loaded`: what `tf.saved_model.load` gave of `directory` already, if it was loaded."""
 
-    def __init__(self, directory: str, portable: bool = True):
+    def __init__(self, directory: str, portable: bool = True, loaded=None):
         try:
-            self.loaded = tf.saved_model.load(directory)
+            self.loaded = tf.saved_model.load(directory) if loaded is None else loaded
         except (OSError, tf.errors.OpError) as e:
             raise UsageError("%s: not a SavedModel: %s" % (directory, getattr(e, "message", e))) from None
         function = getattr(self.loaded, "transform_fn", None)

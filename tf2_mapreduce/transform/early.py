@@ -184,8 +184,10 @@ def check_saves(fn, raw_schema, spec, calls) -> None:
     values = analysis.results(calls, {})
     try:
         saved.write(fn, raw_schema, spec, calls, values, made)
-        tf.saved_model.load(join(made, saved.TRANSFORM_FN))
-        SavedTransform(join(made, saved.TRANSFORM_FN))
+        # Loaded apart, so that a load's OpError is left to the real one (SavedTransform
+        # would take it for no SavedModel at all), and once.
+        loaded = tf.saved_model.load(join(made, saved.TRANSFORM_FN))
+        SavedTransform(join(made, saved.TRANSFORM_FN), loaded=loaded)
         # And what each later phase reads through (`saved.write_reads`), the phases before known.
         for phase in sorted({call.phase for call in calls} - {0}):
             known = [value if call.phase < phase else None for call, value in zip(calls, values)]
