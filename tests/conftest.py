@@ -91,3 +91,19 @@ def processes():
         yield procs
     finally:
         procs.reap()
+
+
+@pytest.fixture
+def no_pass(monkeypatch):
+    """Any pass of a transform over its data fails the test: what is checked must fail before it."""
+    from tf2_mapreduce.transform import run as transform_run
+
+    run = transform_run.run
+
+    def without_passes(transform, run_pass, *args, **kwargs):
+        def refused(job, options):
+            raise AssertionError("a pass over the data ran: %s" % job.name)
+
+        return run(transform, refused, *args, **kwargs)
+
+    monkeypatch.setattr(transform_run, "run", without_passes)

@@ -10,12 +10,14 @@ import shutil
 import tempfile
 
 from tf2_mapreduce import storage
-from tf2_mapreduce.errors import UsageError
+from tf2_mapreduce.errors import InputError, UsageError
 from tf2_mapreduce.jobs.stats import Stats
 from tf2_mapreduce.jobs.transform import check_apart
 from tf2_mapreduce.lazy_tf import tf
 from tf2_mapreduce.outputs.directory import ResultDirectory
 from tf2_mapreduce.paths import join
+from tf2_mapreduce.run.here import run_here
+from tf2_mapreduce.run.options import Options
 from tf2_mapreduce.transform import analysis, early, saved
 from tf2_mapreduce.transform import schema as schemas
 from tf2_mapreduce.transform.applied import SavedTransform
@@ -66,16 +68,31 @@ def feature_spec(transform, inputs, run_pass, options):
     if transform.schema is not None:
         given = schemas.read(transform.schema) if isinstance(transform.schema, str) else transform.schema
         return schemas.feature_spec(given), given
-    early.check_on_first_examples(
-        transform.preprocessing_fn,
-        inputs.files.paths,
-        options.get("compression", "auto"),
-        options.get("on_error", "fail"),
-    )
-    statistics = run_pass(Stats(), _pass_options(options, "schema"))
-    statistics.release()
-    inferred = schemas.inferred(statistics.total)
+    given = Options.of(**options)
+    statistics = _statistics_here(inputs, given) if given.on_error == "fail" else None
+    if statistics is None:
+        early.check_on_first_examples(transform.preprocessing_fn, inputs.files.paths, given.compression, given.on_error)
+        counted = run_pass(Stats(), _pass_options(options, "schema"))
+        counted.release()
+        statistics = counted.total
+    inferred = schemas.inferred(statistics)
     return schemas.feature_spec(inferred), inferred
+
+
+def _statistics_here(inputs, options):
+    """The statistics of small `inputs`, read here by the statistics job's own map function
+    and collect (`run.here`): a pass of them would cost more to start than to run; the
+    function is then traced over every example's schema at once (`options`: the run's
+    `Options`). None where they are not
+    small, or hold what the pass must report (a file it cannot read, a feature of two
+    types): the pass then runs, under `on_error`."""
+    try:
+        collected = run_here(Stats(), inputs.files, options.compression, options.read_size)
+    except (tf.errors.OpError, InputError):
+        return None
+    if collected is None or collected.problems:
+        return None
+    return collected.total
 
 
 def run(transform, run_pass, inputs, output_dir=None, claimed=None, **options):
