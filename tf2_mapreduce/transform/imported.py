@@ -42,8 +42,21 @@ class Importable:
                 node.input[:] = [i for i in node.input if not i.startswith("^")]
 
     def _pruned(self, wanted: list):
-        """The GraphDef of what the outputs `wanted` are computed from, through control edges too."""
-        return tf.compat.v1.graph_util.extract_sub_graph(self.graph_def, [t.split(":")[0] for t in wanted])
+        """The GraphDef of what the outputs `wanted` are computed from, through control edges
+        too, its nodes in their order, as TensorFlow's extract_sub_graph makes it (which is
+        deprecated, and says so on stderr)."""
+        nodes = {node.name: node for node in self.graph_def.node}
+        kept, left = set(), [t.split(":")[0] for t in wanted]
+        while left:
+            name = left.pop()
+            if name not in kept:
+                kept.add(name)
+                left.extend(i.lstrip("^").split(":")[0] for i in nodes[name].input)
+        pruned = tf.compat.v1.GraphDef()
+        pruned.versions.CopyFrom(self.graph_def.versions)
+        pruned.library.CopyFrom(self.graph_def.library)
+        pruned.node.extend(node for node in self.graph_def.node if node.name in kept)
+        return pruned
 
     def needed(self, wanted: list) -> set:
         """The names of the nodes that the outputs `wanted` are computed from, through
