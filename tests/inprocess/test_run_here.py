@@ -15,6 +15,7 @@ import tf2_mapreduce as mr
 import tf2_mapreduce.transform as tft
 from tf2_mapreduce.client import _listed
 from tf2_mapreduce.errors import JobFailed
+from tf2_mapreduce.inputs.files import Files
 from tf2_mapreduce.outputs.stats import report
 from tf2_mapreduce.run import here
 from tf2_mapreduce.transform import run as transform_run
@@ -44,11 +45,14 @@ def test_statistics_here_are_the_oracles_and_the_pass_s(inprocess, inputs, which
     assert got == report.to_json(inprocess.run(mr.Stats(), paths).total)
 
 
-def test_inputs_over_the_bound_are_not_read_here(inputs, monkeypatch):
+def test_inputs_over_the_bound_or_on_network_storage_are_not_read_here(inputs, monkeypatch):
     files = _listed(inputs[0], "fail").files
     monkeypatch.setattr(here, "HERE_BYTES", int(files.sizes.sum()) - 1)
     assert here.run_here(mr.Stats(), files) is None
     assert here.run_here(mr.WordCount(), files) is None  # not a job of counted keys over a dataset
+    monkeypatch.undo()
+    remote = Files(list(files.paths[:-1]) + ["gs://bucket/part.tfrecord"], files.sizes, files.mtimes)
+    assert here.run_here(mr.Stats(), remote) is None  # the workers' to read, through their outages
 
 
 def fn(inputs):

@@ -4,6 +4,7 @@ function over every record at once and its own `collect`, where starting a pass 
 from tf2_mapreduce import native
 from tf2_mapreduce.inputs import formats
 from tf2_mapreduce.lazy_tf import tf
+from tf2_mapreduce.paths import needs_network
 from tf2_mapreduce.reducers.keys import KeyCounts
 
 __all__ = ["HERE_BYTES", "run_here"]
@@ -28,11 +29,14 @@ def run_here(job, files, compression="auto", read_size=8 << 20):
     (`inputs.files.Files`), run here: its `map_fn` over one dataset of every file's
     batches, as a map step streams a piece, and its reducer's `collect` of those counts,
     as the cluster's run reads its tables. Returns the `Collected`, or None where it cannot
-    run here (too many bytes, no native ops, another kind of job); raises what reading the
+    run here (too many bytes, files on a file system reached through the network, no
+    native ops, another kind of job); raises what reading the
     files raises (a pass then says which file and why). Blocking."""
     if job.map_input != "dataset" or not isinstance(job.reducer, KeyCounts) or native.unavailable():
         return None
-    if int(files.sizes.sum()) > HERE_BYTES:
+    # Storage reached through the network is the workers' to read: its outages and stalls
+    # are waited out by a pass, which also spreads the latency of each file over them.
+    if int(files.sizes.sum()) > HERE_BYTES or any(needs_network(path) for path in files.paths):
         return None
     paths = tf.constant(list(files.paths), tf.string)
     compressions = tf.constant(formats.compressions_of(files, compression), tf.string)
