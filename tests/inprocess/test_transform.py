@@ -21,7 +21,7 @@ from helpers.transforms import LAYOUT, first_difference
 
 import tf2_mapreduce as mr
 import tf2_mapreduce.transform as tft
-from tf2_mapreduce.errors import UsageError
+from tf2_mapreduce.errors import JobFailed, UsageError
 from tf2_mapreduce.transform import NotSupported
 
 SPEC = {
@@ -605,6 +605,19 @@ def test_tfidf_over_vocabulary_ids_is_tfts_from_exact_counts(inprocess, raw, tmp
     loaded = tf.saved_model.load(os.path.join(out, "transform_fn"))
     applied = loaded.transform_fn(tf.io.parse_example([r for p in raw[1] for r in read_tfrecords(p)], SPEC))
     assert applied["weights"].values.numpy().tolist() == [w for g in got for w in g["weights"]]
+
+
+def test_a_sparse_output_with_an_index_outside_its_dense_shape_fails_its_step_naming_it(inprocess, raw, tmp_path):
+    def outside_fn(inputs):
+        ids = tft.compute_and_apply_vocabulary(inputs["s"])
+        count = tf.shape(ids, out_type=tf.int64)[0]
+        rows = tf.range(count, dtype=tf.int64) + 1  # the last example's row is one past the batch
+        sparse = tf.SparseTensor(tf.stack([rows, tf.zeros_like(rows)], 1), ids, tf.stack([count, 1]))
+        tft.experimental.annotate_sparse_output_shape(sparse, [1])
+        return {"shifted": sparse}
+
+    with pytest.raises(JobFailed, match="output shifted: a SparseTensor with an index outside its dense shape"):
+        inprocess.run(mr.Transform(outside_fn, SPEC), [raw[0]], output_dir=str(tmp_path / "out"))
 
 
 def test_a_ragged_feature_in_and_ragged_and_sparse_features_out_are_written_as_tft_writes_them(

@@ -13,11 +13,18 @@ from tf2_mapreduce.transform import schema as schemas
 __all__ = ["materialize_job", "example_features"]
 
 
-def _in_rows(values, rows, count):
+def _in_rows(values, rows, count, name):
     """`values` as a RaggedTensor of `count` rows, each row's in the order given (`rows`:
-    each value's row, in any order)."""
-    order = tf.argsort(rows, stable=True)
-    return tf.RaggedTensor.from_value_rowids(tf.gather(values, order), tf.gather(rows, order), count)
+    each value's row, in any order; output `name`'s, a SparseTensor's, said if one is not
+    a row of it). Sorted here, so that one check is all the rows need: RaggedTensor's own
+    checks, a tf.cond each, were most of the time a transform step took to trace."""
+    inside = tf.reduce_all((rows >= 0) & (rows < count))
+    checked = tf.raw_ops.Assert(
+        condition=inside, data=[tf.constant("output %s: a SparseTensor with an index outside its dense shape" % name)]
+    )
+    with tf.control_dependencies([checked]):
+        order = tf.argsort(rows, stable=True)
+    return tf.RaggedTensor.from_value_rowids(tf.gather(values, order), tf.gather(rows, order), count, validate=False)
 
 
 def example_features(outputs: dict, sparse_features=None) -> dict:
@@ -40,8 +47,8 @@ def example_features(outputs: dict, sparse_features=None) -> dict:
                 )
             rows, count = output.indices[:, 0], output.dense_shape[0]
             for i, index in enumerate(indexes):
-                features[index] = _in_rows(output.indices[:, i + 1], rows, count)
-            features[values] = _in_rows(output.values, rows, count)
+                features[index] = _in_rows(output.indices[:, i + 1], rows, count, name)
+            features[values] = _in_rows(output.values, rows, count, name)
         else:
             features[name] = output
     return features
