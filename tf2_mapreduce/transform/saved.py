@@ -55,7 +55,8 @@ def _module(preprocessing_fn, feature_spec, calls, values, paths, reads=None):
     its `transform_fn` gives instead what those calls read, by name."""
     # TensorFlow's own tracker of the resources made within (private; Keras uses it): a
     # lookup table the user's function makes under tf.init_scope (TFX's census example)
-    # is saved only if the module tracks it, and the save traces the function again.
+    # is saved only if the module tracks it.
+    from tensorflow.python.saved_model import save_context
     from tensorflow.python.trackable import resource as trackable_resource
 
     module = tf.Module()
@@ -88,7 +89,11 @@ def _module(preprocessing_fn, feature_spec, calls, values, paths, reads=None):
         return dict(outputs)
 
     module.transform_fn = tf.function(transform_fn, input_signature=[raw_specs(feature_spec)], autograph=False)
-    module.transform_fn.get_concrete_function()
+    # Traced here, so that what the function makes is tracked before the save walks the
+    # module; as the save traces (its context is part of what a trace is cached by), so
+    # that the save uses this trace instead of tracing the user's function again.
+    with save_context.save_context(tf.saved_model.SaveOptions()):
+        module.transform_fn.get_concrete_function()
     return module, written[0] if written else None
 
 
