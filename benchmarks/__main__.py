@@ -29,6 +29,7 @@ CONTENDERS = {
     "layouts": layouts.contenders,
     "storage": storage.contenders,
     "transform": transform.contenders,
+    "transform_small": transform.small_contenders,
 }
 
 

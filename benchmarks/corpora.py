@@ -116,6 +116,7 @@ def make_corpus(directory: str) -> dict[str, list[str]]:
     parts["layouts"] = make_layouts(os.path.join(directory, "layouts"))
     parts["storage"] = parts["small"][:40]
     parts["transform"] = parts["examples"][: FLAGS.transform_shards]
+    parts["transform_small"] = make_small_examples(os.path.join(directory, "transform_small"))
     if "transform" in FLAGS.parts and not os.path.exists(FLAGS.tft_python):
         print("transform: not timed: no tf.Transform at %s (--tft_python; docs/performance.md)" % FLAGS.tft_python)
         parts["transform"] = []
@@ -180,6 +181,18 @@ def make_examples(directory: str) -> list[str]:
         _stamp(stamp, spec)
         print("made the examples in %.0f s" % (time.monotonic() - started), flush=True)
     return sorted(glob.glob(os.path.join(directory, "*.tfrecord.gz"))) if spec["examples"] else []
+
+
+def make_small_examples(directory: str) -> list[str]:
+    """The small transform part: scripts/make_examples.py's 20,000 examples in 4 GZIP'd
+    shards (about 540 KB, no embedding), unless they are there; returns their paths."""
+    if not os.path.exists(os.path.join(directory, "made")):
+        shutil.rmtree(directory, ignore_errors=True)
+        script = os.path.join(REPO, "scripts", "make_examples.py")
+        command = [sys.executable, script, "--output_dir", directory, "--examples=20000", "--shards=4"]
+        subprocess.run(command, check=True, stdout=subprocess.DEVNULL)
+        open(os.path.join(directory, "made"), "w").close()
+    return sorted(glob.glob(os.path.join(directory, "*.tfrecord.gz")))
 
 
 def make_record_file(directory: str, shards: list[str]) -> list[str]:

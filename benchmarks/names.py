@@ -19,6 +19,7 @@ __all__ = [
     "TFDATA_ONE",
     "TF_IMPORT",
     "TRANSFORM_OURS",
+    "TRANSFORM_SMALL",
     "TRANSFORM_TFT",
     "VOCAB",
     "VOCAB_ONE_WORKER",
@@ -50,4 +51,6 @@ STORAGE_GCS = "default command, gs:// (loopback server)"
 STORAGE_503 = "default command, gs://, 5% of reads 503"
 TRANSFORM_OURS = "transform: a process per task"
 TRANSFORM_TFT = "transform: tf.Transform 1.21, DirectRunner"
+# 20,000 examples as a new user first runs them: the default command, no --schema.
+TRANSFORM_SMALL = "transform: the default command, no schema"
 FEATURES = ("query", "tags", "user_id")

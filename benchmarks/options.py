@@ -31,7 +31,7 @@ flags.DEFINE_integer(
 )
 flags.DEFINE_list(
     "parts",
-    ["small", "tiny", "huge", "giant", "examples", "record", "layouts", "storage", "transform"],
+    ["small", "tiny", "huge", "giant", "examples", "record", "layouts", "storage", "transform", "transform_small"],
     "Parts of the corpus to time (all are made).",
 )
 flags.DEFINE_string(

@@ -14,12 +14,13 @@ __all__ = ["report"]
 def report(rows: list[dict], spark: bool) -> None:
     """Prints every table and the targets; exits if results disagree."""
     report_layouts([r for r in rows if r["part"] == "layouts"])
-    words = [r for r in rows if r["part"] not in ("examples", "record", "layouts", "transform")]
+    words = [r for r in rows if r["part"] not in ("examples", "record", "layouts", "transform", "transform_small")]
     if words:
         report_words(words)
     failures = report_examples([r for r in rows if r["part"] == "examples"], "examples", TFDATA)
     failures += report_examples([r for r in rows if r["part"] == "record"], "record", TFDATA_ONE)
     failures += report_transform([r for r in rows if r["part"] == "transform"])
+    report_small_transform([r for r in rows if r["part"] == "transform_small"])
     if not spark:
         print("\n(pyspark local[2] not run: pyspark or java is not installed)")
     targets(rows)
@@ -130,6 +131,17 @@ def report_transform(rows: list[dict]) -> list[str]:
     if len({r["result"]["examples"] for r in rows}) > 1:
         return ["transform: the sides wrote different numbers of examples"]
     return []
+
+
+def report_small_transform(rows: list[dict]) -> None:
+    """The small transform part's table: end to end, against TensorFlow's import alone."""
+    if not rows:
+        return
+    print("\n| part | run | wall s, median (min-max) | peak RSS MB | result |")
+    print("|---|---|---:|---|---|")
+    for r in rows:
+        result = "%d examples written" % r["result"]["examples"] if "examples" in r["result"] else ""
+        print("| transform_small | %s | %s | %s | %s |" % (r["run"], _wall(r), _rss(r), result))
 
 
 def report_examples(rows: list[dict], part: str, plain_name: str) -> list[str]:

@@ -17,6 +17,7 @@ from benchmarks.names import (
     TFDATA,
     TFDATA_ONE,
     TRANSFORM_OURS,
+    TRANSFORM_SMALL,
     TRANSFORM_TFT,
     VOCAB,
     VOCAB_ONE_WORKER,
@@ -133,6 +134,15 @@ def _others(by: Rows) -> list[Check]:
     checks = _ratio(by, "transform", TRANSFORM_OURS, TRANSFORM_TFT, 0.3, what)
     checks += _ratio(by, "storage", STORAGE_GCS, STORAGE_LOCAL, 1.5, "the same 40 files on gs://, end to end")
     checks += _ratio(by, "storage", STORAGE_503, STORAGE_GCS, 1.3, "with 5% of reads answered 503")
+    if ("transform_small", TRANSFORM_SMALL) in by and ("transform_small", TF_IMPORT) in by:
+        ours, tf_import = by["transform_small", TRANSFORM_SMALL]["seconds"], by["transform_small", TF_IMPORT]["seconds"]
+        checks.append(
+            (
+                "transform_small: 20,000 examples end to end <= TF import (%.1f s) + 3 s" % tf_import,
+                "%.2f s" % ours,
+                ours <= tf_import + 3,
+            )
+        )
     if ("tiny", DEFAULT) in by:
         peak = by["tiny", DEFAULT]["rss"].get("main", 0)  # the coordinator: the command itself
         checks.append(("tiny: coordinator peak RSS (1M files: < 1500 MB)", "%.0f MB" % peak, None))

@@ -12,20 +12,23 @@ python -m benchmarks.tf_transform --input 'DIR/*.tfrecord.gz' --schema S --outpu
   tf.Transform's side of the transform part alone (the bench runs it so, with --tft_python)."""
 
 
-def preprocessing_fn(tft) -> Callable[[dict], dict]:
+def preprocessing_fn(tft, embedding: bool = True) -> Callable[[dict], dict]:
     """The preprocessing_fn of both sides, written against `tft` (tensorflow_transform, or
-    tf2_mapreduce.transform): every analyzer kind, as a search log's trainer would use them."""
+    tf2_mapreduce.transform): every analyzer kind, as a search log's trainer would use them;
+    the embedding passed through, where the examples hold one (`embedding`)."""
     import tensorflow as tf
 
     def fn(inputs):
-        return {
+        outputs = {
             "query_id": tft.compute_and_apply_vocabulary(inputs["query"], top_k=10_000, num_oov_buckets=1),
             "tags_id": tft.compute_and_apply_vocabulary(inputs["tags"]),
             "user_bucket": tft.bucketize(inputs["user_id"], 10),
             "clicks_z": tft.scale_to_z_score(inputs["clicks"]),
             "score_01": tft.scale_to_0_1(inputs["score"]),
-            "embedding": inputs["embedding"] + tf.zeros([], tf.float32),
         }
+        if embedding:
+            outputs["embedding"] = inputs["embedding"] + tf.zeros([], tf.float32)
+        return outputs
 
     return fn
 

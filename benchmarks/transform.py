@@ -1,5 +1,6 @@
 """The "transform" part: one preprocessing_fn over the tf.Example shards, our `--job=transform`
-(a process per task) against tf.Transform 1.21 on Beam's DirectRunner (in a venv of its own)."""
+(a process per task) against tf.Transform 1.21 on Beam's DirectRunner (in a venv of its own);
+the "transform_small" part: the same function over 20,000 examples, against TensorFlow's import."""
 
 import glob
 import gzip
@@ -10,11 +11,12 @@ import sys
 import tempfile
 
 from benchmarks import REPO
-from benchmarks.names import TRANSFORM_OURS, TRANSFORM_TFT
+from benchmarks.layouts import run_tf_import
+from benchmarks.names import TF_IMPORT, TRANSFORM_OURS, TRANSFORM_SMALL, TRANSFORM_TFT
 from benchmarks.options import FLAGS
 from benchmarks.timing import Contender, Run, measure
 
-__all__ = ["contenders"]
+__all__ = ["contenders", "small_contenders"]
 
 # make_examples.py's features, as their schema: score and the embedding in every example,
 # one value and 64; the others missing from some examples, or lists.
@@ -29,16 +31,17 @@ feature { name: "embedding" type: FLOAT presence { min_fraction: 1.0 } shape { d
 MODULE = "bench_transform_fn"  # the module the coordinator imports: preprocessing_fn against ours
 
 
-def prepare(directory: str) -> tuple[str, str]:
-    """Writes the schema, and the module of our side's preprocessing_fn, into `directory`;
-    returns the schema's path and the PYTHONPATH that finds the module (and this package)."""
+def prepare(directory: str, embedding: bool = True) -> tuple[str, str]:
+    """Writes the schema, and the module of our side's preprocessing_fn (the `embedding` passed
+    through, or none), into `directory`; returns the schema's path and the PYTHONPATH that
+    finds the module (and this package)."""
     os.makedirs(directory, exist_ok=True)
     schema = os.path.join(directory, "raw_schema.pbtxt")
     with open(schema, "w") as f:
         f.write(SCHEMA)
     with open(os.path.join(directory, MODULE + ".py"), "w") as f:
         f.write("import tf2_mapreduce.transform as tft\nfrom benchmarks.tf_transform import preprocessing_fn as of\n\n")
-        f.write("preprocessing_fn = of(tft)\n")
+        f.write("preprocessing_fn = of(tft, embedding=%s)\n" % embedding)
     return schema, os.pathsep.join([directory, REPO])
 
 
@@ -108,6 +111,30 @@ def run_transform(paths: list[str], side: str) -> Run:
     found = {"examples": count_records(output_dir)}
     shutil.rmtree(work)
     return seconds, rss, found
+
+
+def run_small(paths: list[str]) -> Run:
+    """The small part: the default command (in-process, the schema inferred) as a new user
+    first runs it, end to end. The result is the examples it wrote."""
+    work = tempfile.mkdtemp(prefix="tf2_mapreduce-bench-transform-small-")
+    _, pythonpath = prepare(work, embedding=False)
+    output_dir = os.path.join(work, "out")
+    command = [sys.executable, "-m", "tf2_mapreduce.coordinator", "--job=transform"] + [
+        "--preprocessing_fn=%s:preprocessing_fn" % MODULE,
+        "--output_dir",
+        output_dir,
+        "--progress_every=60",
+        *paths,
+    ]
+    seconds, rss, _ = measure(command, dict(os.environ, PYTHONPATH=pythonpath, TF_CPP_MIN_LOG_LEVEL="2"))
+    found = {"examples": count_records(output_dir)}
+    shutil.rmtree(work)
+    return seconds, rss, found
+
+
+def small_contenders(paths: list[str]) -> list[Contender]:
+    """TensorFlow's import (the yardstick: the target is it plus 3 s), and the small part."""
+    return [(TF_IMPORT, run_tf_import), (TRANSFORM_SMALL, lambda: run_small(paths))]
 
 
 def contenders(paths: list[str]) -> list[Contender]:
