@@ -43,15 +43,18 @@ class Importable:
 
     def _pruned(self, wanted: list):
         """The GraphDef of what the outputs `wanted` are computed from, through control edges
-        too, its nodes in their order, as TensorFlow's extract_sub_graph makes it (which is
-        deprecated, and says so on stderr)."""
+        and colocations too (an op placed with another needs it in the graph), its nodes in
+        their order, as TensorFlow's extract_sub_graph makes it (which is deprecated, and
+        says so on stderr)."""
         nodes = {node.name: node for node in self.graph_def.node}
         kept, left = set(), [t.split(":")[0] for t in wanted]
         while left:
             name = left.pop()
             if name not in kept:
                 kept.add(name)
-                left.extend(i.lstrip("^").split(":")[0] for i in nodes[name].input)
+                node = nodes[name]
+                left.extend(i.lstrip("^").split(":")[0] for i in node.input)
+                left.extend(c[len(b"loc:@") :].decode() for c in node.attr["_class"].list.s if c.startswith(b"loc:@"))
         pruned = tf.compat.v1.GraphDef()
         pruned.versions.CopyFrom(self.graph_def.versions)
         pruned.library.CopyFrom(self.graph_def.library)
