@@ -1,5 +1,5 @@
-"""How a `Transform` (`jobs.transform`) runs: the raw schema (read, or inferred in a pass
-of statistics), the analyze pass, the analyzers' results, transform_fn saved, the transform
+"""How a `Transform` (`jobs.transform`) runs: the raw schema (read, or inferred from exact
+statistics: of small inputs here, else in a pass), the analyze pass, the analyzers' results, transform_fn saved, the transform
 pass applying it to every example once, then the output directory put in place whole
 (data/, transform_fn/, transformed_metadata/, metadata/: the raw schema), as tft_beam's
 AnalyzeAndTransformDataset and WriteTransformFn. With `transform_output`, an earlier
@@ -10,7 +10,7 @@ import shutil
 import tempfile
 
 from tf2_mapreduce import storage
-from tf2_mapreduce.errors import InputError, UsageError
+from tf2_mapreduce.errors import UsageError
 from tf2_mapreduce.jobs.stats import Stats
 from tf2_mapreduce.jobs.transform import check_apart
 from tf2_mapreduce.lazy_tf import tf
@@ -60,18 +60,21 @@ def _results_digest(calls, values) -> str:
 
 
 def feature_spec(transform, inputs, run_pass, options):
-    """The raw features' spec of `transform`, and their `Schema` (given, made of a spec
-    given, or inferred in a pass of statistics over `inputs`, `run_pass`, where none was
-    given: the function traced over the first examples' first)."""
+    """The raw features' spec of `transform`, and their `Schema`: given, made of a spec
+    given, or inferred from exact statistics of `inputs` where none was given (of small
+    inputs read here; else in a pass, `run_pass`, the function traced over the first
+    examples' schema first)."""
     if isinstance(transform.schema, dict):
         return dict(transform.schema), schemas.raw(transform.schema)
     if transform.schema is not None:
         given = schemas.read(transform.schema) if isinstance(transform.schema, str) else transform.schema
         return schemas.feature_spec(given), given
-    given = Options.of(**options)
-    statistics = _statistics_here(inputs, given) if given.on_error == "fail" else None
+    run_options = Options.of(**options)
+    statistics = _statistics_here(inputs, run_options) if run_options.on_error == "fail" else None
     if statistics is None:
-        early.check_on_first_examples(transform.preprocessing_fn, inputs.files.paths, given.compression, given.on_error)
+        early.check_on_first_examples(
+            transform.preprocessing_fn, inputs.files.paths, run_options.compression, run_options.on_error
+        )
         counted = run_pass(Stats(), _pass_options(options, "schema"))
         counted.release()
         statistics = counted.total
@@ -83,12 +86,12 @@ def _statistics_here(inputs, options):
     """The statistics of small `inputs`, read here by the statistics job's own map function
     and collect (`run.here`): a pass of them would cost more to start than to run; the
     function is then traced over every example's schema at once (`options`: the run's
-    `Options`). None where they are not
-    small, or hold what the pass must report (a file it cannot read, a feature of two
-    types): the pass then runs, under `on_error`."""
+    `Options`). None where they are not small (`run.here` says which), or hold what the
+    pass must report (a file it cannot read, a feature of two types): the pass then runs,
+    under `on_error`."""
     try:
         collected = run_here(Stats(), inputs.files, options.compression, options.read_size)
-    except (tf.errors.OpError, InputError):
+    except tf.errors.OpError:
         return None
     if collected is None or collected.problems:
         return None
@@ -99,7 +102,7 @@ def run(transform, run_pass, inputs, output_dir=None, claimed=None, **options):
     """The runner of `Transform` (its `RUNNER`, a `run.passes.Passes`): runs `transform`
     over `inputs` (an `inputs.files.Inputs`, listed) and writes
     `output_dir` (`claimed`: its `ResultDirectory`, already claimed): the raw schema
-    (inferred in a pass of its own where not given), the analyze pass, then the transform
+    (inferred where not given: `feature_spec`), the analyze pass, then the transform
     pass, each exactly-once and resumable from its checkpoint; the directory holds the
     previous result until the new one is whole. `run_pass(job, options)` runs each pass to
     its `Result` (`options` and the pass's own). Returns the transform pass's `Result`, its
