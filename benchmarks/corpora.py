@@ -14,10 +14,11 @@ import time
 from benchmarks import REPO
 from benchmarks.options import FLAGS
 
-__all__ = ["MB", "PARTS", "make_corpus"]
+__all__ = ["MB", "PARTS", "SMALL_EXAMPLES", "make_corpus"]
 
 PARTS = ("small", "tiny", "huge", "giant")  # the word parts
 MB = 1e6
+SMALL_EXAMPLES = 20_000  # the small transform part's examples
 EXAMPLE_BYTES = 293  # a make_examples.py example with --embedding_dim 64, GZIP'd (measured)
 TINY_PER_DIRECTORY = 1000
 BLOCK = 8 << 20
@@ -189,7 +190,7 @@ def make_small_examples(directory: str) -> list[str]:
     if not os.path.exists(os.path.join(directory, "made")):
         shutil.rmtree(directory, ignore_errors=True)
         script = os.path.join(REPO, "scripts", "make_examples.py")
-        command = [sys.executable, script, "--output_dir", directory, "--examples=20000", "--shards=4"]
+        command = [sys.executable, script, "--output_dir", directory, "--examples=%d" % SMALL_EXAMPLES, "--shards=4"]
         subprocess.run(command, check=True, stdout=subprocess.DEVNULL)
         open(os.path.join(directory, "made"), "w").close()
     return sorted(glob.glob(os.path.join(directory, "*.tfrecord.gz")))

@@ -4,6 +4,7 @@ benchmark fails where the contenders' results disagree."""
 import json
 import sys
 
+from benchmarks.corpora import SMALL_EXAMPLES
 from benchmarks.names import POOL, POOL_FREQ, TFDATA, TFDATA_ONE, TRANSFORM_TFT
 from benchmarks.options import FLAGS
 from benchmarks.targets import targets
@@ -20,7 +21,7 @@ def report(rows: list[dict], spark: bool) -> None:
     failures = report_examples([r for r in rows if r["part"] == "examples"], "examples", TFDATA)
     failures += report_examples([r for r in rows if r["part"] == "record"], "record", TFDATA_ONE)
     failures += report_transform([r for r in rows if r["part"] == "transform"])
-    report_small_transform([r for r in rows if r["part"] == "transform_small"])
+    failures += report_small_transform([r for r in rows if r["part"] == "transform_small"])
     if not spark:
         print("\n(pyspark local[2] not run: pyspark or java is not installed)")
     targets(rows)
@@ -133,15 +134,20 @@ def report_transform(rows: list[dict]) -> list[str]:
     return []
 
 
-def report_small_transform(rows: list[dict]) -> None:
-    """The small transform part's table: end to end, against TensorFlow's import alone."""
+def report_small_transform(rows: list[dict]) -> list[str]:
+    """The small transform part's table, end to end, against TensorFlow's import alone;
+    returns its disagreement (the transform must write every example of the part)."""
     if not rows:
-        return
+        return []
     print("\n| part | run | wall s, median (min-max) | peak RSS MB | result |")
     print("|---|---|---:|---|---|")
     for r in rows:
         result = "%d examples written" % r["result"]["examples"] if "examples" in r["result"] else ""
         print("| transform_small | %s | %s | %s | %s |" % (r["run"], _wall(r), _rss(r), result))
+    written = [r["result"]["examples"] for r in rows if "examples" in r["result"]]
+    if written != [SMALL_EXAMPLES]:
+        return ["transform_small: %s examples written, not %d" % (written, SMALL_EXAMPLES)]
+    return []
 
 
 def report_examples(rows: list[dict], part: str, plain_name: str) -> list[str]:

@@ -125,8 +125,9 @@ class KeyCounts(Reducer):
 
     def start(self):
         # The keys combined so far, and those of the batches since (not yet combined). Of no
-        # static length, as `add` gives them: a state of length 0 made tf.data trace the
-        # whole map step twice (reduce traces again when the state's shapes change).
+        # static length, as `add` gives them: a state of length 0 made tf.data trace its
+        # reduce function (a batch's map and `add`) twice, as reduce traces again when the
+        # state's shapes change.
         return tuple(
             tf.raw_ops.PlaceholderWithDefault(input=tf.zeros([0], dtype), shape=[None])
             for dtype in (tf.string, tf.int64) * 2

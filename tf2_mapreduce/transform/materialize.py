@@ -13,17 +13,21 @@ from tf2_mapreduce.transform import schema as schemas
 __all__ = ["materialize_job", "example_features"]
 
 
-def _in_rows(values, rows, count, name):
-    """`values` as a RaggedTensor of `count` rows, each row's in the order given (`rows`:
-    each value's row, in any order; output `name`'s, a SparseTensor's, said if one is not
-    a row of it). Sorted here, so that one check is all the rows need: RaggedTensor's own
-    checks, a tf.cond each, were most of the time a transform step took to trace."""
+def _row_order(rows, count, name):
+    """The order that puts the values of a SparseTensor (output `name`) in rows, each row's
+    in the order given (`rows`: each value's row), checked once to be rows of `count`:
+    RaggedTensor's own checks, a tf.cond each, were most of the time a transform step took
+    to trace, and their message named none of the user's."""
     inside = tf.reduce_all((rows >= 0) & (rows < count))
     checked = tf.raw_ops.Assert(
         condition=inside, data=[tf.constant("output %s: a SparseTensor with an index outside its dense shape" % name)]
     )
     with tf.control_dependencies([checked]):
-        order = tf.argsort(rows, stable=True)
+        return tf.argsort(rows, stable=True)
+
+
+def _in_rows(values, rows, order, count):
+    """`values` as a RaggedTensor of `count` rows, in `order` (`_row_order`'s, which checked `rows`)."""
     return tf.RaggedTensor.from_value_rowids(tf.gather(values, order), tf.gather(rows, order), count, validate=False)
 
 
@@ -46,9 +50,10 @@ def example_features(outputs: dict, sparse_features=None) -> dict:
                     % (name, output.shape.rank, len(indexes))
                 )
             rows, count = output.indices[:, 0], output.dense_shape[0]
+            order = _row_order(rows, count, name)
             for i, index in enumerate(indexes):
-                features[index] = _in_rows(output.indices[:, i + 1], rows, count, name)
-            features[values] = _in_rows(output.values, rows, count, name)
+                features[index] = _in_rows(output.indices[:, i + 1], rows, order, count)
+            features[values] = _in_rows(output.values, rows, order, count)
         else:
             features[name] = output
     return features

@@ -53,9 +53,10 @@ def _module(preprocessing_fn, feature_spec, calls, values, paths, reads=None):
     """The `tf.Module` saved as transform_fn/ (its `transform_fn` traced), and the
     transformed features' schema. With `reads` (call names, of calls whose value is None),
     its `transform_fn` gives instead what those calls read, by name."""
-    # TensorFlow's own tracker of the resources made within (private; Keras uses it): a
-    # lookup table the user's function makes under tf.init_scope (TFX's census example)
-    # is saved only if the module tracks it.
+    # Private, both: the save's context (a trace is cached by it); TensorFlow's own
+    # tracker of the resources made within (Keras uses it): a lookup table the user's
+    # function makes under tf.init_scope (TFX's census example) is saved only if the
+    # module tracks it.
     from tensorflow.python.saved_model import save_context
     from tensorflow.python.trackable import resource as trackable_resource
 

@@ -69,18 +69,18 @@ def terms(values, squares=False, positions=None):
     wheres = [tf.broadcast_to(finite[:, None], tf.shape(chunks))]
     if squares:
         pairs = [(i, j) for i in range(count) for j in range(i, count)]
-        first, second = ([pair[side] for pair in pairs] for side in (0, 1))
+        first, second = (list(side) for side in zip(*pairs))
         product = tf.gather(chunks, first, axis=1) * tf.gather(chunks, second, axis=1)
         amounts.append(product * tf.constant([1 if i == j else 2 for i, j in pairs], tf.int64))
         powers.append(2 * exponent + tf.constant([_CHUNK * (i + j) for i, j in pairs], tf.int64))
         tags.append(tf.fill(tf.shape(product), tf.constant(_TAG["square"], tf.int64)))
         wheres.append(tf.broadcast_to(finite[:, None], tf.shape(product)))
-    flags = tf.stack([finite, nan, plus, minus], axis=1)
-    tags.append(
-        tf.broadcast_to(tf.constant([[_TAG[n] for n in ("finite", "nan", "inf", "-inf")]], tf.int64), tf.shape(flags))
-    )
-    powers.append(tf.zeros_like(tags[-1]))
-    amounts.append(tf.ones_like(tags[-1]))
+    counted = {"finite": finite, "nan": nan, "inf": plus, "-inf": minus}  # each a count of the values it holds for
+    flags = tf.stack(list(counted.values()), axis=1)
+    counted_tags = tf.broadcast_to(tf.constant([[_TAG[name] for name in counted]], tf.int64), tf.shape(flags))
+    tags.append(counted_tags)
+    powers.append(tf.zeros_like(counted_tags))
+    amounts.append(tf.ones_like(counted_tags))
     wheres.append(flags)
     where = tf.concat(wheres, 1)
     ids = tf.concat(tags, 1) * _SHIFT + tf.concat(powers, 1) + _SHIFT // 2
