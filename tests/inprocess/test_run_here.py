@@ -81,10 +81,6 @@ def test_a_transform_of_small_inputs_runs_no_pass_of_statistics_and_writes_the_s
     monkeypatch.setattr(here, "HERE_BYTES", 0)
     inprocess.run(mr.Transform(fn), paths, output_dir=str(tmp_path / "pass"))
     monkeypatch.undo()
-
-    def refused(*args, **kwargs):
-        raise AssertionError("the first examples were read for a pass of statistics")
-
     monkeypatch.setattr(transform_run.early, "check_on_first_examples", refused)
     inprocess.run(mr.Transform(fn), paths, output_dir=str(tmp_path / "here"))
     by_pass, by_here = written(str(tmp_path / "pass")), written(str(tmp_path / "here"))
@@ -130,7 +126,15 @@ def test_what_the_pass_reports_is_still_reported_by_it(inprocess, tmp_path):
         inprocess.run(mr.Transform(lambda inputs: {"x": inputs["x"]}), two_types, output_dir=str(tmp_path / "o"))
 
 
-def test_a_broken_function_over_small_inputs_fails_before_any_pass(inprocess, inputs, tmp_path, no_pass):
+def refused(*args, **kwargs):
+    raise AssertionError("the first examples were read for a pass of statistics")
+
+
+def test_a_broken_function_over_small_inputs_fails_before_any_pass(inprocess, inputs, tmp_path, no_pass, monkeypatch):
+    monkeypatch.setattr(
+        transform_run.early, "check_on_first_examples", refused
+    )  # read here: traced over every example's schema
+
     def broken(inputs):
         return {"score": tft.scale_to_z_score(inputs["score"]) + "x"}
 
