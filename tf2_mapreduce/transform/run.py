@@ -1,9 +1,10 @@
 """How a `Transform` (`jobs.transform`) runs: the raw schema (read, or inferred from exact
-statistics: of small inputs here, else in a pass), the analyze pass, the analyzers' results, transform_fn saved, the transform
-pass applying it to every example once, then the output directory put in place whole
-(data/, transform_fn/, transformed_metadata/, metadata/: the raw schema), as tft_beam's
-AnalyzeAndTransformDataset and WriteTransformFn. With `transform_output`, an earlier
-transform's transform_fn applied alone, as TransformDataset."""
+statistics: of small inputs here, else in a pass), the analyze pass, the analyzers'
+results, transform_fn saved, the transform pass applying it to every example once, then
+the output directory put in place whole (data/, transform_fn/, transformed_metadata/,
+metadata/: the raw schema), as tft_beam's AnalyzeAndTransformDataset and WriteTransformFn.
+With `transform_output`, an earlier transform's transform_fn applied alone, as
+TransformDataset."""
 
 import hashlib
 import shutil
