@@ -168,6 +168,18 @@ def make_examples(directory: str) -> list[str]:
     """The tf.Example part (scripts/make_examples.py: 16 GZIP'd shards, a 64-float
     embedding per example), unless the same one is there; returns its paths."""
     spec = {"examples": FLAGS.examples_mb * 1000 * 1000 // EXAMPLE_BYTES, "shards": 16, "embedding_dim": 64}
+    return _made_examples(directory, spec)
+
+
+def make_small_examples(directory: str) -> list[str]:
+    """The small transform part: scripts/make_examples.py's 20,000 examples in 4 GZIP'd
+    shards (about 540 KB, no embedding), unless they are there; returns their paths."""
+    return _made_examples(directory, {"examples": SMALL_EXAMPLES, "shards": 4, "embedding_dim": 0})
+
+
+def _made_examples(directory: str, spec: dict) -> list[str]:
+    """scripts/make_examples.py's examples as `spec` gives its flags, in `directory`, unless
+    the same ones are there; returns their paths (none for 0 examples)."""
     stamp = os.path.join(directory, "examples.json")
     if spec["examples"] and not _is_made(stamp, spec):
         shutil.rmtree(directory, ignore_errors=True)
@@ -182,18 +194,6 @@ def make_examples(directory: str) -> list[str]:
         _stamp(stamp, spec)
         print("made the examples in %.0f s" % (time.monotonic() - started), flush=True)
     return sorted(glob.glob(os.path.join(directory, "*.tfrecord.gz"))) if spec["examples"] else []
-
-
-def make_small_examples(directory: str) -> list[str]:
-    """The small transform part: scripts/make_examples.py's 20,000 examples in 4 GZIP'd
-    shards (about 540 KB, no embedding), unless they are there; returns their paths."""
-    if not os.path.exists(os.path.join(directory, "made")):
-        shutil.rmtree(directory, ignore_errors=True)
-        script = os.path.join(REPO, "scripts", "make_examples.py")
-        command = [sys.executable, script, "--output_dir", directory, "--examples=%d" % SMALL_EXAMPLES, "--shards=4"]
-        subprocess.run(command, check=True, stdout=subprocess.DEVNULL)
-        open(os.path.join(directory, "made"), "w").close()
-    return sorted(glob.glob(os.path.join(directory, "*.tfrecord.gz")))
 
 
 def make_record_file(directory: str, shards: list[str]) -> list[str]:

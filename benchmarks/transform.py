@@ -107,6 +107,12 @@ def run_transform(paths: list[str], side: str) -> Run:
         command = ours_command(listing, schema, output_dir)
     else:
         command = tft_command(FLAGS.tft_python, _raw_pattern(paths, work), schema, output_dir)
+    return _measured(command, pythonpath, work, output_dir)
+
+
+def _measured(command: list[str], pythonpath: str, work: str, output_dir: str) -> Run:
+    """`command` timed with `pythonpath`, its result the examples it wrote into `output_dir`;
+    `work` removed after."""
     seconds, rss, _ = measure(command, dict(os.environ, PYTHONPATH=pythonpath, TF_CPP_MIN_LOG_LEVEL="2"))
     found = {"examples": count_records(output_dir)}
     shutil.rmtree(work)
@@ -126,10 +132,7 @@ def run_small(paths: list[str]) -> Run:
         "--progress_every=60",
         *paths,
     ]
-    seconds, rss, _ = measure(command, dict(os.environ, PYTHONPATH=pythonpath, TF_CPP_MIN_LOG_LEVEL="2"))
-    found = {"examples": count_records(output_dir)}
-    shutil.rmtree(work)
-    return seconds, rss, found
+    return _measured(command, pythonpath, work, output_dir)
 
 
 def small_contenders(paths: list[str]) -> list[Contender]:
