@@ -57,14 +57,17 @@ def terms(values, squares=False, positions=None):
     negative, magnitude, exponent, finite, nan, plus, minus, count = _parts(values)
     # Every term of a value is a column: a few ops whatever the chunks (a loop of masks per
     # term made thousands, which every map step traced and every worker instantiated).
-    shifts = tf.constant([_CHUNK * k for k in range(count)], tf.uint64)
+    offsets = [_CHUNK * k for k in range(count)]  # each chunk's lowest bit
     chunks = tf.cast(
-        tf.bitwise.bitwise_and(tf.bitwise.right_shift(magnitude[:, None], shifts), (1 << _CHUNK) - 1), tf.int64
+        tf.bitwise.bitwise_and(
+            tf.bitwise.right_shift(magnitude[:, None], tf.constant(offsets, tf.uint64)), (1 << _CHUNK) - 1
+        ),
+        tf.int64,
     )
     exponent = exponent[:, None]
     sign = tf.where(negative, tf.constant(_TAG["-"], tf.int64), _TAG["+"])[:, None]
     tags = [tf.broadcast_to(sign, tf.shape(chunks))]
-    powers = [exponent + tf.constant([_CHUNK * k for k in range(count)], tf.int64)]
+    powers = [exponent + tf.constant(offsets, tf.int64)]
     amounts = [chunks]
     wheres = [tf.broadcast_to(finite[:, None], tf.shape(chunks))]
     if squares:
