@@ -4,6 +4,7 @@ small inputs runs no pass of statistics and writes what it writes after one; wha
 must report (a bad record, a feature of two types) is still the pass's to report."""
 
 import os
+import random
 
 import pytest
 import tensorflow as tf
@@ -92,7 +93,7 @@ def test_a_transform_of_small_inputs_runs_no_pass_of_statistics_and_writes_the_s
 
 
 def test_what_the_pass_reports_is_still_reported_by_it(inprocess, tmp_path):
-    good = write_records(str(tmp_path / "good.tfrecord"), [awkward_example(__import__("random").Random(2))], "")
+    good = write_records(str(tmp_path / "good.tfrecord"), [awkward_example(random.Random(2))], "")
     bad = write_records(str(tmp_path / "bad.tfrecord"), [b"\xff\xff not a protobuf"], "")
     with pytest.raises(tf.errors.OpError):
         collected_here([good, bad])
@@ -100,26 +101,17 @@ def test_what_the_pass_reports_is_still_reported_by_it(inprocess, tmp_path):
         inprocess.run(
             mr.Transform(lambda inputs: {"c": inputs["constant"]}), [good, bad], output_dir=str(tmp_path / "o")
         )
+    x_of = {
+        "ints": tf.train.Feature(int64_list=tf.train.Int64List(value=[1])),
+        "floats": tf.train.Feature(float_list=tf.train.FloatList(value=[0.5])),
+    }
     two_types = [
-        write_records(str(tmp_path / ("%s.tfrecord" % name)), [example.SerializeToString()], "")
-        for name, example in (
-            (
-                "ints",
-                tf.train.Example(
-                    features=tf.train.Features(
-                        feature={"x": tf.train.Feature(int64_list=tf.train.Int64List(value=[1]))}
-                    )
-                ),
-            ),
-            (
-                "floats",
-                tf.train.Example(
-                    features=tf.train.Features(
-                        feature={"x": tf.train.Feature(float_list=tf.train.FloatList(value=[0.5]))}
-                    )
-                ),
-            ),
+        write_records(
+            str(tmp_path / ("%s.tfrecord" % name)),
+            [tf.train.Example(features=tf.train.Features(feature={"x": x})).SerializeToString()],
+            "",
         )
+        for name, x in x_of.items()
     ]
     assert collected_here(two_types).problems
     with pytest.raises(JobFailed, match=r"feature x holds lists of float in 1 examples and int64 in 1 examples"):

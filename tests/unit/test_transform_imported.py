@@ -5,10 +5,12 @@ pruned graph imports and computes what the function computes."""
 import numpy as np
 import tensorflow as tf
 
-from tf2_mapreduce.transform.imported import Importable
+from tf2_mapreduce.transform.imported import Importable, names_of
 
 
 def traced():
+    """(the function's `Importable`, the name of each of its outputs)."""
+
     @tf.function(input_signature=[{"x": tf.TensorSpec([None], tf.float32), "s": tf.TensorSpec([None], tf.string)}])
     def fn(inputs):
         x = inputs["x"]
@@ -20,11 +22,12 @@ def traced():
             lengths = tf.strings.length(inputs["s"])
         return {"shifted": shifted, "lengths": lengths, "doubled": doubled}
 
-    return Importable(fn.get_concrete_function())
+    function = fn.get_concrete_function()
+    return Importable(function), names_of(function.structured_outputs)
 
 
 def test_the_pruned_graph_is_extract_sub_graphs_for_every_subset_of_outputs():
-    graph = traced()
+    graph, _ = traced()
     for k in range(1, len(graph.outputs) + 1):
         for wanted in (graph.outputs[:k], graph.outputs[-k:]):
             ours = graph._pruned(wanted)
@@ -33,8 +36,7 @@ def test_the_pruned_graph_is_extract_sub_graphs_for_every_subset_of_outputs():
 
 
 def test_an_output_placed_with_another_imports_and_computes():
-    graph = traced()
-    names = sorted(["shifted", "lengths", "doubled"])
+    graph, names = traced()
     (shifted,) = [t for name, t in zip(names, graph.outputs) if name == "shifted"]
 
     @tf.function
