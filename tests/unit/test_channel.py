@@ -1,8 +1,10 @@
-"""What the coordinator's messages to the servers (`cluster.channel`) leave running once
-sent: nothing an exiting interpreter would not wait for. A daemon thread that comes back
-from TensorFlow's C++ after the interpreter began to finalize is ended by pthread_exit,
-which aborts the process ("FATAL: exception not rethrown"). The servers are stood in for
-(a task told at once, a heartbeat answered at once); the sessions are never made."""
+"""What the coordinator's messages to the servers (`cluster.channel`) wait for, and leave
+running once sent: no call's whole timeout on a task that is gone, and nothing an exiting
+interpreter would not wait for. A daemon thread that comes back from TensorFlow's C++
+after the interpreter began to finalize is ended by pthread_exit, which aborts the
+process ("FATAL: exception not rethrown"). The servers are stood in for (a task told at
+once, a heartbeat answered at once, a session whose calls say what the task did); no
+real session is made."""
 
 import threading
 
@@ -94,3 +96,72 @@ def test_leaving_heartbeats_waits_for_a_send_in_flight_then_closes_each_session_
     for thread in closing:
         thread.join(WAIT)
     assert sorted(closed) == ADDRESSES
+
+
+class _Task:
+    """Stands in for a told task's session and port: JOB_OVER is queued and answered at
+    once; each ACK attempt has an outcome in turn (None: queued and replied to; an error:
+    no reply, which takes the attempt's whole timeout on `clock`). With `exits`, the task
+    exits as it takes the first ACK, so its port refuses connections from then on."""
+
+    def __init__(self, task, acks, exits):
+        self.task = task
+        self.acks = list(acks)
+        self.exits = exits
+        self.gone = False
+        self.clock = 0.0
+        self.ack_timeouts = []  # each ACK attempt's timeout in ms (None: the session's own)
+
+    def run(self, fetch, feed=None, options=None):
+        if fetch is self.task.answer:
+            return 7
+        if feed[self.task.kind] != channel.ACK:
+            return None
+        self.ack_timeouts.append(options.timeout_in_ms if options else None)
+        self.gone = self.exits
+        outcome = self.acks.pop(0)
+        if outcome is not None:
+            self.clock += options.timeout_in_ms / 1000 if options else channel.SEND_TIMEOUT
+            raise outcome
+
+    def probe(self, _address):
+        return "connection refused" if self.gone else None
+
+
+def _no_reply():
+    import tensorflow as tf
+
+    return tf.errors.DeadlineExceededError(None, None, "the reply never came")
+
+
+def _told(monkeypatch, acks, exits, timeout=channel.SEND_TIMEOUT):
+    """Tells a stand-in task that coordinator 7's job is over: each ACK attempt's
+    timeout, and whether the session was kept for the close that runs apart."""
+    task = channel._Channel("ps", 0, "localhost:2")
+    stand_in = _Task(task, acks, exits)
+    monkeypatch.setattr(cluster_spec, "probe", stand_in.probe)
+    monkeypatch.setattr(channel.time, "monotonic", lambda: stand_in.clock)
+    monkeypatch.setattr(channel, "_session", lambda *_args: stand_in)
+    task.tell(channel.Message(channel.JOB_OVER, 7), timeout=timeout)
+    return stand_in.ack_timeouts, task.session is stand_in
+
+
+def test_an_ack_whose_server_exited_before_replying_is_not_waited_on_past_one_short_attempt(monkeypatch):
+    timeouts, kept = _told(monkeypatch, [_no_reply()], exits=True)
+    assert timeouts == [channel.ACK_ATTEMPT * 1000]
+    assert channel.ACK_ATTEMPT < channel.SEND_TIMEOUT
+    # Dropped here, the session would be closed here, which waits out its timeout on a
+    # task that is gone: it is left to the close that runs apart.
+    assert kept
+
+
+def test_an_ack_to_a_slow_server_still_there_is_sent_again_until_it_is_queued(monkeypatch):
+    timeouts, kept = _told(monkeypatch, [_no_reply(), _no_reply(), None], exits=False)
+    assert timeouts == [channel.ACK_ATTEMPT * 1000] * 3
+    assert kept
+
+
+def test_an_ack_to_a_server_that_never_takes_it_is_given_up_by_its_timeout(monkeypatch):
+    timeouts, kept = _told(monkeypatch, [_no_reply()] * 10, exits=False, timeout=channel.ACK_ATTEMPT * 4)
+    assert timeouts == [channel.ACK_ATTEMPT * 1000] * 4
+    assert kept
