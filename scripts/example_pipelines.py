@@ -166,10 +166,11 @@ def _with_tft(tree, tft, path):
     return tree
 
 
-def module_source(wheel, name):
+def module_source(wheel, name, before=None):
     """The text of pipeline `name`'s module file, as TFX ships it in `wheel` or as copied in
     PUBLISHED; of a notebook, its code cells one after the other, without their shell and
-    magic lines (`!pip ...`), and without the cells of a cell magic (`%%writefile`)."""
+    magic lines (`!pip ...`), and without the cells of a cell magic (`%%writefile`). With
+    `before`, a notebook's cells up to its first heading that holds `before`."""
     path = PIPELINES[name].module
     if path.startswith("tfx/"):
         with zipfile.ZipFile(wheel) as z:
@@ -177,7 +178,12 @@ def module_source(wheel, name):
     with open(os.path.join(PUBLISHED, path)) as f:
         if not path.endswith(".ipynb"):
             return f.read()
-        cells = [cell["source"] for cell in json.load(f)["cells"] if cell["cell_type"] == "code"]
+        cells = []
+        for cell in json.load(f)["cells"]:
+            if cell["cell_type"] == "code":
+                cells.append(cell["source"])
+            elif before and any(line.startswith("#") and before in line for line in cell["source"]):
+                break
     # A cell of a cell magic (%%writefile, %%bash) is not Python the notebook runs; of the
     # others, a line of the shell or a line magic (!pip, %matplotlib) is not either.
     code = [

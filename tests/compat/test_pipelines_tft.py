@@ -7,6 +7,7 @@ tf.Transform's TransformDataset), and our data/ against our transform_fn, bit fo
 tf.Transform combines an analyzer in float32 (a mean, a variance), ours is checked against an
 exact oracle, and tf.Transform's difference printed beside."""
 
+import ast
 import json
 import os
 import shutil
@@ -175,3 +176,81 @@ def test_the_taxi_trainer_needs_tensorflow_alone_and_its_model_serves_our_transf
         listed = [compare_tft.as_listed(v) for v in values]
         assert served["transformed"][name] == listed, name
         assert len(listed) == examples
+
+
+def _adult_columns():
+    """The census data's columns in the order of its files, as the tutorial lists them."""
+    tree = ast.parse(example_pipelines.module_source(None, "tfx_census_tutorial"))
+    (columns,) = [
+        node.value
+        for node in tree.body
+        if isinstance(node, ast.Assign) and ast.unparse(node.targets[0]) == "ORDERED_CSV_COLUMNS"
+    ]
+    return ast.literal_eval(columns)
+
+
+def _write_adult(work, split, path, first_line=None):
+    """The census pipeline's raw examples of `split` as the data's CSV file (its values'
+    leading space kept; `fnlwgt`, not in the schema, made up), in input order."""
+    import tensorflow as tf
+
+    spec = tft.TFTransformOutput(os.path.join(work, "ours")).raw_feature_spec()
+    lines = [first_line] if first_line else []
+    columns = _adult_columns()
+    for batch in compare_tft.raw_records(work, probes=False, split=split):
+        parsed = {name: value.numpy() for name, value in tf.io.parse_example(batch, spec).items()}
+        for i in range(len(batch)):
+            row = {name: parsed[name][i] for name in spec}
+            row["fnlwgt"] = 100000 + len(lines)
+            # A float32 written by its shortest float64 repr parses back to the same bits.
+            lines.append(
+                ",".join(v.decode() if isinstance(v, bytes) else repr(float(v)) for v in map(row.get, columns))
+            )
+    with open(path, "w") as f:
+        f.write("\n".join(lines) + "\n")
+
+
+@pytest.mark.parametrize("compared", ["tfx_census_tutorial"], indirect=True)
+def test_the_census_tutorials_keras_trainer_runs_on_our_output_and_serves_our_transform(compared, tft_python, tmp_path):
+    """TFX's census tutorial, its tf_keras trainer run as written on our output where its Beam
+    pipeline wrote (tests/compat/census_tutorial.py: tf.Transform and Beam refused on import;
+    its data files made of the pipeline's raw examples): it trains and evaluates (on the raw
+    CSV too, through its `Transform` module); that module gives every raw training example
+    our data/ of it, bit for bit; its exported serving model, moved out and our output
+    removed, loaded by TensorFlow alone, scores as the one in memory did."""
+    work = compared["work"]
+    _write_adult(work, "raw", str(tmp_path / "adult.data"))
+    _write_adult(work, "eval", str(tmp_path / "adult.test"), first_line="|1x3 Cross validator")
+    ours = str(tmp_path / "transform_output")
+    shutil.copytree(os.path.join(work, "ours"), ours)  # the notebook exports its model into it
+    trained, served = str(tmp_path / "trained.json"), str(tmp_path / "served.json")
+    runner = os.path.join(HERE, "census_tutorial.py")
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=os.path.dirname(os.path.dirname(HERE)))
+    args = ["train", str(tmp_path), ours, os.path.join(work, "ours_eval"), trained]
+    done = subprocess.run([tft_python, runner, *args], capture_output=True, timeout=TRAINER_TIMEOUT, env=env)
+    assert done.returncode == 0, done.stderr.decode(errors="replace")[-3000:]
+    with open(trained) as f:
+        report = json.load(f)
+    assert report["epochs"] == report["train_epochs"] == 20 and report["losses_finite"]
+    assert 0 <= report["evaluation"]["accuracy"] <= 1
+    analyzed, _, _ = EXPECTED["tfx_census_tutorial"]
+    assert report["rows"] == analyzed
+    spec = tft.TFTransformOutput(ours).transformed_feature_spec()
+    data = compare_tft.written(ours, spec)
+    assert sorted(report["transformed"]) == sorted(data)
+    for name, values in data.items():
+        assert report["transformed"][name] == [compare_tft.as_listed(v.reshape(-1)) for v in values], name
+    assert report["reloaded_scores"] == report["scores"] and len(report["scores"]) == 3 * 2
+    saved = str(tmp_path / "served_model")
+    shutil.move(report["saved_model_dir"], saved)
+    shutil.rmtree(ours)  # the model must hold what it serves
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+    done = subprocess.run(
+        [sys.executable, runner, "serve", saved, trained, served],
+        capture_output=True,
+        timeout=TRAINER_TIMEOUT,
+        env=env,
+    )
+    assert done.returncode == 0, done.stderr.decode(errors="replace")[-3000:]
+    with open(served) as f:
+        assert json.load(f) == {"scores": report["scores"], "imported": []}

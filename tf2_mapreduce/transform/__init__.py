@@ -4,6 +4,7 @@ Analyzers are counted exactly, in one pass a phase (an analyzer over another's r
 it in the next); anything else fails when the function is traced,
 naming what is not supported."""
 
+from tf2_mapreduce import __version__  # tft.__version__, which notebooks print, is tf2_mapreduce's here
 from tf2_mapreduce.transform import experimental
 from tf2_mapreduce.transform.analyzers import max, mean, min, quantiles, size, sum, var, vocabulary  # noqa: A004
 from tf2_mapreduce.transform.mappers import (
@@ -23,6 +24,7 @@ from tf2_mapreduce.transform.tokens import bag_of_words, ngrams, tfidf, word_cou
 from tf2_mapreduce.transform.trace import NotSupported
 
 __all__ = [
+    "__version__",
     "compute_and_apply_vocabulary",
     "vocabulary",
     "apply_vocabulary",
