@@ -7,6 +7,7 @@ once, a heartbeat answered at once, a session whose calls say what the task did)
 real session is made."""
 
 import threading
+import types
 
 from tf2_mapreduce.cluster import channel
 from tf2_mapreduce.cluster import spec as cluster_spec
@@ -100,9 +101,10 @@ def test_leaving_heartbeats_waits_for_a_send_in_flight_then_closes_each_session_
 
 class _Task:
     """Stands in for a told task's session and port: JOB_OVER is queued and answered at
-    once; each ACK attempt has an outcome in turn (None: queued and replied to; an error:
-    no reply, which takes the attempt's whole timeout on `clock`). With `exits`, the task
-    exits as it takes the first ACK, so its port refuses connections from then on."""
+    once; each ACK attempt has an outcome in turn, the last one repeated (None: queued and
+    replied to; an error: no reply, which takes the attempt's whole timeout on `clock`).
+    With `exits`, the task exits as it takes the first ACK, so its port refuses
+    connections from then on."""
 
     def __init__(self, task, acks, exits):
         self.task = task
@@ -119,13 +121,16 @@ class _Task:
             return None
         self.ack_timeouts.append(options.timeout_in_ms if options else None)
         self.gone = self.exits
-        outcome = self.acks.pop(0)
+        outcome = self.acks.pop(0) if len(self.acks) > 1 else self.acks[0]
         if outcome is not None:
             self.clock += options.timeout_in_ms / 1000 if options else channel.SEND_TIMEOUT
             raise outcome
 
     def probe(self, _address):
         return "connection refused" if self.gone else None
+
+    def refuses(self, _address):
+        return self.gone
 
 
 def _no_reply():
@@ -136,32 +141,45 @@ def _no_reply():
 
 def _told(monkeypatch, acks, exits, timeout=channel.SEND_TIMEOUT):
     """Tells a stand-in task that coordinator 7's job is over: each ACK attempt's
-    timeout, and whether the session was kept for the close that runs apart."""
+    timeout in ms, and whether the session was kept for the close that runs apart."""
     task = channel._Channel("ps", 0, "localhost:2")
     stand_in = _Task(task, acks, exits)
     monkeypatch.setattr(cluster_spec, "probe", stand_in.probe)
-    monkeypatch.setattr(channel.time, "monotonic", lambda: stand_in.clock)
+    monkeypatch.setattr(cluster_spec, "refuses", stand_in.refuses)
+    monkeypatch.setattr(channel, "time", types.SimpleNamespace(monotonic=lambda: stand_in.clock))
     monkeypatch.setattr(channel, "_session", lambda *_args: stand_in)
     task.tell(channel.Message(channel.JOB_OVER, 7), timeout=timeout)
     return stand_in.ack_timeouts, task.session is stand_in
 
 
+FIRST = channel.ACK_ATTEMPT * 1000
+
+
 def test_an_ack_whose_server_exited_before_replying_is_not_waited_on_past_one_short_attempt(monkeypatch):
     timeouts, kept = _told(monkeypatch, [_no_reply()], exits=True)
-    assert timeouts == [channel.ACK_ATTEMPT * 1000]
-    assert channel.ACK_ATTEMPT < channel.SEND_TIMEOUT
+    assert timeouts == [FIRST]
     # Dropped here, the session would be closed here, which waits out its timeout on a
     # task that is gone: it is left to the close that runs apart.
     assert kept
 
 
-def test_an_ack_to_a_slow_server_still_there_is_sent_again_until_it_is_queued(monkeypatch):
+def test_an_ack_to_a_slow_server_still_there_is_sent_again_each_attempt_twice_as_long(monkeypatch):
     timeouts, kept = _told(monkeypatch, [_no_reply(), _no_reply(), None], exits=False)
-    assert timeouts == [channel.ACK_ATTEMPT * 1000] * 3
+    assert timeouts == [FIRST, 2 * FIRST, 4 * FIRST]
     assert kept
 
 
 def test_an_ack_to_a_server_that_never_takes_it_is_given_up_by_its_timeout(monkeypatch):
-    timeouts, kept = _told(monkeypatch, [_no_reply()] * 10, exits=False, timeout=channel.ACK_ATTEMPT * 4)
-    assert timeouts == [channel.ACK_ATTEMPT * 1000] * 4
+    # Four first attempts' worth: 0.25 s, 0.5 s, then what is left, 0.25 s.
+    timeouts, kept = _told(monkeypatch, [_no_reply()], exits=False, timeout=4 * channel.ACK_ATTEMPT)
+    assert timeouts == [FIRST, 2 * FIRST, FIRST]
+    assert kept
+
+
+def test_an_ack_answered_with_an_error_of_the_servers_own_is_not_sent_again(monkeypatch):
+    import tensorflow as tf
+
+    unknown = tf.errors.NotFoundError(None, None, "session not found: a server restarted since")
+    timeouts, kept = _told(monkeypatch, [unknown], exits=False)
+    assert timeouts == [FIRST]
     assert kept

@@ -49,8 +49,8 @@ RETRY_EVERY = 0.5  # seconds between attempts to tell a task that the job is ove
 # attempt (a 1 s probe, a send and an answer's wait, and dropping the failed session:
 # SEND_TIMEOUT each), then RETRY_EVERY s, 16.5 s in all; a margin above that.
 ACK_GRACE = 21.0
-# Seconds of one attempt to send an ACK: the longest wait on a call whose server exited
-# as it took the ACK. A live server queues one in milliseconds.
+# Seconds of the first attempt to send an ACK: the longest wait on a call whose server
+# exited as it took the ACK. A live server queues one in milliseconds.
 ACK_ATTEMPT = 0.25
 
 
@@ -149,28 +149,37 @@ class _Channel:
 
     def _acknowledge(self, coordinator, timeout):
         """Sends the ACK of `coordinator`'s JOB_OVER; returns once the task queued it, is
-        gone, or `timeout` s passed (the task was told either way: unacknowledged, it
-        exits after ACK_GRACE s). Never raises.
+        gone, answered with an error, or `timeout` s passed (the task was told either way:
+        unacknowledged, it exits after ACK_GRACE s). Never raises.
 
         The server exits as soon as it dequeues the ACK, which can be before this call's
         reply leaves it; a call to a task that is gone waits out its whole timeout (then
-        closing its session another: docs/runtime.md). So the ACK is sent in short
-        attempts, and a task whose port refuses connections between them counts as
-        acknowledged: a told server exits only on an ACK, after ACK_GRACE s, or by a
-        crash, and in none of these is there anyone left to tell. The session is kept
-        for `close`, which runs apart. An ACK queued twice is harmless: a server takes
-        the first and exits, and one that serves on ignores ACKs.
+        closing its session another: docs/runtime.md). So the ACK is sent in attempts of
+        ACK_ATTEMPT s, each twice as long as the one before (a loaded server still gets
+        one long enough), and a task whose port refuses connections between them counts
+        as acknowledged: a told server exits only on an ACK, after ACK_GRACE s, or by a
+        crash, and in none of these is there anyone left to tell. One that does not
+        answer (a cut link) is tried until `timeout`. The session is kept for `close`,
+        which runs apart. An ACK queued twice is harmless: a server takes the first and
+        exits, and one that serves on ignores ACKs.
         """
         deadline = time.monotonic() + timeout
-        options = tf.compat.v1.RunOptions(timeout_in_ms=int(ACK_ATTEMPT * 1000))
+        attempt = ACK_ATTEMPT
         feed = {self.kind: ACK, self.coordinator: coordinator}
         while True:
+            options = tf.compat.v1.RunOptions(timeout_in_ms=int(attempt * 1000))
             try:
                 self.session.run(self.enqueue, feed, options=options)
                 return
-            except tf.errors.OpError:
-                if cluster_spec.probe(self.address) or time.monotonic() + ACK_ATTEMPT > deadline:
+            except (tf.errors.DeadlineExceededError, tf.errors.UnavailableError):
+                if cluster_spec.refuses(self.address):
                     return
+            except tf.errors.OpError:
+                return  # it answered, with an error of its own (a server restarted since): no retry mends that
+            left = deadline - time.monotonic()
+            if left < ACK_ATTEMPT:
+                return
+            attempt = min(2 * attempt, left)
 
 
 def _try_telling(channel, message):

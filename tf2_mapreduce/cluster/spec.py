@@ -185,6 +185,19 @@ def probe(address, timeout=1.0):
         return (e.strerror or str(e) or type(e).__name__).lower()
 
 
+def refuses(address, timeout=1.0) -> bool:
+    """Whether nothing listens at `address`: its host refuses TCP connections there (a
+    task that exited), as opposed to accepting them, or not answering in `timeout` s (a
+    cut link, a loaded host: the task may still be there)."""
+    try:
+        socket.create_connection(split_address(address), timeout=timeout).close()
+        return False
+    except ConnectionRefusedError:
+        return True
+    except OSError:
+        return False
+
+
 def wait_for_tasks(cluster, timeout, check=None):
     """Blocks until every ps and worker accepts TCP connections, or `timeout` s pass.
 
