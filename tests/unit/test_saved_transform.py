@@ -1,9 +1,10 @@
 """`transform.applied.SavedTransform`, without a cluster: a transform_fn with tables used only
 within tf.cond's branches (one of string keys, one of int64 keys and float values, read by its
-size alone) is applied as the loaded SavedModel computes it; a table the function itself fills
-from an asset's file is applied by its contents, read where it is loaded (the workers may not
-reach the file); its digest, which ties a checkpoint, is the same for two loads and for
-processes of other hash seeds, and another for another constant or another file's contents."""
+size alone) is applied as the loaded SavedModel computes it; a table filled from an asset's
+file, by the function (tf.Transform's) or as the SavedModel loads (ours), is applied from a
+copy of the file made where it is loaded (the workers may not reach the original), none of
+its terms in the graph; its digest, which ties a checkpoint, is the same for two loads and
+for processes of other hash seeds, and another for another constant or another file's contents."""
 
 import os
 import shutil
@@ -116,14 +117,26 @@ def save_file_tables(path, lines):
     return path
 
 
-def test_a_table_the_function_fills_from_a_file_is_applied_by_its_contents_read_where_loaded(tmp_path):
+def _string_constants(graph_def):
+    """Every string held by a Const node of `graph_def` or of a function of its library."""
+    nodes = list(graph_def.node) + [node for f in graph_def.library.function for node in f.node_def]
+    return {v for node in nodes if node.op == "Const" for v in node.attr["value"].tensor.string_val}
+
+
+def test_a_table_the_function_fills_from_a_file_is_applied_from_a_copy_made_where_loaded_and_no_term_is_in_the_graph(
+    tmp_path,
+):
     lines = ["b,5", "a,9", "zz,2"]
     path = save_file_tables(str(tmp_path / "tables"), lines)
     features = {"x": tf.constant([0.0] * 4), "s": tf.constant([b"a,9", b"zz,2", b"q", b"b,5"])}
     loaded = tf.saved_model.load(path).transform_fn(features)
-    transform = SavedTransform(path)
+    transform = SavedTransform(path, files_into=str(tmp_path / "for the workers"))
     shutil.move(path, str(tmp_path / "moved"))  # as where a worker runs: no such file
-    applied = tf.function(lambda f: transform.apply(f))(features)
+    step = tf.function(lambda f: transform.apply(f))
+    applied = step(features)
+    # The terms are read from the file where the step runs, never carried in its graph.
+    traced = step.get_concrete_function(features).graph.as_graph_def()
+    assert not {b"b", b"a", b"zz", b"b,5", b"zz,2"} & _string_constants(traced)
     assert applied["line"].numpy().tolist() == [1, 2, loaded["line"].numpy()[2], 0]
     assert applied["column"].numpy().tolist() == [9, 2, -7, 5]
     for name in applied:
@@ -132,3 +145,38 @@ def test_a_table_the_function_fills_from_a_file_is_applied_by_its_contents_read_
     assert SavedTransform(other).digest != transform.digest
     again = save_file_tables(str(tmp_path / "again"), lines)
     assert SavedTransform(again).digest == transform.digest
+
+
+def test_a_table_the_savedmodel_fills_from_a_file_as_it_loads_is_applied_from_a_copy_and_no_term_is_in_the_graph(
+    tmp_path,
+):
+    # As tf2_mapreduce saves a vocabulary: the table made outside the function, from its asset.
+    source = tmp_path / "vocabulary.txt"
+    source.write_text("b\nzz\na\n")
+    module = tf.Module()
+    module.asset = tf.saved_model.Asset(str(source))
+    with tf.init_scope():
+        initializer = tf.lookup.TextFileInitializer(
+            module.asset.asset_path,
+            tf.string,
+            tf.lookup.TextFileIndex.WHOLE_LINE,
+            tf.int64,
+            tf.lookup.TextFileIndex.LINE_NUMBER,
+        )
+        module.table = tf.lookup.StaticVocabularyTable(initializer, 2)
+    module.transform_fn = tf.function(
+        lambda inputs: {"id": module.table.lookup(inputs["s"])}, input_signature=SIGNATURE
+    )
+    path = str(tmp_path / "saved")
+    tf.saved_model.save(module, path)
+    os.remove(source)
+    features = {"x": tf.constant([0.0] * 4), "s": tf.constant([b"a", b"zz", b"q", b"b"])}
+    loaded = tf.saved_model.load(path).transform_fn(features)
+    transform = SavedTransform(path, files_into=str(tmp_path / "for the workers"))
+    shutil.move(path, str(tmp_path / "moved"))
+    step = tf.function(lambda f: transform.apply(f))
+    applied = step(features)
+    assert applied["id"].numpy().tolist()[:2] == [2, 1] and applied["id"].numpy()[3] == 0
+    assert np.array_equal(applied["id"].numpy(), loaded["id"].numpy())
+    traced = step.get_concrete_function(features).graph.as_graph_def()
+    assert not {b"a", b"b", b"zz"} & _string_constants(traced)

@@ -1,39 +1,73 @@
-"""A saved transform_fn applied in map steps: its graph imported into each step, and each
-lookup table it captured rebuilt there from the table's contents, read where it is loaded.
+"""A saved transform_fn applied in map steps: its graph imported into each step; each lookup
+table it fills from a file (a vocabulary) filled from that file where the step runs, its
+other tables rebuilt there from their contents, read where the SavedModel is loaded.
 
 What writes data/ is then the SavedModel itself, bit for bit: the transform pass applies the
 transform_fn it saved, and `--transform_output` an earlier one. The tables cannot stay where
 the SavedModel is loaded: that is the coordinator, which workers do not reach."""
 
+import functools
 import hashlib
 
 import numpy as np
 
+from tf2_mapreduce import storage
 from tf2_mapreduce.errors import UsageError
 from tf2_mapreduce.lazy_tf import tf
+from tf2_mapreduce.paths import join
 from tf2_mapreduce.transform import trace
 from tf2_mapreduce.transform.digest import Digests, value_bytes
+from tf2_mapreduce.transform.file_tables import FileTable
 from tf2_mapreduce.transform.imported import Importable, names_of
 
 __all__ = ["SavedTransform"]
+
+
+def _trackable_of(loaded, handle):
+    """The object of the SavedModel `loaded` whose resource handle `handle` is, or None."""
+    for trackable in tf.train.TrackableView(loaded).descendants():
+        if getattr(trackable, "resource_handle", None) is handle:
+            return trackable
+    return None
+
+
+def _functions_of(trackable, name):
+    made_by = getattr(trackable, name, None)
+    return getattr(made_by, "concrete_functions", [made_by] if made_by is not None else [])
 
 
 def _table_dtypes(loaded, handle, where):
     """The key and value dtypes of the lookup table whose handle `handle` is, from the
     SavedModel's own function that makes it (a table's handle says neither, and the export
     kernel aborts the process on dtypes that are not the table's)."""
-    for trackable in tf.train.TrackableView(loaded).descendants():
-        if getattr(trackable, "resource_handle", None) is not handle:
-            continue
-        made_by = getattr(trackable, "_create_resource", None)
-        for function in getattr(made_by, "concrete_functions", [made_by] if made_by is not None else []):
-            for op in function.graph.get_operations():
-                if "key_dtype" in op.node_def.attr and "value_dtype" in op.node_def.attr:
-                    return op.get_attr("key_dtype"), op.get_attr("value_dtype")
+    for function in _functions_of(_trackable_of(loaded, handle), "_create_resource"):
+        for op in function.graph.get_operations():
+            if "key_dtype" in op.node_def.attr and "value_dtype" in op.node_def.attr:
+                return op.get_attr("key_dtype"), op.get_attr("value_dtype")
     raise UsageError(
         "%s: transform_fn captures a resource that is no lookup table the SavedModel makes (a variable?): "
         "it cannot be applied in map steps" % where
     )
+
+
+def _filled_from_file(loaded, handle):
+    """(the file's path, the filling op's attributes) where the SavedModel `loaded` fills the
+    table whose handle `handle` is from a file as it is loaded (our transform_fn's
+    vocabularies: tables made outside the function, filled from their asset), else None."""
+    for function in _functions_of(_trackable_of(loaded, handle), "_initialize"):
+        captured = {
+            internal.name: external
+            for external, internal in zip(function.captured_inputs, function.graph.internal_captures)
+        }
+        for op in function.graph.get_operations():
+            if op.type != "InitializeTableFromTextFileV2":
+                continue
+            path = op.inputs[1]
+            while path.op.type == "Identity":
+                path = path.op.inputs[0]
+            if path.name in captured and captured[path.name].dtype == tf.string:
+                return captured[path.name].numpy().decode(), op.node_def.attr
+    return None
 
 
 def _table_contents(handle, dtypes):
@@ -63,43 +97,62 @@ def _producer(nodes, tensor):
     return node
 
 
-def _file_table_contents(path, dtypes, attr):
-    """(keys, values) of a table of `dtypes` filled from the file at `path` by TensorFlow's
-    own kernel, as `attr` (an InitializeTableFromTextFileV2's) says."""
-    handle = tf.raw_ops.AnonymousHashTable(key_dtype=dtypes[0], value_dtype=dtypes[1])
-    tf.raw_ops.InitializeTableFromTextFileV2(
-        table_handle=handle,
-        filename=tf.constant(path),
-        key_index=attr["key_index"].i,
-        value_index=attr["value_index"].i,
-        vocab_size=attr["vocab_size"].i,
-        delimiter=attr["delimiter"].s.decode(),
-        offset=attr["offset"].i,
-    )
-    return _table_contents(handle, dtypes)[:2]
+def _file_digest(path) -> bytes:
+    """The SHA-256 of the file at `path`, read in pieces through an outage of its storage."""
+
+    def read():
+        digest = hashlib.sha256()
+        with tf.io.gfile.GFile(path, "rb") as f:
+            while piece := f.read(1 << 20):
+                digest.update(piece)
+        return digest.digest()
+
+    return storage.retrying(read, path)
 
 
-def _fill_text_file_tables(graph, captured) -> set:
-    """Each captured lookup table that `graph` (an `Importable`) fills from a file whose path
-    it captured (a vocabulary: an asset, a file where the SavedModel is loaded, which
-    workers may not reach) is rebuilt filled with the file's contents, read here
-    (`captured`: {placeholder: value}, which the digest covers); the filling is left out.
-    Returns the names of the placeholders of those files' paths."""
+def _file_table(source, dtypes, attr, files_into):
+    """A `FileTable` of the file at `source` (copied first into `files_into`, if given) and
+    the file's digest."""
+    digest = _file_digest(source)
+    where = source
+    if files_into:
+        where = join(files_into, "%s-%s" % (digest.hex()[:16], source.rstrip("/").rsplit("/", 1)[-1]))
+        storage.retrying(lambda: tf.io.gfile.makedirs(files_into), files_into)
+        storage.retrying(functools.partial(tf.io.gfile.copy, source, where, overwrite=True), where)
+    return FileTable(where, dtypes, attr), digest
+
+
+def _file_tables(graph, loaded, dtypes_of, files_into):
+    """The captured lookup tables filled from a file (a vocabulary: an asset), each as a
+    `FileTable` of that file, made where each step runs, and the file's digest: those that
+    `graph` (an `Importable`) fills from a path it captured (tf.Transform's transform_fn),
+    the filling in the graph left out; and those that the SavedModel `loaded` fills as it
+    is loaded (ours). `dtypes_of(table)`: a captured table's (key, value) dtypes. With
+    `files_into`, a directory every worker reaches, each file is copied there first (the
+    SavedModel may be where the coordinator alone reads it). Returns ({table's placeholder:
+    (FileTable, digest)}, the placeholders of the paths the graph no longer needs)."""
+    captured = dict(graph.captured)
     nodes = {node.name: node for node in graph.graph_def.node}
-    paths = set()
+    tables, paths = {}, set()
     for init in [node for node in graph.graph_def.node if node.op == "InitializeTableFromTextFileV2"]:
         table, path = _producer(nodes, init.input[0]), _producer(nodes, init.input[1])
-        table_value = captured.get(table.name + ":0") if table.op == "Placeholder" else None
-        path_value = captured.get(path.name + ":0") if path.op == "Placeholder" else None
-        if table_value is None or path_value is None or len(table_value) != 4:
+        table_external = captured.get(table.name + ":0") if table.op == "Placeholder" else None
+        path_external = captured.get(path.name + ":0") if path.op == "Placeholder" else None
+        if table_external is None or path_external is None or table_external.dtype != tf.resource:
             continue  # a path of the function's own (a file of the user's), or its own table: as written
-        dtypes = table_value[2:]
-        captured[table.name + ":0"] = (*_file_table_contents(path_value[0], dtypes, init.attr), *dtypes)
+        source = path_external.numpy().decode()
+        tables[table.name + ":0"] = _file_table(source, dtypes_of(table_external), init.attr, files_into)
         init.op = "NoOp"  # what waits for it waits for the table, which is filled before
         init.input[:] = [i for i in init.input if i.startswith("^")]
         init.attr.clear()
         paths.add(path.name + ":0")
-    return paths
+    for placeholder, external in captured.items():
+        if placeholder in tables or external.dtype != tf.resource:
+            continue
+        filled = _filled_from_file(loaded, external)
+        if filled is not None:
+            tables[placeholder] = _file_table(filled[0], dtypes_of(external), filled[1], files_into)
+    return tables, paths
 
 
 def _reads(outputs, inputs, input_names) -> dict:
@@ -117,10 +170,12 @@ class SavedTransform:
     """The `transform_fn` of the SavedModel at `directory` (a transform_fn/ that
     tf2_mapreduce or tf.Transform wrote), loaded here; `apply` computes it in a graph
     being traced. `portable`: its captured values copied, to be applied elsewhere (in
-    map steps): its tables by their contents (`digest` covers them), its constants by value.
-    `loaded`: what `tf.saved_model.load` gave of `directory` already, if it was loaded."""
+    map steps): a table it fills from a file (a vocabulary) as a `FileTable` of that file,
+    copied first into `files_into` if given (a directory every worker reaches); its other
+    tables by their contents, its constants by value (`digest` covers them all, a file by
+    its bytes). `loaded`: what `tf.saved_model.load` gave of `directory` already, if it was loaded."""
 
-    def __init__(self, directory: str, portable: bool = True, loaded=None):
+    def __init__(self, directory: str, portable: bool = True, loaded=None, files_into=None):
         try:
             self.loaded = tf.saved_model.load(directory) if loaded is None else loaded
         except (OSError, tf.errors.OpError) as e:
@@ -138,15 +193,18 @@ class SavedTransform:
         self._outputs = list(zip(names_of(self.output_signature), self._graph.outputs))
         args = graph.inputs[: len(graph.inputs) - len(graph.internal_captures)]
         self.reads = _reads(zip(names_of(self.output_signature), graph.outputs), args, names_of(self.input_signature))
+        dtypes_of = functools.partial(_table_dtypes, self.loaded, where=directory)
+        tables, files = _file_tables(self._graph, self.loaded, dtypes_of, files_into) if portable else ({}, set())
         self._captured = {}
         for placeholder, external in self._graph.captured:
             value = None
-            if portable and external.dtype == tf.resource:
-                value = _table_contents(external, _table_dtypes(self.loaded, external, directory))
+            if placeholder in tables:
+                value = tables[placeholder]
+            elif portable and external.dtype == tf.resource:
+                value = _table_contents(external, dtypes_of(external))
             elif portable:
                 value = (np.asarray(external.numpy(), dtype=object if external.dtype == tf.string else None),)
             self._captured[placeholder] = value
-        files = _fill_text_file_tables(self._graph, self._captured) if portable else set()
         # What it computes, no op's or function's name in it (a load numbers its functions
         # anew, and orders its library by a per-process hash), nor where its files are (their
         # tables' contents are): what ties a checkpoint to it.
@@ -155,6 +213,9 @@ class SavedTransform:
         described = repr([name for name, _ in self._outputs]).encode()
         digest = hashlib.sha256(described + Digests(roots).of(graph.outputs).encode())
         for placeholder, value in self._captured.items():
+            if value and isinstance(value[0], FileTable):
+                digest.update(repr(value[0].dtypes).encode() + value[1])  # the file's own digest
+                continue
             for part in (value or ())[:2] if placeholder not in files else ():
                 digest.update(repr((str(part.dtype), part.shape)).encode() + value_bytes(part))
         self.digest = digest.hexdigest()
@@ -163,6 +224,8 @@ class SavedTransform:
         value = self._captured[placeholder]
         if value is None:
             return tf.compat.v1.get_default_graph().capture(external)
+        if isinstance(value[0], FileTable):
+            return value[0].handle()
         return _rebuilt(*value) if len(value) == 4 else tf.constant(value[0])
 
     def apply(self, features: dict, outputs=None) -> dict:

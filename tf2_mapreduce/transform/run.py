@@ -16,6 +16,7 @@ from tf2_mapreduce.jobs.stats import Stats
 from tf2_mapreduce.jobs.transform import check_apart
 from tf2_mapreduce.lazy_tf import tf
 from tf2_mapreduce.outputs.directory import ResultDirectory
+from tf2_mapreduce.outputs.sinks.pieces import pieces_dir
 from tf2_mapreduce.paths import join
 from tf2_mapreduce.run.here import run_here
 from tf2_mapreduce.run.options import Options
@@ -129,7 +130,9 @@ def run(transform, run_pass, inputs, output_dir=None, claimed=None, **options):
         # A phase's counts depend on the results of those before: its checkpoint is tied to them.
         config = {**identity, "analyzers": _results_digest(calls, values)} if phase else identity
         with tempfile.TemporaryDirectory(prefix="tf2_mapreduce-phase-") as made:
-            read = traced.first_phase() if phase == 0 else _later_phase(fn, spec, calls, values, phase, made)
+            read = (
+                traced.first_phase() if phase == 0 else _later_phase(fn, spec, calls, values, phase, made, output_dir)
+            )
             job = analysis.analyze_job(read, spec, "%s-analyze%s" % (transform.name, phase or ""), config)
             counted = run_pass(job, _pass_options(options, "analyze%s" % (phase or "")))
         of_phase = [index for index, call in enumerate(calls) if call.phase == phase]
@@ -142,19 +145,26 @@ def run(transform, run_pass, inputs, output_dir=None, claimed=None, **options):
     try:
         # Saved first, then applied: what writes data/ is the transform_fn written beside it.
         vocabularies = saved.write(fn, raw_schema, spec, calls, values, made)
-        applied = SavedTransform(join(made, saved.TRANSFORM_FN))
+        applied = SavedTransform(join(made, saved.TRANSFORM_FN), files_into=_files_into(output_dir))
         return _transform_pass(applied, spec, identity, (made, saved.WRITTEN), {"vocabularies": vocabularies}, **pass_)
     finally:
         shutil.rmtree(made, ignore_errors=True)
 
 
-def _later_phase(fn, spec, calls, values, phase, directory) -> analysis.Phase:
+def _files_into(output_dir) -> str:
+    """Where the vocabularies a pass's map steps apply are copied for the workers to read:
+    in the output directory, which every worker reaches, with the pieces (removed with
+    them once the result is in place)."""
+    return join(pieces_dir(output_dir), "vocabularies")
+
+
+def _later_phase(fn, spec, calls, values, phase, directory, output_dir) -> analysis.Phase:
     """What the analyzers of `phase` (after the first) read: `fn` saved into `directory`
     giving it, with the results of the phases before (`values`) built in
     (`saved.write_reads`), and loaded to be applied in the map steps as transform_fn is."""
     of_phase = {call.name: call for call in calls if call.phase == phase}
     saved.write_reads(fn, spec, calls, values, of_phase, directory)
-    reading = SavedTransform(join(directory, saved.TRANSFORM_FN))
+    reading = SavedTransform(join(directory, saved.TRANSFORM_FN), files_into=_files_into(output_dir))
     names = sorted(of_phase)
 
     def read(features):
@@ -197,6 +207,6 @@ def _apply_earlier(pass_):
             "{setting:transform_output} %s: no %s: not the output of a transform" % (earlier, schemas.RAW_SCHEMA)
         )
     spec = schemas.feature_spec(schemas.read(raw_schema))
-    applied = SavedTransform(join(earlier, saved.TRANSFORM_FN))
+    applied = SavedTransform(join(earlier, saved.TRANSFORM_FN), files_into=_files_into(pass_["output_dir"]))
     identity = {"transform_fn": applied.digest, "raw": fingerprint(spec, [], "")}
     return _transform_pass(applied, spec, identity, (earlier, [saved.METADATA]), {"transform_fn": earlier}, **pass_)
