@@ -178,12 +178,17 @@ def module_source(wheel, name, before=None):
     with open(os.path.join(PUBLISHED, path)) as f:
         if not path.endswith(".ipynb"):
             return f.read()
-        cells = []
+        cells, found = [], not before
         for cell in json.load(f)["cells"]:
+            # nbformat allows a cell's source as one string or as its lines.
+            lines = cell["source"].splitlines(True) if isinstance(cell["source"], str) else cell["source"]
             if cell["cell_type"] == "code":
-                cells.append(cell["source"])
-            elif before and any(line.startswith("#") and before in line for line in cell["source"]):
+                cells.append(lines)
+            elif before and any(line.startswith("#") and before in line for line in lines):
+                found = True
                 break
+    if not found:
+        raise ValueError("%s: no heading holds %r" % (path, before))
     # A cell of a cell magic (%%writefile, %%bash) is not Python the notebook runs; of the
     # others, a line of the shell or a line magic (!pip, %matplotlib) is not either.
     code = [
