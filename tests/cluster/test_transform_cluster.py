@@ -3,7 +3,8 @@ its own lines on stderr, the
 output laid out as tf.Transform's, every example written once in input order, and the
 saved transform_fn mapping each raw example to exactly its materialized one; an eval
 split transformed by it (--transform_output), the same bytes on any cluster and after a
-killed coordinator. A killed worker: test_killed_worker.py."""
+killed coordinator; a worker restarted in the transform pass. A killed worker:
+test_killed_worker.py."""
 
 import os
 import random
@@ -13,7 +14,15 @@ import pytest
 import tensorflow as tf
 from helpers.corpora import make_examples
 from helpers.oracles import data_digest, data_records, read_tfrecords
-from helpers.processes import REPO, LiveCoordinator, run_cli, task_env
+from helpers.processes import (
+    GONE_WORKER_SHUTDOWN,
+    REPO,
+    ConfiguredCluster,
+    LiveCoordinator,
+    run_cli,
+    task_env,
+    wait_serving,
+)
 from helpers.transforms import LAYOUT, RAW, TRANSFORMED, first_difference
 
 TESTS = os.path.join(REPO, "tests")
@@ -118,3 +127,41 @@ def test_an_eval_split_is_transformed_by_the_train_transform_fn_once_the_same_on
     assert rerun.returncode == 0, rerun.stderr
     assert "resuming from" in rerun.stderr, rerun.stderr
     assert data_digest(str(tmp_path / "killed")) == data_digest(str(tmp_path / "one"))
+
+
+# One file a map step: the transform pass lasts long enough for a worker to be restarted and
+# re-admitted (a few seconds after it is up) while steps are left.
+RESTART_SHARDS = 300
+STEPS = r"steps by worker: (\d+) (\d+)$"
+
+
+def test_a_worker_restarted_in_the_transform_pass_fills_its_vocabularies_again(reference, processes, tmp_path):
+    """Each worker fills its vocabularies' tables from their files once (transform/file_tables.py):
+    a worker killed in the transform pass (of an eval split, through --transform_output) and
+    restarted makes them again before its steps run; the pass, finished by it alone, writes
+    what the transform_fn loaded here gives every raw example, bit for bit, in input order."""
+    examples = str(tmp_path / "examples")
+    paths = make_examples(examples, seed=11, examples=10 * RESTART_SHARDS, shards=RESTART_SHARDS)
+    cluster = ConfiguredCluster(tmp_path, processes, num_ps=1, num_workers=2)
+    cluster.start_all()
+    out = str(tmp_path / "restarted")
+    args = ["--job=transform", "--transform_output", reference[0], "--num_shards=3", "--output_dir", out]
+    args += ["--input", examples, "--files_per_step", "1", "--progress_every", "0.2"]
+    args += ["--worker_timeout", "60", *GONE_WORKER_SHUTDOWN]
+    job = LiveCoordinator(args, dict(cluster.chief_env(), PYTHONPATH=TESTS), processes, tmp_path / "job.log")
+    job.wait_for("transform: raw examples transformed and written")
+    cluster.servers["worker", 0].kill()
+    cluster.start("worker", 0, "--idle_timeout=5")
+    wait_serving(cluster, "worker", 0)
+    before = int(job.wait_for(STEPS).group(1))
+    while int(job.wait_for(STEPS).group(1)) < before + 5:
+        pass  # steps on the restarted worker, with the tables it made
+    assert job.wait_for_files(0) < RESTART_SHARDS, "the pass ended before the test could kill the other worker"
+    cluster.servers["worker", 1].kill()  # from now on only the restarted worker can finish the pass
+    code, _, stderr = job.finish()
+    assert code == 0, stderr
+    raw = [r for p in paths for r in read_tfrecords(p)]
+    data = data_records(out)
+    assert len(data) == len(raw) == 10 * RESTART_SHARDS
+    served = tf.saved_model.load(os.path.join(reference[0], "transform_fn")).transform_fn(tf.io.parse_example(raw, RAW))
+    assert first_difference(served, tf.io.parse_example(data, TRANSFORMED), TRANSFORMED) is None
