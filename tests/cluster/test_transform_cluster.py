@@ -8,6 +8,7 @@ test_killed_worker.py."""
 
 import os
 import random
+import re
 import time
 
 import pytest
@@ -135,6 +136,12 @@ RESTART_SHARDS = 300
 STEPS = r"steps by worker: (\d+) (\d+)$"
 
 
+def _steps(lines):
+    """(worker 0's steps, worker 1's) of the last progress line of `lines`."""
+    (last,) = [re.search(STEPS, line) for line in lines if re.search(STEPS, line)][-1:]
+    return int(last.group(1)), int(last.group(2))
+
+
 def test_a_worker_restarted_in_the_transform_pass_fills_its_vocabularies_again(reference, processes, tmp_path):
     """Each worker fills its vocabularies' tables from their files once (transform/file_tables.py):
     a worker killed in the transform pass (of an eval split, through --transform_output) and
@@ -156,10 +163,14 @@ def test_a_worker_restarted_in_the_transform_pass_fills_its_vocabularies_again(r
     before = int(job.wait_for(STEPS).group(1))
     while int(job.wait_for(STEPS).group(1)) < before + 5:
         pass  # steps on the restarted worker, with the tables it made
-    assert job.wait_for_files(0) < RESTART_SHARDS, "the pass ended before the test could kill the other worker"
     cluster.servers["worker", 1].kill()  # from now on only the restarted worker can finish the pass
+    at_kill = _steps(job.stderr)  # the newest progress line read, which may be older than the kill
     code, _, stderr = job.finish()
     assert code == 0, stderr
+    at_end = _steps(stderr.splitlines())
+    # Steps were left, and the restarted worker ran them alone (the line read at the kill
+    # is at most a progress interval old: a few of worker 1's steps may be after it).
+    assert at_end[0] >= at_kill[0] + 20 and at_end[1] <= at_kill[1] + 10, (at_kill, at_end)
     raw = [r for p in paths for r in read_tfrecords(p)]
     data = data_records(out)
     assert len(data) == len(raw) == 10 * RESTART_SHARDS

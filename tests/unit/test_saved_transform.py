@@ -147,14 +147,14 @@ def test_a_table_the_function_fills_from_a_file_is_applied_from_a_copy_made_wher
     assert SavedTransform(again).digest == transform.digest
 
 
-def test_a_table_the_savedmodel_fills_from_a_file_as_it_loads_is_applied_from_a_copy_and_no_term_is_in_the_graph(
-    tmp_path,
-):
-    # As tf2_mapreduce saves a vocabulary: the table made outside the function, from its asset.
-    source = tmp_path / "vocabulary.txt"
-    source.write_text("b\nzz\na\n")
+def save_loaded_table(directory, name, offset=0):
+    """As tf2_mapreduce saves a vocabulary: a table made outside the function, filled from
+    its asset as the SavedModel loads (its ids from `offset`), the asset then removed."""
+    source = os.path.join(directory, name + ".txt")
+    with open(source, "w") as f:
+        f.write("b\nzz\na\n")
     module = tf.Module()
-    module.asset = tf.saved_model.Asset(str(source))
+    module.asset = tf.saved_model.Asset(source)
     with tf.init_scope():
         initializer = tf.lookup.TextFileInitializer(
             module.asset.asset_path,
@@ -162,14 +162,22 @@ def test_a_table_the_savedmodel_fills_from_a_file_as_it_loads_is_applied_from_a_
             tf.lookup.TextFileIndex.WHOLE_LINE,
             tf.int64,
             tf.lookup.TextFileIndex.LINE_NUMBER,
+            value_index_offset=offset,
         )
         module.table = tf.lookup.StaticVocabularyTable(initializer, 2)
     module.transform_fn = tf.function(
         lambda inputs: {"id": module.table.lookup(inputs["s"])}, input_signature=SIGNATURE
     )
-    path = str(tmp_path / "saved")
+    path = os.path.join(directory, name)
     tf.saved_model.save(module, path)
     os.remove(source)
+    return path
+
+
+def test_a_table_the_savedmodel_fills_from_a_file_as_it_loads_is_applied_from_a_copy_and_no_term_is_in_the_graph(
+    tmp_path,
+):
+    path = save_loaded_table(str(tmp_path), "saved")
     features = {"x": tf.constant([0.0] * 4), "s": tf.constant([b"a", b"zz", b"q", b"b"])}
     loaded = tf.saved_model.load(path).transform_fn(features)
     transform = SavedTransform(path, files_into=str(tmp_path / "for the workers"))
@@ -180,3 +188,12 @@ def test_a_table_the_savedmodel_fills_from_a_file_as_it_loads_is_applied_from_a_
     assert np.array_equal(applied["id"].numpy(), loaded["id"].numpy())
     traced = step.get_concrete_function(features).graph.as_graph_def()
     assert not {b"a", b"b", b"zz"} & _string_constants(traced)
+
+
+def test_the_digest_covers_how_a_table_is_filled_from_its_file(tmp_path):
+    """The same file, ids from 0 and from 10: another computation, which no graph of the
+    function says (the filling is the SavedModel's, as it loads)."""
+    first = SavedTransform(save_loaded_table(str(tmp_path), "from0"))
+    again = SavedTransform(save_loaded_table(str(tmp_path), "from0 again"))
+    shifted = SavedTransform(save_loaded_table(str(tmp_path), "from10", offset=10))
+    assert first.digest == again.digest != shifted.digest

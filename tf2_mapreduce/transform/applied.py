@@ -8,6 +8,7 @@ the SavedModel is loaded: that is the coordinator, which workers do not reach.""
 
 import functools
 import hashlib
+import uuid
 
 import numpy as np
 
@@ -23,12 +24,14 @@ from tf2_mapreduce.transform.imported import Importable, names_of
 __all__ = ["SavedTransform"]
 
 
-def _trackable_of(loaded, handle):
-    """The object of the SavedModel `loaded` whose resource handle `handle` is, or None."""
-    for trackable in tf.train.TrackableView(loaded).descendants():
-        if getattr(trackable, "resource_handle", None) is handle:
-            return trackable
-    return None
+def _by_handle(loaded) -> dict:
+    """{id of a resource handle: the object of the SavedModel `loaded` whose handle it is}:
+    one walk of the SavedModel for all its tables."""
+    return {
+        id(trackable.resource_handle): trackable
+        for trackable in tf.train.TrackableView(loaded).descendants()
+        if getattr(trackable, "resource_handle", None) is not None
+    }
 
 
 def _functions_of(trackable, name):
@@ -36,11 +39,11 @@ def _functions_of(trackable, name):
     return getattr(made_by, "concrete_functions", [made_by] if made_by is not None else [])
 
 
-def _table_dtypes(loaded, handle, where):
+def _table_dtypes(trackables, handle, where):
     """The key and value dtypes of the lookup table whose handle `handle` is, from the
     SavedModel's own function that makes it (a table's handle says neither, and the export
     kernel aborts the process on dtypes that are not the table's)."""
-    for function in _functions_of(_trackable_of(loaded, handle), "_create_resource"):
+    for function in _functions_of(trackables.get(id(handle)), "_create_resource"):
         for op in function.graph.get_operations():
             if "key_dtype" in op.node_def.attr and "value_dtype" in op.node_def.attr:
                 return op.get_attr("key_dtype"), op.get_attr("value_dtype")
@@ -50,11 +53,12 @@ def _table_dtypes(loaded, handle, where):
     )
 
 
-def _filled_from_file(loaded, handle):
-    """(the file's path, the filling op's attributes) where the SavedModel `loaded` fills the
+def _filled_from_file(trackables, handle):
+    """(the file's path, the filling op's attributes) where the SavedModel (`trackables`: its
+    objects, `_by_handle`) fills the
     table whose handle `handle` is from a file as it is loaded (our transform_fn's
     vocabularies: tables made outside the function, filled from their asset), else None."""
-    for function in _functions_of(_trackable_of(loaded, handle), "_initialize"):
+    for function in _functions_of(trackables.get(id(handle)), "_initialize"):
         captured = {
             internal.name: external
             for external, internal in zip(function.captured_inputs, function.graph.internal_captures)
@@ -97,37 +101,48 @@ def _producer(nodes, tensor):
     return node
 
 
-def _file_digest(path) -> bytes:
-    """The SHA-256 of the file at `path`, read in pieces through an outage of its storage."""
+def _file_digest(path, into=None) -> bytes:
+    """The SHA-256 of the file at `path`, read once, in pieces, through an outage of its
+    storage; with `into`, the bytes read also written there (a new file)."""
 
     def read():
         digest = hashlib.sha256()
-        with tf.io.gfile.GFile(path, "rb") as f:
-            while piece := f.read(1 << 20):
-                digest.update(piece)
+        out = tf.io.gfile.GFile(into, "wb") if into else None
+        try:
+            with tf.io.gfile.GFile(path, "rb") as f:
+                while piece := f.read(1 << 20):
+                    digest.update(piece)
+                    if out is not None:
+                        out.write(piece)
+        finally:
+            if out is not None:
+                out.close()
         return digest.digest()
 
     return storage.retrying(read, path)
 
 
 def _file_table(source, dtypes, attr, files_into):
-    """A `FileTable` of the file at `source` (copied first into `files_into`, if given) and
-    the file's digest."""
-    digest = _file_digest(source)
-    where = source
-    if files_into:
-        where = join(files_into, "%s-%s" % (digest.hex()[:16], source.rstrip("/").rsplit("/", 1)[-1]))
-        storage.retrying(lambda: tf.io.gfile.makedirs(files_into), files_into)
-        storage.retrying(functools.partial(tf.io.gfile.copy, source, where, overwrite=True), where)
+    """A `FileTable` of the file at `source` and the file's digest. With `files_into`, the
+    table reads a copy of it there, named for its bytes, put in place whole: what the
+    workers read is what was digested, and a worker filling its table again (one that came
+    back) never reads a file being written."""
+    if not files_into:
+        return FileTable(source, dtypes, attr), _file_digest(source)
+    storage.retrying(lambda: tf.io.gfile.makedirs(files_into), files_into)
+    partial = join(files_into, ".partial-%s" % uuid.uuid4().hex)
+    digest = _file_digest(source, into=partial)
+    where = join(files_into, "%s-%s" % (digest.hex()[:16], source.rstrip("/").rsplit("/", 1)[-1]))
+    storage.retrying(functools.partial(tf.io.gfile.rename, partial, where, overwrite=True), where)
     return FileTable(where, dtypes, attr), digest
 
 
-def _file_tables(graph, loaded, dtypes_of, files_into):
+def _file_tables(graph, trackables, dtypes_of, files_into):
     """The captured lookup tables filled from a file (a vocabulary: an asset), each as a
     `FileTable` of that file, made where each step runs, and the file's digest: those that
     `graph` (an `Importable`) fills from a path it captured (tf.Transform's transform_fn),
-    the filling in the graph left out; and those that the SavedModel `loaded` fills as it
-    is loaded (ours). `dtypes_of(table)`: a captured table's (key, value) dtypes. With
+    the filling in the graph left out; and those that the SavedModel (`trackables`: its
+    objects) fills as it is loaded (ours). `dtypes_of(table)`: a captured table's (key, value) dtypes. With
     `files_into`, a directory every worker reaches, each file is copied there first (the
     SavedModel may be where the coordinator alone reads it). Returns ({table's placeholder:
     (FileTable, digest)}, the placeholders of the paths the graph no longer needs)."""
@@ -149,7 +164,7 @@ def _file_tables(graph, loaded, dtypes_of, files_into):
     for placeholder, external in captured.items():
         if placeholder in tables or external.dtype != tf.resource:
             continue
-        filled = _filled_from_file(loaded, external)
+        filled = _filled_from_file(trackables, external)
         if filled is not None:
             tables[placeholder] = _file_table(filled[0], dtypes_of(external), filled[1], files_into)
     return tables, paths
@@ -193,8 +208,9 @@ class SavedTransform:
         self._outputs = list(zip(names_of(self.output_signature), self._graph.outputs))
         args = graph.inputs[: len(graph.inputs) - len(graph.internal_captures)]
         self.reads = _reads(zip(names_of(self.output_signature), graph.outputs), args, names_of(self.input_signature))
-        dtypes_of = functools.partial(_table_dtypes, self.loaded, where=directory)
-        tables, files = _file_tables(self._graph, self.loaded, dtypes_of, files_into) if portable else ({}, set())
+        trackables = _by_handle(self.loaded)
+        dtypes_of = functools.partial(_table_dtypes, trackables, where=directory)
+        tables, files = _file_tables(self._graph, trackables, dtypes_of, files_into) if portable else ({}, set())
         self._captured = {}
         for placeholder, external in self._graph.captured:
             value = None
@@ -207,14 +223,15 @@ class SavedTransform:
             self._captured[placeholder] = value
         # What it computes, no op's or function's name in it (a load numbers its functions
         # anew, and orders its library by a per-process hash), nor where its files are (their
-        # tables' contents are): what ties a checkpoint to it.
+        # bytes are, and how a table is filled from them: for a table filled as the
+        # SavedModel loads, that is in no graph of the function): what ties a checkpoint to it.
         roots = {t.ref(): "input %d" % i for i, t in enumerate(args)}
         roots.update({t.ref(): "a file's path" for t in graph.internal_captures if t.name in files})
         described = repr([name for name, _ in self._outputs]).encode()
         digest = hashlib.sha256(described + Digests(roots).of(graph.outputs).encode())
         for placeholder, value in self._captured.items():
             if value and isinstance(value[0], FileTable):
-                digest.update(repr(value[0].dtypes).encode() + value[1])  # the file's own digest
+                digest.update(repr((value[0].dtypes, sorted(value[0].attr.items()))).encode() + value[1])
                 continue
             for part in (value or ())[:2] if placeholder not in files else ():
                 digest.update(repr((str(part.dtype), part.shape)).encode() + value_bytes(part))
@@ -227,6 +244,13 @@ class SavedTransform:
         if isinstance(value[0], FileTable):
             return value[0].handle()
         return _rebuilt(*value) if len(value) == 4 else tf.constant(value[0])
+
+    def release(self) -> None:
+        """Lets the tables made for the steps go (`FileTable.release`): once a pass that
+        applied this transform is over, its steps are not run again."""
+        for value in self._captured.values():
+            if value and isinstance(value[0], FileTable):
+                value[0].release()
 
     def apply(self, features: dict, outputs=None) -> dict:
         """The transformed features `outputs` (all by default) of `features` (raw ones, as

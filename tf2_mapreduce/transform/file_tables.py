@@ -3,9 +3,12 @@ filled there once by TensorFlow's own kernel, so that no vocabulary term is in a
 
 A step captures its worker's table when it is called (ClusterCoordinator's per-worker
 resources, which it makes again on a worker that comes back); outside a cluster
-coordinator, one table is made here. Either way a table lives as long as its `FileTable`.
+coordinator, one table is made here. The tables live until `release`.
 """
 
+import weakref
+
+from tf2_mapreduce import storage
 from tf2_mapreduce.lazy_tf import tf
 
 __all__ = ["FileTable"]
@@ -19,59 +22,78 @@ class FileTable:
 
     def __init__(self, path: str, dtypes, attr):
         self.path, self.dtypes = path, tuple(dtypes)
-        self._attr = {
+        self.attr = {
             "key_index": attr["key_index"].i,
             "value_index": attr["value_index"].i,
             "vocab_size": attr["vocab_size"].i,
             "delimiter": attr["delimiter"].s.decode(),
             "offset": attr["offset"].i,
         }
-        self._made = {}  # id of the coordinator (None: here) -> (its coordinator, what it made)
+        # What was made, by the coordinator it was made for (None: here). Keyed weakly: a
+        # coordinator's tables are its own, and an id could be another's once it is gone.
+        self._made = weakref.WeakKeyDictionary()
+        self._here = None
 
     def _fill(self):
         handle = tf.raw_ops.AnonymousHashTable(key_dtype=self.dtypes[0], value_dtype=self.dtypes[1])
         filled = tf.raw_ops.InitializeTableFromTextFileV2(
-            table_handle=handle, filename=tf.constant(self.path), **self._attr
+            table_handle=handle, filename=tf.constant(self.path), **self.attr
         )
         with tf.control_dependencies([filled]):
             return tf.identity(handle)
 
+    def _fill_on_worker(self):
+        # Run by the coordinator for each worker (and again for one that comes back), its
+        # ops there: an outage of the file's storage is waited out, as every read is.
+        return storage.retrying(self._fill, self.path)
+
     def handle(self):
         """The table's handle in the graph being traced: the table of the worker the step
-        runs on where it is scheduled by a cluster coordinator, else one made here. Made
-        on first use (a worker's when its first step is scheduled, then kept)."""
+        runs on where it is scheduled by a cluster coordinator (every worker's made when
+        the first step is traced), else one made here."""
         graph = tf.compat.v1.get_default_graph()
         coordinator = getattr(tf.distribute.get_strategy(), "_cluster_coordinator", None)
-        key = id(coordinator) if coordinator is not None else None
-        if key not in self._made:
-            with tf.init_scope():
-                if coordinator is None:
-                    made = self._fill()
-                else:
-                    made = coordinator._create_per_worker_resources(tf.function(self._fill))
-            self._made[key] = (coordinator, made)
-        made = self._made[key][1]
         if coordinator is None:
-            return graph.capture(made) if hasattr(graph, "capture") else made
-        # Bound where the step function is called, which is its outermost graph (a step
-        # maps in nested functions: tf.map_fn's loop, tf.data's reduce); those capture it.
+            if self._here is None:
+                with tf.init_scope():
+                    self._here = self._fill()
+            return graph.capture(self._here) if hasattr(graph, "capture") else self._here
+        if coordinator not in self._made:
+            with tf.init_scope():
+                self._made[coordinator] = coordinator._create_per_worker_resources(self._fill_on_worker)
+        # Bound once, in the step function's outermost graph, which the coordinator calls; the
+        # functions nested in it (tf.map_fn's loop, tf.data's reduce) capture that one value.
         from tensorflow.python.framework.func_graph import FuncGraph
 
         outermost = graph
         while isinstance(getattr(outermost, "outer_graph", None), FuncGraph):
             outermost = outermost.outer_graph
+        owner = weakref.ref(coordinator)
         with outermost.as_default():
             bound = outermost.capture_call_time_value(
-                lambda: _on_worker(made), tf.TensorSpec([], tf.resource), key=(id(self), "file table")
+                lambda: self._on_worker(owner()), tf.TensorSpec([], tf.resource), key=(id(self), "file table")
             )
         return bound if graph is outermost else graph.capture(bound)
 
+    def _on_worker(self, coordinator):
+        """The handle of the table of the worker a step is dispatched to."""
+        from tensorflow.python.distribute.coordinator import coordinator_context
 
-def _on_worker(per_worker):
-    """The handle of `per_worker` (PerWorkerValues) of the worker a step is dispatched to."""
-    from tensorflow.python.distribute.coordinator import coordinator_context
+        dispatched = coordinator_context.get_current_dispatch_context()
+        made = self._made.get(coordinator) if coordinator is not None else None
+        if dispatched is None or made is None:
+            raise RuntimeError(
+                "the table of %s is used outside a step of its coordinator, or after release" % self.path
+            )
+        try:
+            return dispatched.maybe_get_remote_value(made._values[dispatched.worker_index])
+        except AssertionError as e:  # TensorFlow's word for a resource that failed to be made
+            raise RuntimeError(
+                "worker %d could not fill the table of %s: %s" % (dispatched.worker_index, self.path, e)
+            ) from None
 
-    dispatched = coordinator_context.get_current_dispatch_context()
-    if dispatched is None:
-        raise RuntimeError("a step using a worker's file table ran outside a cluster coordinator's dispatch")
-    return dispatched.maybe_get_remote_value(per_worker._values[dispatched.worker_index])
+    def release(self):
+        """Lets the tables go (every worker's, and the one here): they are freed where they
+        are once nothing else holds them. The steps that captured them must not run again."""
+        self._made.clear()
+        self._here = None

@@ -6,6 +6,7 @@ metadata/: the raw schema), as tft_beam's AnalyzeAndTransformDataset and WriteTr
 With `transform_output`, an earlier transform's transform_fn applied alone, as
 TransformDataset."""
 
+import contextlib
 import hashlib
 import shutil
 import tempfile
@@ -126,40 +127,62 @@ def run(transform, run_pass, inputs, output_dir=None, claimed=None, **options):
     early.check_saves(fn, raw_schema, spec, calls)
     identity = {"preprocessing_fn": fingerprint(spec, calls, traced.computation)}
     values = [None] * len(calls)
-    for phase in range(traced.phases):
-        # A phase's counts depend on the results of those before: its checkpoint is tied to them.
-        config = {**identity, "analyzers": _results_digest(calls, values)} if phase else identity
-        with tempfile.TemporaryDirectory(prefix="tf2_mapreduce-phase-") as made:
-            read = (
-                traced.first_phase() if phase == 0 else _later_phase(fn, spec, calls, values, phase, made, output_dir)
-            )
-            job = analysis.analyze_job(read, spec, "%s-analyze%s" % (transform.name, phase or ""), config)
-            counted = run_pass(job, _pass_options(options, "analyze%s" % (phase or "")))
-        of_phase = [index for index, call in enumerate(calls) if call.phase == phase]
-        found = analysis.results([calls[i] for i in of_phase], analysis.counts_of(counted))
-        counted.release()  # a key per distinct value, on the ps tasks: not needed by the next pass
-        for index, value in zip(of_phase, found):
-            values[index] = value
-    identity["analyzers"] = _results_digest(calls, values)
-    made = tempfile.mkdtemp(prefix="tf2_mapreduce-transform-")
-    try:
-        # Saved first, then applied: what writes data/ is the transform_fn written beside it.
-        vocabularies = saved.write(fn, raw_schema, spec, calls, values, made)
-        applied = SavedTransform(join(made, saved.TRANSFORM_FN), files_into=_files_into(output_dir))
-        return _transform_pass(applied, spec, identity, (made, saved.WRITTEN), {"vocabularies": vocabularies}, **pass_)
-    finally:
-        shutil.rmtree(made, ignore_errors=True)
+    with _worker_files(output_dir):
+        for phase in range(traced.phases):
+            # A phase's counts depend on the results of those before: its checkpoint is tied to them.
+            config = {**identity, "analyzers": _results_digest(calls, values)} if phase else identity
+            with tempfile.TemporaryDirectory(prefix="tf2_mapreduce-phase-") as made:
+                if phase == 0:
+                    read, reading = traced.first_phase(), None
+                else:
+                    read, reading = _later_phase(fn, spec, calls, values, phase, made, output_dir)
+                job = analysis.analyze_job(read, spec, "%s-analyze%s" % (transform.name, phase or ""), config)
+                try:
+                    counted = run_pass(job, _pass_options(options, "analyze%s" % (phase or "")))
+                finally:
+                    if reading is not None:
+                        reading.release()
+            of_phase = [index for index, call in enumerate(calls) if call.phase == phase]
+            found = analysis.results([calls[i] for i in of_phase], analysis.counts_of(counted))
+            counted.release()  # a key per distinct value, on the ps tasks: not needed by the next pass
+            for index, value in zip(of_phase, found):
+                values[index] = value
+        identity["analyzers"] = _results_digest(calls, values)
+        made = tempfile.mkdtemp(prefix="tf2_mapreduce-transform-")
+        try:
+            # Saved first, then applied: what writes data/ is the transform_fn written beside it.
+            vocabularies = saved.write(fn, raw_schema, spec, calls, values, made)
+            applied = SavedTransform(join(made, saved.TRANSFORM_FN), files_into=_files_into(output_dir))
+            summary = {"vocabularies": vocabularies}
+            return _transform_pass(applied, spec, identity, (made, saved.WRITTEN), summary, **pass_)
+        finally:
+            shutil.rmtree(made, ignore_errors=True)
 
 
 def _files_into(output_dir) -> str:
     """Where the vocabularies a pass's map steps apply are copied for the workers to read:
-    in the output directory, which every worker reaches, with the pieces (removed with
-    them once the result is in place)."""
+    in the output directory, which every worker reaches, with the pieces."""
     return join(pieces_dir(output_dir), "vocabularies")
 
 
-def _later_phase(fn, spec, calls, values, phase, directory, output_dir) -> analysis.Phase:
-    """What the analyzers of `phase` (after the first) read: `fn` saved into `directory`
+@contextlib.contextmanager
+def _worker_files(output_dir):
+    """Removes the copies of `_files_into` on leaving, whatever happened: made again by
+    each run (a resume too), they are no part of what a failed run leaves to the next.
+    Blocking."""
+    try:
+        yield
+    finally:
+        directory = _files_into(output_dir)
+        try:
+            storage.retrying(lambda: tf.io.gfile.rmtree(directory), directory)
+        except tf.errors.NotFoundError:
+            pass  # none made, or removed with the pieces as the result was put in place
+
+
+def _later_phase(fn, spec, calls, values, phase, directory, output_dir):
+    """What the analyzers of `phase` (after the first) read (an `analysis.Phase`), and the
+    `SavedTransform` it applies, to be released after its pass: `fn` saved into `directory`
     giving it, with the results of the phases before (`values`) built in
     (`saved.write_reads`), and loaded to be applied in the map steps as transform_fn is."""
     of_phase = {call.name: call for call in calls if call.phase == phase}
@@ -173,7 +196,7 @@ def _later_phase(fn, spec, calls, values, phase, directory, output_dir) -> analy
 
     # Every raw feature parsed, as the transform pass does: what a call reads may wait, through
     # control edges, for a lookup in the same table of a feature it does not compute from.
-    return analysis.Phase(of_phase, tuple(sorted(spec)), read)
+    return analysis.Phase(of_phase, tuple(sorted(spec)), read), reading
 
 
 def _transform_pass(applied, spec, identity, copied, summary, transform, run_pass, output_dir, claimed, options):
@@ -185,7 +208,10 @@ def _transform_pass(applied, spec, identity, copied, summary, transform, run_pas
     # How each output is written is part of what a checkpoint of the pass is tied to.
     identity = {**identity, "sparse_features": repr(sorted(sparse.items()))}
     job = materialize_job(applied, spec, transform.num_shards, transform.name, identity, sparse)
-    result = run_pass(job, {**_pass_options(options, "transform"), "output_dir": output_dir})
+    try:
+        result = run_pass(job, {**_pass_options(options, "transform"), "output_dir": output_dir})
+    finally:
+        applied.release()
 
     def also(staging):
         # Safe to repeat through an outage of the storage: the same files, copied again.
@@ -207,6 +233,8 @@ def _apply_earlier(pass_):
             "{setting:transform_output} %s: no %s: not the output of a transform" % (earlier, schemas.RAW_SCHEMA)
         )
     spec = schemas.feature_spec(schemas.read(raw_schema))
-    applied = SavedTransform(join(earlier, saved.TRANSFORM_FN), files_into=_files_into(pass_["output_dir"]))
-    identity = {"transform_fn": applied.digest, "raw": fingerprint(spec, [], "")}
-    return _transform_pass(applied, spec, identity, (earlier, [saved.METADATA]), {"transform_fn": earlier}, **pass_)
+    with _worker_files(pass_["output_dir"]):
+        applied = SavedTransform(join(earlier, saved.TRANSFORM_FN), files_into=_files_into(pass_["output_dir"]))
+        identity = {"transform_fn": applied.digest, "raw": fingerprint(spec, [], "")}
+        copied = (earlier, [saved.METADATA])
+        return _transform_pass(applied, spec, identity, copied, {"transform_fn": earlier}, **pass_)
