@@ -30,6 +30,7 @@ CONTENDERS = {
     "storage": storage.contenders,
     "transform": transform.contenders,
     "transform_small": transform.small_contenders,
+    "transform_wide": transform.wide_contenders,
 }
 
 

@@ -14,11 +14,12 @@ import time
 from benchmarks import REPO
 from benchmarks.options import FLAGS
 
-__all__ = ["MB", "PARTS", "SMALL_EXAMPLES", "make_corpus"]
+__all__ = ["MB", "PARTS", "SMALL_EXAMPLES", "WIDE_EXAMPLES", "make_corpus"]
 
 PARTS = ("small", "tiny", "huge", "giant")  # the word parts
 MB = 1e6
 SMALL_EXAMPLES = 20_000  # the small transform part's examples
+WIDE_EXAMPLES = 1_000_000  # the wide vocabulary part's examples, each of its own term
 EXAMPLE_BYTES = 293  # a make_examples.py example with --embedding_dim 64, GZIP'd (measured)
 TINY_PER_DIRECTORY = 1000
 BLOCK = 8 << 20
@@ -118,6 +119,7 @@ def make_corpus(directory: str) -> dict[str, list[str]]:
     parts["storage"] = parts["small"][:40]
     parts["transform"] = parts["examples"][: FLAGS.transform_shards]
     parts["transform_small"] = make_small_examples(os.path.join(directory, "transform_small"))
+    parts["transform_wide"] = make_wide_examples(os.path.join(directory, "transform_wide"))
     if "transform" in FLAGS.parts and not os.path.exists(FLAGS.tft_python):
         print("transform: not timed: no tf.Transform at %s (--tft_python; docs/performance.md)" % FLAGS.tft_python)
         parts["transform"] = []
@@ -175,6 +177,21 @@ def make_small_examples(directory: str) -> list[str]:
     """The small transform part: scripts/make_examples.py's 20,000 examples in 4 GZIP'd
     shards (about 540 KB, no embedding), unless they are there; returns their paths."""
     return _made_examples(directory, {"examples": SMALL_EXAMPLES, "shards": 4, "embedding_dim": 0})
+
+
+def make_wide_examples(directory: str) -> list[str]:
+    """The wide vocabulary part: `benchmarks.wide_examples`' 1,000,000 examples (4 GZIP'd
+    shards, about 9 MB), unless they are there; returns their paths."""
+    spec = {"examples": WIDE_EXAMPLES, "version": 1}
+    stamp = os.path.join(directory, "examples.json")
+    if not _is_made(stamp, spec):
+        shutil.rmtree(directory, ignore_errors=True)
+        started = time.monotonic()
+        command = [sys.executable, "-m", "benchmarks.wide_examples", "--output_dir", directory]
+        subprocess.run(command + ["--examples=%d" % WIDE_EXAMPLES], check=True, cwd=REPO, stdout=subprocess.DEVNULL)
+        _stamp(stamp, spec)
+        print("made the wide examples in %.0f s" % (time.monotonic() - started), flush=True)
+    return sorted(glob.glob(os.path.join(directory, "*.tfrecord.gz")))
 
 
 def _made_examples(directory: str, spec: dict) -> list[str]:

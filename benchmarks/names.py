@@ -20,6 +20,8 @@ __all__ = [
     "TF_IMPORT",
     "TRANSFORM_OURS",
     "TRANSFORM_SMALL",
+    "TRANSFORM_WIDE",
+    "TRANSFORM_NARROW",
     "TRANSFORM_TFT",
     "VOCAB",
     "VOCAB_ONE_WORKER",
@@ -53,4 +55,7 @@ TRANSFORM_OURS = "transform: a process per task"
 TRANSFORM_TFT = "transform: tf.Transform 1.21, DirectRunner"
 # 20,000 examples as a new user first runs them: the default command, no --schema.
 TRANSFORM_SMALL = "transform: the default command, no schema"
+# 1,000,000 examples, a vocabulary of each (a process per task): the transform pass's time.
+TRANSFORM_WIDE = "transform: a vocabulary of 1,000,000 terms"
+TRANSFORM_NARROW = "transform: a vocabulary of 1,000 terms"
 FEATURES = ("query", "tags", "user_id")

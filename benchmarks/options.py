@@ -31,7 +31,19 @@ flags.DEFINE_integer(
 )
 flags.DEFINE_list(
     "parts",
-    ["small", "tiny", "huge", "giant", "examples", "record", "layouts", "storage", "transform", "transform_small"],
+    [
+        "small",
+        "tiny",
+        "huge",
+        "giant",
+        "examples",
+        "record",
+        "layouts",
+        "storage",
+        "transform",
+        "transform_small",
+        "transform_wide",
+    ],
     "Parts of the corpus to time (all are made).",
 )
 flags.DEFINE_string(

@@ -4,7 +4,7 @@ benchmark fails where the contenders' results disagree."""
 import json
 import sys
 
-from benchmarks.corpora import SMALL_EXAMPLES
+from benchmarks.corpora import SMALL_EXAMPLES, WIDE_EXAMPLES
 from benchmarks.names import POOL, POOL_FREQ, TFDATA, TFDATA_ONE, TRANSFORM_TFT
 from benchmarks.options import FLAGS
 from benchmarks.targets import targets
@@ -15,13 +15,15 @@ __all__ = ["report"]
 def report(rows: list[dict], spark: bool) -> None:
     """Prints every table and the targets; exits if results disagree."""
     report_layouts([r for r in rows if r["part"] == "layouts"])
-    words = [r for r in rows if r["part"] not in ("examples", "record", "layouts", "transform", "transform_small")]
+    others = ("examples", "record", "layouts", "transform", "transform_small", "transform_wide")
+    words = [r for r in rows if r["part"] not in others]
     if words:
         report_words(words)
     failures = report_examples([r for r in rows if r["part"] == "examples"], "examples", TFDATA)
     failures += report_examples([r for r in rows if r["part"] == "record"], "record", TFDATA_ONE)
     failures += report_transform([r for r in rows if r["part"] == "transform"])
     failures += report_small_transform([r for r in rows if r["part"] == "transform_small"])
+    failures += report_wide_transform([r for r in rows if r["part"] == "transform_wide"])
     if not spark:
         print("\n(pyspark local[2] not run: pyspark or java is not installed)")
     targets(rows)
@@ -147,6 +149,25 @@ def report_small_transform(rows: list[dict]) -> list[str]:
     written = [r["result"]["examples"] for r in rows if "examples" in r["result"]]
     if written != [SMALL_EXAMPLES]:
         return ["transform_small: %s examples written, not %d" % (written, SMALL_EXAMPLES)]
+    return []
+
+
+def report_wide_transform(rows: list[dict]) -> list[str]:
+    """The wide vocabulary part's table: the transform pass (as the command prints it) and
+    the whole command; returns its disagreement (every example must be written, by each)."""
+    if not rows:
+        return []
+    print("\n| part | run | transform pass s, median | wall s, median (min-max) | peak RSS MB | result |")
+    print("|---|---|---:|---:|---|---|")
+    for r in rows:
+        result = "%d examples written" % r["result"]["examples"]
+        steady = "%.2f" % r["steady"] if r["steady"] else "not printed"
+        print("| transform_wide | %s | %s | %s | %s | %s |" % (r["run"], steady, _wall(r), _rss(r), result))
+    written = [r["result"]["examples"] for r in rows]
+    if written != [WIDE_EXAMPLES] * len(rows) or not all(r["steady"] for r in rows):
+        return [
+            "transform_wide: %s examples written, not %d each, or a pass time not printed" % (written, WIDE_EXAMPLES)
+        ]
     return []
 
 

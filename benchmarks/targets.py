@@ -16,9 +16,11 @@ from benchmarks.names import (
     TF_IMPORT,
     TFDATA,
     TFDATA_ONE,
+    TRANSFORM_NARROW,
     TRANSFORM_OURS,
     TRANSFORM_SMALL,
     TRANSFORM_TFT,
+    TRANSFORM_WIDE,
     VOCAB,
     VOCAB_ONE_WORKER,
     VOCAB_TASKS,
@@ -143,6 +145,16 @@ def _others(by: Rows) -> list[Check]:
                 ours <= tf_import + 3,
             )
         )
+    if ("transform_wide", TRANSFORM_WIDE) in by and ("transform_wide", TRANSFORM_NARROW) in by:
+        wide, narrow = by["transform_wide", TRANSFORM_WIDE]["steady"], by["transform_wide", TRANSFORM_NARROW]["steady"]
+        if wide and narrow:
+            checks.append(
+                (
+                    "transform_wide: the pass with 1,000,000 terms <= 1.5x with 1,000 (%.2f s)" % narrow,
+                    "%.2f s, %.2fx" % (wide, wide / narrow),
+                    wide <= 1.5 * narrow,
+                )
+            )
     if ("tiny", DEFAULT) in by:
         peak = by["tiny", DEFAULT]["rss"].get("main", 0)  # the coordinator: the command itself
         checks.append(("tiny: coordinator peak RSS (1M files: < 1500 MB)", "%.0f MB" % peak, None))

@@ -1,10 +1,12 @@
 """The "transform" part: one preprocessing_fn over the tf.Example shards, our `--job=transform`
 (a process per task) against tf.Transform 1.21 on Beam's DirectRunner (in a venv of its own);
-the "transform_small" part: the same function over 20,000 examples, against TensorFlow's import."""
+the "transform_small" part: the same function over 20,000 examples, against TensorFlow's import;
+the "transform_wide" part: a vocabulary of a million terms applied, against one of a thousand."""
 
 import glob
 import gzip
 import os
+import re
 import shutil
 import struct
 import sys
@@ -12,11 +14,11 @@ import tempfile
 
 from benchmarks import REPO
 from benchmarks.layouts import run_tf_import
-from benchmarks.names import TF_IMPORT, TRANSFORM_OURS, TRANSFORM_SMALL, TRANSFORM_TFT
+from benchmarks.names import TF_IMPORT, TRANSFORM_NARROW, TRANSFORM_OURS, TRANSFORM_SMALL, TRANSFORM_TFT, TRANSFORM_WIDE
 from benchmarks.options import FLAGS
 from benchmarks.timing import Contender, Run, measure
 
-__all__ = ["contenders", "small_contenders"]
+__all__ = ["contenders", "small_contenders", "wide_contenders"]
 
 # make_examples.py's features, as their schema: score and the embedding in every example,
 # one value and 64; the others missing from some examples, or lists.
@@ -133,6 +135,55 @@ def run_small(paths: list[str]) -> Run:
         *paths,
     ]
     return _measured(command, pythonpath, work, output_dir)
+
+
+# compute_and_apply_vocabulary of one feature of benchmarks.wide_examples: a module each.
+VOCABULARY_MODULE = """import tf2_mapreduce.transform as tft
+
+
+def preprocessing_fn(inputs):
+    return {"id": tft.compute_and_apply_vocabulary(inputs[%r])}
+"""
+WIDE_SCHEMA = 'feature { name: "wide" type: BYTES }\nfeature { name: "narrow" type: BYTES }\n'
+PASS_LINE = re.compile(r"^transform: (\d+) examples written .*, ([0-9.]+) s$", re.MULTILINE)
+
+
+def run_vocabulary(paths: list[str], feature: str) -> Run:
+    """The wide part: a vocabulary of `feature` applied to every example, the default
+    command with a process per task. Its result: the examples written, and the transform
+    pass's seconds as the command prints them (as "map_seconds": the part's steady time)."""
+    work = tempfile.mkdtemp(prefix="tf2_mapreduce-bench-transform-wide-")
+    with open(os.path.join(work, MODULE + ".py"), "w") as f:
+        f.write(VOCABULARY_MODULE % feature)
+    schema = os.path.join(work, "raw_schema.pbtxt")
+    with open(schema, "w") as f:
+        f.write(WIDE_SCHEMA)
+    output_dir = os.path.join(work, "out")
+    command = [sys.executable, "-m", "tf2_mapreduce.coordinator", "--job=transform"] + [
+        "--preprocessing_fn=%s:preprocessing_fn" % MODULE,
+        "--schema=" + schema,
+        "--output_dir",
+        output_dir,
+        "--progress_every=60",
+        "--local_cluster=processes",
+        *paths,
+    ]
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([work, REPO]), TF_CPP_MIN_LOG_LEVEL="2")
+    seconds, rss, stdout = measure(command, env)
+    found = {"examples": count_records(output_dir)}
+    shutil.rmtree(work)
+    printed = PASS_LINE.search(stdout)
+    if printed:
+        found["map_seconds"] = float(printed.group(2))
+    return seconds, rss, found
+
+
+def wide_contenders(paths: list[str]) -> list[Contender]:
+    """A vocabulary of a million terms, and one of a thousand, over the same examples."""
+    return [
+        (TRANSFORM_WIDE, lambda: run_vocabulary(paths, "wide")),
+        (TRANSFORM_NARROW, lambda: run_vocabulary(paths, "narrow")),
+    ]
 
 
 def small_contenders(paths: list[str]) -> list[Contender]:
