@@ -28,7 +28,7 @@ START_TIMEOUT = 60  # seconds for a cluster's servers to accept connections
 def tell_once():
     """Seconds the telling took, the tasks not told, and {task: status} of the servers
     that did not exit 0 by themselves."""
-    from tf2_mapreduce.cluster import channel, chief, local
+    from tf2_mapreduce.cluster import channel, chief, heartbeats, local
     from tf2_mapreduce.cluster import spec as cluster_spec
 
     spec = local.local_spec(1, FLAGS.num_workers)
@@ -38,7 +38,7 @@ def tell_once():
         cluster_spec.wait_for_tasks(spec, START_TIMEOUT, check=servers.check_alive)
         coordinator = channel.new_coordinator_id()
         # A coordinator's own heartbeats first: a server has a session of them open when told.
-        with channel.Heartbeats(spec, coordinator):
+        with heartbeats.Heartbeats(spec, coordinator):
             pass
         started = time.monotonic()
         failed = channel.request_exit(spec, coordinator, gone_is_final=True)

@@ -207,13 +207,14 @@ class Cluster:
                 "this process is already connected to a cluster (TensorFlow allows one per process): run the next jobs on it"
             )
         from tf2_mapreduce.cluster import channel as server_channel
+        from tf2_mapreduce.cluster.heartbeats import Heartbeats
 
         self.start()
         self._coordinator = chief.connect(self.spec, self._servers, self.connect_timeout, self.verbose)
         _connected.append(self)
         self._coordinator_id = server_channel.new_coordinator_id()
         if self._servers is None or not self._servers.in_process:
-            self._heartbeats = server_channel.Heartbeats(self.spec, self._coordinator_id).__enter__()
+            self._heartbeats = Heartbeats(self.spec, self._coordinator_id).__enter__()
             try:
                 chief.check_native(self.spec)
             except BaseException:

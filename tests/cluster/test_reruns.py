@@ -132,10 +132,11 @@ def serving_pair(tmp_path, processes):
 
 def test_an_earlier_coordinators_late_end_of_job_message_is_ignored(tmp_path, processes):
     from tf2_mapreduce.cluster import channel as server_channel
+    from tf2_mapreduce.cluster.heartbeats import Heartbeats
 
     cluster, tasks = serving_pair(tmp_path, processes)
     earlier, current = server_channel.new_coordinator_id(), server_channel.new_coordinator_id()
-    with server_channel.Heartbeats(tasks, current) as heartbeats:
+    with Heartbeats(tasks, current) as heartbeats:
         deadline = time.monotonic() + SERVER_EXIT_TIMEOUT
         while not all(heartbeats.last_answer(role, index) for role, index in cluster.tasks):
             assert time.monotonic() < deadline, "the servers never answered a heartbeat"

@@ -9,7 +9,7 @@ real session is made."""
 import threading
 import types
 
-from tf2_mapreduce.cluster import channel
+from tf2_mapreduce.cluster import channel, heartbeats
 from tf2_mapreduce.cluster import spec as cluster_spec
 
 # Nothing listens there: no test here connects.
@@ -88,7 +88,7 @@ def test_leaving_heartbeats_waits_for_a_send_in_flight_then_closes_each_session_
 
     monkeypatch.setattr(channel._Channel, "send", send)
     monkeypatch.setattr(channel._Channel, "close", close)
-    with channel.Heartbeats(SPEC, channel.new_coordinator_id()):
+    with heartbeats.Heartbeats(SPEC, channel.new_coordinator_id()):
         assert all_sending.wait(WAIT), sending
         leaving.set()
     assert named("tf2_mapreduce-heartbeat-") == []

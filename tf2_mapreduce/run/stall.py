@@ -11,7 +11,7 @@ WORKER_DOWN_AFTER = 3.0  # seconds without a heartbeat answer before a worker co
 
 class StallWatch:
     """Tells a stalled run from a slow one, by the pieces done and the workers'
-    heartbeats (`cluster.channel.Heartbeats`; None: never stalled)."""
+    heartbeats (`cluster.heartbeats.Heartbeats`; None: never stalled)."""
 
     def __init__(self, cluster, heartbeats, worker_timeout):
         self.cluster = cluster
