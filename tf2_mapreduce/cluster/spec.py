@@ -176,26 +176,26 @@ def server_config(num_workers, tasks_in_process=1):
     return tf.compat.v1.ConfigProto(inter_op_parallelism_threads=max(threads, os.cpu_count() or 1))
 
 
-def probe(address, timeout=1.0):
-    """None if something accepts TCP connections at `address`, else why not."""
+def _connect(address, timeout):
+    """None if something accepts TCP connections at `address`, else the OSError of trying."""
     try:
         socket.create_connection(split_address(address), timeout=timeout).close()
         return None
     except OSError as e:
-        return (e.strerror or str(e) or type(e).__name__).lower()
+        return e
+
+
+def probe(address, timeout=1.0):
+    """None if something accepts TCP connections at `address`, else why not."""
+    e = _connect(address, timeout)
+    return None if e is None else (e.strerror or str(e) or type(e).__name__).lower()
 
 
 def refuses(address, timeout=1.0) -> bool:
     """Whether nothing listens at `address`: its host refuses TCP connections there (a
     task that exited), as opposed to accepting them, or not answering in `timeout` s (a
     cut link, a loaded host: the task may still be there)."""
-    try:
-        socket.create_connection(split_address(address), timeout=timeout).close()
-        return False
-    except ConnectionRefusedError:
-        return True
-    except OSError:
-        return False
+    return isinstance(_connect(address, timeout), ConnectionRefusedError)
 
 
 def wait_for_tasks(cluster, timeout, check=None):
