@@ -31,6 +31,8 @@ feature { name: "score" type: FLOAT presence { min_fraction: 1.0 } shape { dim {
 feature { name: "embedding" type: FLOAT presence { min_fraction: 1.0 } shape { dim { size: 64 } } }
 """
 MODULE = "bench_transform_fn"  # the module the coordinator imports: preprocessing_fn against ours
+# The summary line of our transform pass, on stdout: its examples and seconds.
+PASS_LINE = re.compile(r"^transform: (\d+) examples written .*, ([0-9.]+) s$", re.MULTILINE)
 
 
 def prepare(directory: str, embedding: bool = True) -> tuple[str, str]:
@@ -113,11 +115,15 @@ def run_transform(paths: list[str], side: str) -> Run:
 
 
 def _measured(command: list[str], pythonpath: str, work: str, output_dir: str) -> Run:
-    """`command` timed with `pythonpath`, its result the examples it wrote into `output_dir`;
-    `work` removed after."""
-    seconds, rss, _ = measure(command, dict(os.environ, PYTHONPATH=pythonpath, TF_CPP_MIN_LOG_LEVEL="2"))
+    """`command` timed with `pythonpath`, its result the examples it wrote into `output_dir`,
+    and the transform pass's seconds as the command prints them (as "map_seconds": the
+    part's steady time); `work` removed after."""
+    seconds, rss, stdout = measure(command, dict(os.environ, PYTHONPATH=pythonpath, TF_CPP_MIN_LOG_LEVEL="2"))
     found = {"examples": count_records(output_dir)}
     shutil.rmtree(work)
+    printed = PASS_LINE.search(stdout)
+    if printed:
+        found["map_seconds"] = float(printed.group(2))
     return seconds, rss, found
 
 
@@ -145,13 +151,11 @@ def preprocessing_fn(inputs):
     return {"id": tft.compute_and_apply_vocabulary(inputs[%r])}
 """
 WIDE_SCHEMA = 'feature { name: "wide" type: BYTES }\nfeature { name: "narrow" type: BYTES }\n'
-PASS_LINE = re.compile(r"^transform: (\d+) examples written .*, ([0-9.]+) s$", re.MULTILINE)
 
 
 def run_vocabulary(paths: list[str], feature: str) -> Run:
     """The wide part: a vocabulary of `feature` applied to every example, the default
-    command with a process per task. Its result: the examples written, and the transform
-    pass's seconds as the command prints them (as "map_seconds": the part's steady time)."""
+    command with a process per task (`_measured`)."""
     work = tempfile.mkdtemp(prefix="tf2_mapreduce-bench-transform-wide-")
     with open(os.path.join(work, MODULE + ".py"), "w") as f:
         f.write(VOCABULARY_MODULE % feature)
@@ -168,14 +172,7 @@ def run_vocabulary(paths: list[str], feature: str) -> Run:
         "--local_cluster=processes",
         *paths,
     ]
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([work, REPO]), TF_CPP_MIN_LOG_LEVEL="2")
-    seconds, rss, stdout = measure(command, env)
-    found = {"examples": count_records(output_dir)}
-    shutil.rmtree(work)
-    printed = PASS_LINE.search(stdout)
-    if printed:
-        found["map_seconds"] = float(printed.group(2))
-    return seconds, rss, found
+    return _measured(command, os.pathsep.join([work, REPO]), work, output_dir)
 
 
 def wide_contenders(paths: list[str]) -> list[Contender]:
