@@ -25,3 +25,17 @@ def test_sorted_entries_spills_to_disk_and_merges():
     expected = sorted(entries, key=lambda e: (-e[1], e[0]))
     assert list(output.sorted_entries(iter(entries), run_size=333)) == expected
     assert list(output.sorted_entries(iter(entries))) == expected
+
+
+def test_tf_transforms_order_puts_a_term_before_its_prefix_whatever_byte_follows():
+    from tf2_mapreduce.reducers.keys import tft_key
+
+    rng = random.Random(4)
+    alphabet = [0, 1, 97, 98, 254, 255]  # the bytes where complementing and prefixes meet
+    entries = list(
+        {(bytes(rng.choice(alphabet) for _ in range(rng.randint(0, 5))), rng.randint(1, 4)) for _ in range(4000)}
+    )
+    rng.shuffle(entries)
+    # tf.Transform's order, said independently: count descending, then bytes descending.
+    expected = sorted(entries, key=lambda e: (e[1], e[0]), reverse=True)
+    assert sorted(entries, key=lambda e: tft_key(*e)) == expected

@@ -8,15 +8,23 @@ from tf2_mapreduce.reducers.base import NO_FILES, Collected, MapOutputError, Red
 
 __all__ = ["KeyCounts", "ExampleCounts", "KeySum", "Distinct", "KeySpace", "tft_key"]
 
-# Complementing every byte turns ascending byte order into descending, but for a
-# term that is a prefix of another: the 0xff after it puts the longer one first.
+# Complementing every byte turns ascending byte order into descending, but for a term
+# that is a prefix of another: the longer must come first, so the end of a term must sort
+# after any byte. It is 0xff 0xff, where a byte complemented to 0xff is written 0xff 0x00.
 _INVERT = bytes(255 - b for b in range(256))
+_END = b"\xff\xff"
+
+
+def _descending(term: bytes) -> bytes:
+    """Bytes that sort ascending as the terms sort descending (a longer term first where
+    it begins with a shorter one)."""
+    return term.translate(_INVERT).replace(b"\xff", b"\xff\x00") + _END
 
 
 def tft_key(term: bytes, count: int):
     """The sort key of a term in tf.Transform's vocabulary order: count descending, then
-    the term's bytes in reverse lexicographic order."""
-    return -count, term.translate(_INVERT) + b"\xff"
+    the term's bytes descending, as Python orders bytes (tft sorts (count, term) pairs)."""
+    return -count, _descending(term)
 
 
 def _merge(keys, counts):
