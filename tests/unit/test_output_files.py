@@ -39,3 +39,28 @@ def test_tf_transforms_order_puts_a_term_before_its_prefix_whatever_byte_follows
     # tf.Transform's order, said independently: count descending, then bytes descending.
     expected = sorted(entries, key=lambda e: (e[1], e[0]), reverse=True)
     assert sorted(entries, key=lambda e: tft_key(*e)) == expected
+
+
+def test_sorted_entries_order_counts_of_any_int64():
+    rng = random.Random(3)
+    counts = [-(2**63), -5, -1, 0, 1, 7, 2**62, 2**63 - 1]
+    entries = [(bytes([rng.randrange(256)]), rng.choice(counts)) for _ in range(3000)]
+    expected = sorted(entries, key=lambda e: (-e[1], e[0]))
+    assert list(output.sorted_entries(iter(entries), run_size=101)) == expected
+
+
+def test_tf_transforms_order_as_bytes_sorts_as_its_key_vocabulary_by_vocabulary():
+    from tf2_mapreduce.reducers.keys import TftOrder, tft_key
+
+    rng = random.Random(6)
+    alphabet = [0, 1, 97, 98, 254, 255]
+    entries = list(
+        {(bytes(rng.choice(alphabet) for _ in range(rng.randint(0, 5))), rng.randint(1, 4)) for _ in range(4000)}
+    )
+    rng.shuffle(entries)
+    expected = sorted(entries, key=lambda e: tft_key(*e))
+    assert list(output.sorted_entries(iter(entries), run_size=77, order=TftOrder())) == expected
+    # With a 2-byte prefix (a vocabulary's index): vocabulary by vocabulary, each in that order.
+    prefixed = [(bytes([0, rng.randrange(3)]) + key, count) for key, count in entries]
+    by_vocabulary = sorted(prefixed, key=lambda e: (e[0][:2], *tft_key(e[0][2:], e[1])))
+    assert list(output.sorted_entries(iter(prefixed), run_size=77, order=TftOrder(prefix=2))) == by_vocabulary

@@ -6,6 +6,7 @@ and the checks, before a job runs, that its outputs can be written at all.
 import heapq
 import json
 import os
+import shutil
 import struct
 import tempfile
 
@@ -17,6 +18,10 @@ from tf2_mapreduce.paths import join, local_path
 __all__ = [
     "escape",
     "unescape",
+    "Order",
+    "BY_COUNT",
+    "COUNT",
+    "SortedRuns",
     "sorted_entries",
     "check_path",
     "AtomicFile",
@@ -26,8 +31,8 @@ __all__ = [
     "write_table",
 ]
 
-RUN_SIZE = 500_000  # entries sorted in memory at a time; more spill to sorted runs on disk
-_RECORD = struct.Struct(">qI")  # count, key length; then the key bytes
+RUN_SIZE = 1_000_000  # entries sorted in memory at a time; more spill to sorted runs on disk
+_LENGTH = struct.Struct(">I")  # an encoded entry's length, then its bytes
 
 
 def escape(key):
@@ -68,50 +73,92 @@ def unescape(text):
     return bytes(out)
 
 
-def _order(entry):
-    return -entry[1], entry[0]
+class Order:
+    """An order of (key bytes, count) entries, as bytes: `encode(entry)` sorts bytewise as
+    the entry does, and `decode` gives the entry back; sorting bytes needs no Python
+    comparison of tuples (a third of the time). This one: count descending (any int64),
+    then key bytes ascending."""
+
+    def encode(self, entry) -> bytes:
+        key, count = entry
+        return COUNT.pack(_MOST - count) + key
+
+    def decode(self, data: bytes):
+        return data[COUNT.size :], _MOST - COUNT.unpack_from(data)[0]
 
 
-def _write_run(entries, directory):
+BY_COUNT = Order()
+COUNT = struct.Struct(">Q")  # a count made unsigned and big-endian: bytewise order is its order
+_MOST = (1 << 63) - 1
+
+
+def _write_run(encoded, directory):
     handle, path = tempfile.mkstemp(dir=directory, suffix=".run")
-    with os.fdopen(handle, "wb") as f:
-        for key, count in entries:
-            f.write(_RECORD.pack(count, len(key)))
-            f.write(key)
+    with os.fdopen(handle, "wb", buffering=1 << 20) as f:
+        for data in encoded:
+            f.write(_LENGTH.pack(len(data)))
+            f.write(data)
     return path
 
 
 def _read_run(path):
     with open(path, "rb", buffering=1 << 20) as f:
-        while True:
-            header = f.read(_RECORD.size)
-            if not header:
-                return
-            count, length = _RECORD.unpack(header)
-            yield f.read(length), count
+        while header := f.read(_LENGTH.size):
+            yield f.read(_LENGTH.unpack(header)[0])
 
 
-def sorted_entries(entries, run_size=RUN_SIZE, order=_order):
-    """Yields (key, count) pairs from `entries` by count descending, then key bytes
-    ascending (or by `order`, a sort key of an entry), holding at most `run_size` of
-    them in memory: larger inputs are sorted in runs spilled to a temporary directory
-    and merged."""
-    run = []
-    with tempfile.TemporaryDirectory(prefix="tf2_mapreduce-sort-") as directory:
-        runs = []
+class SortedRuns:
+    """(key bytes, count) entries taken one at a time (`add`) and given back once in
+    `order` (`sorted`; an `Order`, by default `BY_COUNT`), holding at most `run_size` of
+    them in memory (each encoded: a bytes object): more are sorted in runs spilled to a
+    temporary directory, then merged. `close` (or leaving a `with` block) removes the runs."""
+
+    def __init__(self, run_size: int | None = None, order: Order = BY_COUNT):
+        self._size, self._order = run_size or RUN_SIZE, order
+        self._run, self._runs, self._directory = [], [], None
+
+    def add(self, entry) -> None:
+        self._run.append(self._order.encode(entry))
+        if len(self._run) >= self._size:
+            self._spill()
+
+    def _spill(self):
+        if self._directory is None:
+            self._directory = tempfile.mkdtemp(prefix="tf2_mapreduce-sort-")
+        self._run.sort()
+        self._runs.append(_write_run(self._run, self._directory))
+        self._run = []
+
+    def sorted(self):
+        """Every entry added, in order: an iterator, valid until `close`."""
+        if self._runs:
+            self._spill()
+            ordered = heapq.merge(*(_read_run(path) for path in self._runs))
+        else:
+            self._run.sort()
+            ordered = self._run
+        return map(self._order.decode, ordered)
+
+    def close(self) -> None:
+        self._run, self._runs = [], []
+        if self._directory is not None:
+            shutil.rmtree(self._directory, ignore_errors=True)
+            self._directory = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+def sorted_entries(entries, run_size=None, order=BY_COUNT):
+    """Yields (key, count) pairs from `entries` in `SortedRuns`' order, holding at most
+    `run_size` of them in memory."""
+    with SortedRuns(run_size, order) as runs:
         for entry in entries:
-            run.append(entry)
-            if len(run) >= run_size:
-                run.sort(key=order)
-                runs.append(_write_run(run, directory))
-                run = []
-        run.sort(key=order)
-        if not runs:
-            yield from run
-            return
-        runs.append(_write_run(run, directory))
-        run = None
-        yield from heapq.merge(*(_read_run(path) for path in runs), key=order)
+            runs.add(entry)
+        yield from runs.sorted()
 
 
 def _gfile():

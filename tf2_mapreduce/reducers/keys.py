@@ -1,12 +1,13 @@
 """Reducers of counts per key: exact int64 totals per key in tables on the ps tasks, the
 keys of a piece combined on the worker first; and the order of a vocabulary's terms."""
 
+import struct
 from dataclasses import dataclass
 
 from tf2_mapreduce.lazy_tf import tf
 from tf2_mapreduce.reducers.base import NO_FILES, Collected, MapOutputError, Reducer, assert_in_graph, count_text, label
 
-__all__ = ["KeyCounts", "ExampleCounts", "KeySum", "Distinct", "KeySpace", "tft_key"]
+__all__ = ["KeyCounts", "ExampleCounts", "KeySum", "Distinct", "KeySpace", "TftOrder", "tft_key"]
 
 # Complementing every byte turns ascending byte order into descending, but for a term
 # that is a prefix of another: the longer must come first, so the end of a term must sort
@@ -21,10 +22,36 @@ def _descending(term: bytes) -> bytes:
     return term.translate(_INVERT).replace(b"\xff", b"\xff\x00") + _END
 
 
+def _term_of(descending: bytes) -> bytes:
+    return descending[: -len(_END)].replace(b"\xff\x00", b"\xff").translate(_INVERT)
+
+
 def tft_key(term: bytes, count: int):
     """The sort key of a term in tf.Transform's vocabulary order: count descending, then
     the term's bytes descending, as Python orders bytes (tft sorts (count, term) pairs)."""
     return -count, _descending(term)
+
+
+class TftOrder:
+    """tf.Transform's vocabulary order of (key, count) entries (`tft_key`'s), as bytes (an
+    `outputs.files.Order`): the key's first `prefix` bytes (its vocabulary, in a table of
+    several) ascending first."""
+
+    def __init__(self, prefix: int = 0):
+        self._prefix = prefix
+
+    def encode(self, entry) -> bytes:
+        key, count = entry
+        at = self._prefix
+        return key[:at] + _COUNT.pack(_MOST - count) + _descending(key[at:])
+
+    def decode(self, data: bytes):
+        at = self._prefix
+        return data[:at] + _term_of(data[at + _COUNT.size :]), _MOST - _COUNT.unpack_from(data, at)[0]
+
+
+_COUNT = struct.Struct(">Q")  # as `outputs.files.COUNT`: most first, once subtracted from _MOST
+_MOST = (1 << 63) - 1
 
 
 def _merge(keys, counts):
@@ -53,10 +80,8 @@ class KeySpace:
         """(vocabulary index, term) of a table key; (None, key) for a reserved key."""
         return 0, key
 
-    def order(self, entry):
-        """The sort key of a (key, count) in tf.Transform's order, vocabulary by vocabulary."""
-        key, count = entry
-        return tft_key(key, count)
+    # (key, count) in tf.Transform's order, vocabulary by vocabulary (an `outputs.files.Order`).
+    order = TftOrder()
 
 
 class KeyCounts(Reducer):

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from tf2_mapreduce.lazy_tf import tf
 from tf2_mapreduce.reducers.base import MapOutputError, label
-from tf2_mapreduce.reducers.keys import ExampleCounts, KeySpace, tft_key
+from tf2_mapreduce.reducers.keys import ExampleCounts, KeySpace, TftOrder
 
 __all__ = ["Vocabularies"]
 
@@ -48,9 +48,7 @@ class FeatureKeys(KeySpace):
             return None, key
         return self._INDEX.unpack_from(key)[0], key[self._INDEX.size :]
 
-    def order(self, entry):
-        key, count = entry
-        return (key[: self._INDEX.size], *tft_key(key[self._INDEX.size :], count))
+    order = TftOrder(prefix=_INDEX.size)
 
     def reserved_counts(self, reserved: dict) -> dict:
         """{"examples": n, "missing": {feature: n}} from the reserved keys' counts."""
