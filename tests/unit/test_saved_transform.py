@@ -197,3 +197,60 @@ def test_the_digest_covers_how_a_table_is_filled_from_its_file(tmp_path):
     again = SavedTransform(save_loaded_table(str(tmp_path), "from0 again"))
     shifted = SavedTransform(save_loaded_table(str(tmp_path), "from10", offset=10))
     assert first.digest == again.digest != shifted.digest
+
+
+def test_a_table_the_savedmodel_fills_from_a_file_as_it_loads_holds_none_of_it_where_loaded(tmp_path):
+    """The coordinator loads the transform_fn: a vocabulary's table must not be filled
+    there (its memory would grow with every term), only where the steps run."""
+    path = save_loaded_table(str(tmp_path), "saved")
+    full = tf.saved_model.load(path).table.resource_handle
+    assert int(tf.raw_ops.LookupTableSizeV2(table_handle=full)) == 3
+    transform = SavedTransform(path, files_into=str(tmp_path / "for the workers"))
+    assert int(tf.raw_ops.LookupTableSizeV2(table_handle=transform.loaded.table.resource_handle)) <= 1
+    applied = tf.function(lambda f: transform.apply(f))({"x": tf.constant([0.0]), "s": tf.constant([b"a"])})
+    assert applied["id"].numpy().tolist() == [2]
+
+
+class _ReadAsLoaded(tf.saved_model.experimental.TrackableResource):
+    """A table filled as the SavedModel loads from its asset's bytes read whole (not from
+    the file by a table's kernel): lines, ids by line."""
+
+    def __init__(self, asset):
+        self.asset = asset
+        super().__init__()
+
+    def _create_resource(self):
+        return tf.raw_ops.HashTableV2(key_dtype=tf.string, value_dtype=tf.int64)
+
+    def _initialize(self):
+        keys = tf.strings.split(tf.strings.strip(tf.io.read_file(self.asset.asset_path)), "\n")
+        values = tf.range(tf.size(keys, out_type=tf.int64))
+        return tf.raw_ops.InitializeTableV2(table_handle=self.resource_handle, keys=keys, values=values)
+
+
+def test_a_table_the_savedmodel_fills_from_an_asset_otherwise_is_applied_as_loaded(tmp_path):
+    """An asset read as the SavedModel loads other than by a table's file kernel cannot be
+    left unread where it is loaded: the SavedModel is then loaded whole."""
+    source = str(tmp_path / "terms.txt")
+    with open(source, "w") as f:
+        f.write("b\nzz\na\n")
+    module = tf.Module()
+    module.asset = tf.saved_model.Asset(source)  # tracked: saved, its path captured as the asset's
+    module.table = _ReadAsLoaded(module.asset)
+    module.table.resource_handle  # noqa: B018 - made here, not in the function: captured by it
+
+    def transform_fn(inputs):
+        found = tf.raw_ops.LookupTableFindV2(
+            table_handle=module.table.resource_handle, keys=inputs["s"], default_value=tf.constant(-1, tf.int64)
+        )
+        return {"id": found}
+
+    module.transform_fn = tf.function(transform_fn, input_signature=SIGNATURE)
+    path = str(tmp_path / "saved")
+    tf.saved_model.save(module, path)
+    os.remove(source)
+    transform = SavedTransform(path)
+    applied = tf.function(lambda f: transform.apply(f))(
+        {"x": tf.constant([0.0] * 3), "s": tf.constant([b"a", b"zz", b"q"])}
+    )
+    assert applied["id"].numpy().tolist() == [2, 1, -1]

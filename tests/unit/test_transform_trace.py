@@ -106,7 +106,7 @@ def test_an_analyzers_result_has_the_dtype_and_shape_its_stand_in_promised(dtype
     spec = {"x": tf.io.FixedLenFeature([2], tf.float32)}
     traced = analysis.trace_calls(fn, spec)
     (call,) = traced.calls
-    (result,) = analysis.results(traced.calls, {})
+    (result,) = analysis.results(traced.calls, [], None)
     assert tf.constant(result).dtype == call.out and np.shape(result) == ((2,) if call.params else ())
     early.check_saves(fn, schemas.raw(spec), spec, traced.calls)
 

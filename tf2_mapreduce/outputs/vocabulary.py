@@ -4,6 +4,7 @@ set aside, and a summary of them all, streamed from the ps tasks in bounded memo
 Which vocabulary a table key belongs to is the key space's business (`reducers`).
 """
 
+import hashlib
 import json
 import os
 import urllib.parse
@@ -13,7 +14,7 @@ from tf2_mapreduce.lazy_tf import tf
 from tf2_mapreduce.outputs import files as output
 from tf2_mapreduce.paths import join
 
-__all__ = ["FILE_FORMATS", "SUMMARY", "holdable", "file_names", "summarize", "write", "write_summary"]
+__all__ = ["FILE_FORMATS", "SUMMARY", "Lines", "holdable", "file_names", "summarize", "write", "write_summary"]
 
 FILE_FORMATS = ("text", "tfrecord_gzip")
 SUMMARY = "summary.json"
@@ -40,24 +41,32 @@ def file_names(name: str, file_format: str = "text") -> dict:
     }
 
 
-class _Lines:
-    """A file of lines written through tf.io.gfile in large writes, atomically."""
+class Lines:
+    """A file of lines written through tf.io.gfile in large writes, atomically: in place
+    whole once closed, or not at all. `lines` and `sha256` (hashlib's) are of what was added."""
 
     def __init__(self, path):
         self._file = output.AtomicFile(path, "wb")
         self._handle = self._file.__enter__()
         self._lines, self._size = [], 0
+        self.lines, self.sha256 = 0, hashlib.sha256()
 
-    def add(self, line):
+    def add(self, line: bytes) -> None:
         self._lines.append(line)
         self._size += len(line)
+        self.lines += 1
         if self._size >= _FLUSH:
-            self._handle.write(b"".join(self._lines))
-            self._lines, self._size = [], 0
+            self._write()
 
-    def close(self, error=None):
+    def _write(self):
+        data = b"".join(self._lines)
+        self.sha256.update(data)
+        self._handle.write(data)
+        self._lines, self._size = [], 0
+
+    def close(self, error=None) -> None:
         if error is None:
-            self._handle.write(b"".join(self._lines))
+            self._write()
         self._file.__exit__(type(error) if error else None, error, None)
 
 
@@ -93,11 +102,11 @@ class _Vocabulary:
         self._files = []
         if directory is not None:
             self._files = [
-                (self._add_vocabulary, self._open(directory, "vocabulary", _Lines if self.text else _Records)),
-                (self._add_counts, self._open(directory, "counts", _Lines if self.text else _Records)),
+                (self._add_vocabulary, self._open(directory, "vocabulary", Lines if self.text else _Records)),
+                (self._add_counts, self._open(directory, "counts", Lines if self.text else _Records)),
             ]
             if self.text:
-                self._unwritable = self._open(directory, "unwritable", _Lines)
+                self._unwritable = self._open(directory, "unwritable", Lines)
                 self._files.append((None, self._unwritable))
 
     def _open(self, directory, kind, writer):
@@ -105,11 +114,11 @@ class _Vocabulary:
 
     @staticmethod
     def _add_vocabulary(f, term, count):
-        f.add(term + b"\n" if isinstance(f, _Lines) else term)
+        f.add(term + b"\n" if isinstance(f, Lines) else term)
 
     @staticmethod
     def _add_counts(f, term, count):
-        f.add(b"%d\t%s\n" % (count, term) if isinstance(f, _Lines) else b"%d\t%s" % (count, term))
+        f.add(b"%d\t%s\n" % (count, term) if isinstance(f, Lines) else b"%d\t%s" % (count, term))
 
     def add(self, term, count):
         """Takes the vocabulary's terms in tf.Transform's order (`reducers.keys.tft_key`), or in

@@ -1,6 +1,7 @@
 """The analyze passes of a preprocessing_fn: a job a phase over the raw examples that counts
 every value each analyzer of the phase reads (exactly once, in one per-key table:
-`reducers.Vocabularies`), and the analyzers' results computed from those counts, exactly."""
+`reducers.Vocabularies`), and the analyzers' results computed from those counts, exactly,
+streamed from the ps tasks in bounded memory."""
 
 from dataclasses import dataclass
 
@@ -20,7 +21,6 @@ __all__ = [
     "Phase",
     "trace_calls",
     "analyze_job",
-    "counts_of",
     "results",
 ]
 
@@ -199,16 +199,18 @@ def analyze_job(phase: Phase, feature_spec, name="analyze", config=None) -> Job:
     )
 
 
-def results(calls, counts) -> list:
-    """Each call's result, in call order, from `counts`: {call name: [(key bytes, count)]}
-    (every value it read, counted), as its `kinds.Kind` makes it."""
-    return [kinds.result(call, counts.get(call.name, [])) for call in calls]
-
-
-def counts_of(result) -> dict:
-    """{call name: [(term bytes, count)]} from the analyze job's `Result`, read from the ps
-    tasks (while its cluster is open) a chunk at a time. Blocking."""
-    counts = {}
-    for (name, term), count in result.entries():
-        counts.setdefault(name, []).append((term, count))
-    return counts
+def results(calls, entries, directory) -> list:
+    """Each call's result, in call order, from `entries` (((call name, key bytes), count),
+    every value each call read, counted, in any order: the analyze job's `Result.entries`,
+    read from the ps tasks a chunk at a time), as its `kinds.Kind` makes it, in memory
+    bounded whatever the distinct values: a vocabulary is written into `directory` as its
+    terms are sorted. Blocking."""
+    sinks = {}
+    for call in calls:  # calls of a name compute the same: one result
+        if call.name not in sinks:
+            sinks[call.name] = kinds.sink(call, directory)
+    for (name, key), count in entries:
+        if name in sinks:
+            sinks[name].add(key, count)
+    made = {name: sink.result() for name, sink in sinks.items()}
+    return [made[call.name] for call in calls]

@@ -20,6 +20,7 @@ from tf2_mapreduce.transform import trace
 from tf2_mapreduce.transform.digest import Digests, value_bytes
 from tf2_mapreduce.transform.file_tables import FileTable
 from tf2_mapreduce.transform.imported import Importable, names_of
+from tf2_mapreduce.transform.skeleton import Skeleton
 
 __all__ = ["SavedTransform"]
 
@@ -137,12 +138,13 @@ def _file_table(source, dtypes, attr, files_into):
     return FileTable(where, dtypes, attr), digest
 
 
-def _file_tables(graph, trackables, dtypes_of, files_into):
+def _file_tables(graph, trackables, dtypes_of, files_into, real):
     """The captured lookup tables filled from a file (a vocabulary: an asset), each as a
     `FileTable` of that file, made where each step runs, and the file's digest: those that
     `graph` (an `Importable`) fills from a path it captured (tf.Transform's transform_fn),
     the filling in the graph left out; and those that the SavedModel (`trackables`: its
-    objects) fills as it is loaded (ours). `dtypes_of(table)`: a captured table's (key, value) dtypes. With
+    objects) fills as it is loaded (ours). `dtypes_of(table)`: a captured table's (key, value) dtypes;
+    `real(path)`: where a file the SavedModel knows as `path` is (`Skeleton.real`). With
     `files_into`, a directory every worker reaches, each file is copied there first (the
     SavedModel may be where the coordinator alone reads it). Returns ({table's placeholder:
     (FileTable, digest)}, the placeholders of the paths the graph no longer needs)."""
@@ -155,7 +157,7 @@ def _file_tables(graph, trackables, dtypes_of, files_into):
         path_external = captured.get(path.name + ":0") if path.op == "Placeholder" else None
         if table_external is None or path_external is None or table_external.dtype != tf.resource:
             continue  # a path of the function's own (a file of the user's), or its own table: as written
-        source = path_external.numpy().decode()
+        source = real(path_external.numpy().decode())
         tables[table.name + ":0"] = _file_table(source, dtypes_of(table_external), init.attr, files_into)
         init.op = "NoOp"  # what waits for it waits for the table, which is filled before
         init.input[:] = [i for i in init.input if i.startswith("^")]
@@ -166,8 +168,35 @@ def _file_tables(graph, trackables, dtypes_of, files_into):
             continue
         filled = _filled_from_file(trackables, external)
         if filled is not None:
-            tables[placeholder] = _file_table(filled[0], dtypes_of(external), filled[1], files_into)
+            tables[placeholder] = _file_table(real(filled[0]), dtypes_of(external), filled[1], files_into)
     return tables, paths
+
+
+def _skeleton(directory):
+    """A `Skeleton` of the SavedModel at `directory`, where it can stand in for it here: each
+    table it fills from an asset as it loads is one that a `FileTable` fills (an asset read
+    otherwise as it loads would be read empty). Else None: the SavedModel is loaded itself."""
+    try:
+        skeleton = Skeleton(directory)
+    except (OSError, tf.errors.OpError):
+        return None  # a load that fails on empty assets (a table of a fixed size), or no SavedModel: said by the load
+    trackables = _by_handle(skeleton.loaded)
+    for trackable in trackables.values():
+        for function in _functions_of(trackable, "_initialize"):
+            reads = [c for c in function.captured_inputs if c.dtype == tf.string and c.shape.rank == 0]
+            if any(skeleton.is_stub(c.numpy().decode(errors="replace")) for c in reads):
+                if _filled_from_file(trackables, trackable.resource_handle) is None:
+                    skeleton.close()
+                    return None
+    return skeleton
+
+
+def _real_path(real, value: bytes) -> bytes:
+    """A string the function captured, an asset's path where `real` says the asset is."""
+    try:
+        return real(value.decode()).encode()
+    except UnicodeDecodeError:
+        return value  # no path
 
 
 def _reads(outputs, inputs, input_names) -> dict:
@@ -191,10 +220,21 @@ class SavedTransform:
     its bytes). `loaded`: what `tf.saved_model.load` gave of `directory` already, if it was loaded."""
 
     def __init__(self, directory: str, portable: bool = True, loaded=None, files_into=None):
+        skeleton = _skeleton(directory) if portable and loaded is None else None
         try:
-            self.loaded = tf.saved_model.load(directory) if loaded is None else loaded
+            self._load(directory, skeleton, portable, loaded, files_into)
+        finally:
+            if skeleton is not None:
+                skeleton.close()
+
+    def _load(self, directory, skeleton, portable, loaded, files_into):
+        try:
+            if loaded is None:
+                loaded = skeleton.loaded if skeleton is not None else tf.saved_model.load(directory)
+            self.loaded = loaded
         except (OSError, tf.errors.OpError) as e:
             raise UsageError("%s: not a SavedModel: %s" % (directory, getattr(e, "message", e))) from None
+        real = skeleton.real if skeleton is not None else str
         function = getattr(self.loaded, "transform_fn", None)
         # Ours saves a tf.function of one input signature; tf.Transform its concrete function.
         concrete = getattr(function, "concrete_functions", [function] if hasattr(function, "graph") else [])
@@ -210,7 +250,7 @@ class SavedTransform:
         self.reads = _reads(zip(names_of(self.output_signature), graph.outputs), args, names_of(self.input_signature))
         trackables = _by_handle(self.loaded)
         dtypes_of = functools.partial(_table_dtypes, trackables, where=directory)
-        tables, files = _file_tables(self._graph, trackables, dtypes_of, files_into) if portable else ({}, set())
+        tables, files = _file_tables(self._graph, trackables, dtypes_of, files_into, real) if portable else ({}, set())
         self._captured = {}
         for placeholder, external in self._graph.captured:
             value = None
@@ -218,6 +258,8 @@ class SavedTransform:
                 value = tables[placeholder]
             elif portable and external.dtype == tf.resource:
                 value = _table_contents(external, dtypes_of(external))
+            elif portable and external.dtype == tf.string and external.shape.rank == 0:
+                value = (np.asarray(_real_path(real, external.numpy()), dtype=object),)
             elif portable:
                 value = (np.asarray(external.numpy(), dtype=object if external.dtype == tf.string else None),)
             self._captured[placeholder] = value

@@ -181,8 +181,8 @@ def check_saves(fn, raw_schema, spec, calls) -> None:
     A load that fails on those results (a table of a fixed size, over a vocabulary of one
     dummy term) is left to the real one. Blocking."""
     made = tempfile.mkdtemp(prefix="tf2_mapreduce-trial-")
-    values = analysis.results(calls, {})
     try:
+        values = analysis.results(calls, [], made)
         saved.write(fn, raw_schema, spec, calls, values, made)
         # Loaded apart, so that a load's OpError is left to the real one (SavedTransform
         # would take it for no SavedModel at all), and once.

@@ -6,15 +6,20 @@ tf.Transform pairs each analyzer with a combiner; here an analyzer's values are 
 one per-key table, exactly, and its `Kind` makes its result of every (key, count). Adding
 an analyzer is a class here and a public function (`analyzers`) that calls `trace.analyzer`."""
 
+import itertools
 import math
+import os
+import struct
+from dataclasses import dataclass
 
 import numpy as np
 
 from tf2_mapreduce.lazy_tf import tf
 from tf2_mapreduce.numerics import Extremes
+from tf2_mapreduce.outputs import files, vocabulary
 from tf2_mapreduce.transform import sums
 
-__all__ = ["Kind", "of", "counted", "result", "VOCABULARY", "EMPTY_VOCABULARY"]
+__all__ = ["Kind", "VocabularyFile", "of", "counted", "sink", "result", "VOCABULARY", "EMPTY_VOCABULARY"]
 
 VOCABULARY = "vocabulary"
 # tft's vocabulary of no term (`get_empy_vocabulary_dummy_value`): one dummy term.
@@ -76,8 +81,27 @@ class Kind:
     def result(self, call, entries):
         raise NotImplementedError
 
+    def sink(self, call, directory):
+        """What takes the call's (key, count) one at a time (`add`) and then gives its
+        result (`result()`); a file it writes goes into `directory`. Of a kind that counts
+        a few keys (a batch's, a power of two's), the entries held, then `result`."""
+        return _Held(call)
+
     def applied(self, call, result):
         return tf.constant(result)
+
+
+class _Held:
+    """Every (key, count) of a call, held, then made its result (`result`, elementwise too)."""
+
+    def __init__(self, call):
+        self.call, self.entries = call, []
+
+    def add(self, key, count):
+        self.entries.append((key, count))
+
+    def result(self):
+        return result(self.call, self.entries)
 
 
 class Size(Kind):
@@ -149,47 +173,128 @@ class Extreme(Kind):
 
 class Quantiles(Kind):
     """The boundaries between `num_buckets` buckets of equal counts: boundary k is the value
-    at rank floor(k n / num_buckets) of the n values sorted (tft's rule, exact); NaN left out."""
+    at rank floor(k n / num_buckets) of the n values sorted (tft's rule, exact); NaN left out.
+    The values are sorted in bounded memory (`files.SortedRuns`), however many are distinct."""
 
     name = "quantiles"
 
-    def result(self, call, entries):
-        buckets = call.params["num_buckets"]
-        pairs = ((_decoded(call.dtype, key), count) for key, count in entries)
-        ordered = sorted((v, c) for v, c in pairs if not (isinstance(v, float) and math.isnan(v)))
-        n = sum(c for _, c in ordered)
+    def sink(self, call, directory):
+        return _Ranked(call)
+
+
+class _ByValue:
+    """Keys of values (`_as_keys`) ascending by value (-0.0 before 0.0), then by count, as
+    bytes (an `outputs.files.Order`): a value's bits made unsigned, in the order of the
+    values (NaN left out before)."""
+
+    _VALUE = struct.Struct(">Q")
+
+    def __init__(self, dtype):
+        self._width = 0 if dtype.is_integer else 64 if dtype == tf.float64 else 32
+
+    def encode(self, entry) -> bytes:
+        key, count = entry
+        bits = int(key)  # an integer, or a float's bits as a signed integer
+        if not self._width:
+            ordered = bits + (1 << 63)
+        elif bits < 0:  # a negative float: the greater its bits' magnitude, the less it is
+            ordered = -1 - bits
+        else:
+            ordered = bits + (1 << (self._width - 1))
+        return self._VALUE.pack(ordered) + files.COUNT.pack(count) + key
+
+    def decode(self, data: bytes):
+        return data[16:], files.COUNT.unpack_from(data, 8)[0]
+
+
+class _Ranked:
+    """A quantiles call's values, sorted as they come, then walked once for its boundaries."""
+
+    def __init__(self, call):
+        self.call, self.n = call, 0
+        self._sorted = files.SortedRuns(order=_ByValue(call.dtype))
+
+    def add(self, key, count):
+        value = _decoded(self.call.dtype, key)
+        if isinstance(value, float) and math.isnan(value):
+            return
+        self.n += count
+        self._sorted.add((key, count))
+
+    def result(self):
+        buckets = self.call.params["num_buckets"]
         boundaries = np.zeros([1, buckets - 1], np.float32)
-        if not n:
-            return boundaries
-        ranks = [k * n // buckets for k in range(1, buckets)]
-        seen, at = 0, 0
-        for value, count in ordered:
-            seen += count
-            while at < len(ranks) and ranks[at] < seen:
-                boundaries[0, at] = value
-                at += 1
+        with self._sorted:
+            if not self.n:
+                return boundaries
+            ranks = [k * self.n // buckets for k in range(1, buckets)]
+            seen, at = 0, 0
+            for key, count in self._sorted.sorted():
+                seen += count
+                while at < len(ranks) and ranks[at] < seen:
+                    boundaries[0, at] = _decoded(self.call.dtype, key)
+                    at += 1
+                if at == len(ranks):
+                    break
         return boundaries
+
+
+@dataclass(frozen=True)
+class VocabularyFile:
+    """A vocabulary's result: its file (`path`, a local one, a term a line, as tft writes
+    it), how many terms it holds (`size`) and the SHA-256 of its bytes (`sha256`, hex)."""
+
+    path: str
+    size: int
+    sha256: str
 
 
 class Vocabulary(Kind):
     """tft's vocabulary: the terms in tft's order (count descending, then bytes descending),
-    kept as its parameters say; of none, tft's one dummy term. Saved, an asset file; applied,
-    that file's path (`result`: its tensor), which `apply_vocabulary` looks up, and a
-    table of the user's (a tf.lookup.TextFileInitializer) reads."""
+    kept as its parameters say; of none, tft's one dummy term. Its result is its file
+    (`VocabularyFile`), written as its terms are sorted in bounded memory, never held; saved,
+    an asset; applied, that file's path, which `apply_vocabulary` looks up, and a table of
+    the user's (a tf.lookup.TextFileInitializer) reads."""
 
     name = VOCABULARY
 
-    def result(self, call, entries):
-        from tf2_mapreduce.reducers.keys import tft_key
-
-        threshold, top_k = call.params["frequency_threshold"], call.params["top_k"]
-        kept = [(t, c) for t, c in entries if not threshold or c >= threshold]
-        kept.sort(key=lambda entry: tft_key(entry[0], entry[1]))
-        terms = [t for t, _ in (kept[:top_k] if top_k else kept)]
-        return terms or [EMPTY_VOCABULARY["int" if call.dtype.is_integer else "string"]]
+    def sink(self, call, directory):
+        return _Ordered(call, directory)
 
     def applied(self, call, result):
         return tf.identity(result)
+
+
+class _Ordered:
+    """A vocabulary's terms, sorted in tft's order as they come, then written to its file."""
+
+    def __init__(self, call, directory):
+        from tf2_mapreduce.reducers.keys import TftOrder
+
+        self.call, self.path = call, os.path.join(directory, call.params["filename"])
+        self._threshold = call.params["frequency_threshold"]
+        self._sorted = files.SortedRuns(order=TftOrder())
+
+    def add(self, key, count):
+        if not self._threshold or count >= self._threshold:
+            self._sorted.add((key, count))
+
+    def result(self) -> VocabularyFile:
+        top_k = self.call.params["top_k"]
+        written = vocabulary.Lines(self.path)
+        error = None
+        try:
+            with self._sorted:
+                for term, _ in itertools.islice(self._sorted.sorted(), top_k):
+                    written.add(term + b"\n")
+            if not written.lines:
+                written.add(EMPTY_VOCABULARY["int" if self.call.dtype.is_integer else "string"] + b"\n")
+        except BaseException as e:
+            error = e
+            raise
+        finally:
+            written.close(error)
+        return VocabularyFile(self.path, written.lines, written.sha256.hexdigest())
 
 
 _KINDS = {kind.name: kind for kind in (Size(), *map(Sums, ("sum", "mean", "var")), Extreme("min"), Extreme("max"))}
@@ -209,6 +314,11 @@ def counted(call, values):
     if shape is None:
         return kind.counted(call, values)
     return kind.counted_by_position(call, tf.reshape(values, [-1, int(np.prod(shape))]))
+
+
+def sink(call, directory):
+    """What makes `call`'s result of its (key, count), taken one at a time (`Kind.sink`)."""
+    return of(call).sink(call, directory)
 
 
 def result(call, entries):

@@ -21,7 +21,7 @@ from tf2_mapreduce.outputs.sinks.pieces import pieces_dir
 from tf2_mapreduce.paths import join
 from tf2_mapreduce.run.here import run_here
 from tf2_mapreduce.run.options import Options
-from tf2_mapreduce.transform import analysis, early, saved
+from tf2_mapreduce.transform import analysis, early, kinds, saved
 from tf2_mapreduce.transform import schema as schemas
 from tf2_mapreduce.transform.applied import SavedTransform
 from tf2_mapreduce.transform.materialize import materialize_job
@@ -52,7 +52,9 @@ def fingerprint(spec, calls, computation) -> str:
 
 
 def _comparable(value):
-    return value if isinstance(value, list) else (str(getattr(value, "dtype", "")), bytes(getattr(value, "data", b"")))
+    if isinstance(value, kinds.VocabularyFile):
+        return value.sha256
+    return str(getattr(value, "dtype", "")), bytes(getattr(value, "data", b""))
 
 
 def _results_digest(calls, values) -> str:
@@ -127,7 +129,8 @@ def run(transform, run_pass, inputs, output_dir=None, claimed=None, **options):
     early.check_saves(fn, raw_schema, spec, calls)
     identity = {"preprocessing_fn": fingerprint(spec, calls, traced.computation)}
     values = [None] * len(calls)
-    with _worker_files(output_dir):
+    # The vocabularies' files, written as their terms are sorted, live here until saved.
+    with _worker_files(output_dir), tempfile.TemporaryDirectory(prefix="tf2_mapreduce-results-") as results:
         for phase in range(traced.phases):
             # A phase's counts depend on the results of those before: its checkpoint is tied to them.
             config = {**identity, "analyzers": _results_digest(calls, values)} if phase else identity
@@ -143,7 +146,7 @@ def run(transform, run_pass, inputs, output_dir=None, claimed=None, **options):
                     if reading is not None:
                         reading.release()
             of_phase = [index for index, call in enumerate(calls) if call.phase == phase]
-            found = analysis.results([calls[i] for i in of_phase], analysis.counts_of(counted))
+            found = analysis.results([calls[i] for i in of_phase], counted.entries(), results)
             counted.release()  # a key per distinct value, on the ps tasks: not needed by the next pass
             for index, value in zip(of_phase, found):
                 values[index] = value

@@ -11,21 +11,16 @@ import tempfile
 
 from tf2_mapreduce.lazy_tf import tf
 from tf2_mapreduce.paths import join
-from tf2_mapreduce.transform import kinds, trace
+from tf2_mapreduce.transform import kinds, skeleton, trace
 from tf2_mapreduce.transform import schema as schemas
 from tf2_mapreduce.transform.analysis import outputs_checked, raw_specs
 
-__all__ = ["TRANSFORM_FN", "METADATA", "WRITTEN", "write", "write_reads", "copy", "vocabulary_lines"]
+__all__ = ["TRANSFORM_FN", "METADATA", "WRITTEN", "write", "write_reads", "copy"]
 
 TRANSFORM_FN = "transform_fn"
 METADATA = "transformed_metadata"
 # The directories `write` writes.
 WRITTEN = (TRANSFORM_FN, METADATA, os.path.dirname(schemas.RAW_SCHEMA))
-
-
-def vocabulary_lines(terms) -> bytes:
-    """A vocabulary file's bytes as tft writes one: a term a line, each ending in a newline."""
-    return b"".join(term + b"\n" for term in terms)
 
 
 def _file_table(path, key_dtype, default_value, num_oov_buckets):
@@ -38,15 +33,21 @@ def _file_table(path, key_dtype, default_value, num_oov_buckets):
 
 
 def _vocabulary_files(calls, values, assets) -> dict:
-    """{call index: path} of each vocabulary's file, written into `assets`."""
+    """{call index: path} of a file in `assets` of each vocabulary known, named as its file
+    (its `kinds.VocabularyFile`), a `skeleton.STUB` until made a copy of it (`_filled`)."""
     paths = {}
     for index, call in enumerate(calls):
         if call.kind == kinds.VOCABULARY and values[index] is not None:
-            path = os.path.join(assets, call.params["filename"])
-            with open(path, "wb") as f:
-                f.write(vocabulary_lines(values[index]))
-            paths[index] = path
+            paths[index] = os.path.join(assets, os.path.basename(values[index].path))
+            with open(paths[index], "wb") as f:
+                f.write(skeleton.STUB)
     return paths
+
+
+def _filled(values, paths) -> None:
+    """Each of `paths` ({call index: path}) a copy of the file of `values`[index]."""
+    for index, path in paths.items():
+        shutil.copyfile(values[index].path, path)
 
 
 def _module(preprocessing_fn, feature_spec, calls, values, paths, reads=None):
@@ -109,8 +110,11 @@ def _saved(preprocessing_fn, feature_spec, calls, values, directory, reads=None)
     file's path, removed since}, the transformed features' schema)."""
     assets = tempfile.mkdtemp(prefix="tf2_mapreduce-vocabularies-")
     try:
+        # The module's tables are made here, and filled as they are made: of stand-ins, so
+        # that this process never holds a vocabulary; the save copies the files filled.
         paths = _vocabulary_files(calls, values, assets)
         module, schema = _module(preprocessing_fn, feature_spec, calls, values, paths, reads)
+        _filled(values, paths)
         tf.saved_model.save(module, join(directory, TRANSFORM_FN))
     finally:
         shutil.rmtree(assets, ignore_errors=True)
@@ -128,7 +132,7 @@ def write(preprocessing_fn, raw_schema, feature_spec, calls, values, directory) 
     names = {calls[i].params["key"]: os.path.basename(p) for i, p in paths.items()}
     if names:
         _write_text(join(directory, METADATA + "/asset_map"), json.dumps(names))
-    return {calls[i].params["filename"]: len(values[i]) for i in paths}
+    return {calls[i].params["filename"]: values[i].size for i in paths}
 
 
 def write_reads(preprocessing_fn, feature_spec, calls, values, names, directory) -> None:

@@ -171,7 +171,7 @@ class Applying:
     def vocabulary_size(self, key):
         """The size of the vocabulary known as `key`, a constant (of a later phase: a stand-in)."""
         value = self.values[_vocabulary_index(self.calls, key)]
-        return tf.constant(0 if value is None else len(value), tf.int64)
+        return tf.constant(0 if value is None else value.size, tf.int64)
 
     def table(self, deferred, key_dtype, default_value, num_oov_buckets):
         """The table of the vocabulary whose file's path `deferred` is, and its ids' range;
@@ -187,7 +187,7 @@ class Applying:
         key = (index, key_dtype.is_integer, default_value, num_oov_buckets)
         if key not in self._tables:
             self._tables[key] = self._make_table(index, tf.int64 if key_dtype.is_integer else tf.string, *key[2:])
-        size = len(self.values[index])
+        size = self.values[index].size
         domain = (
             (0, size + num_oov_buckets - 1)
             if num_oov_buckets > 0

@@ -1,0 +1,79 @@
+"""The analyzers' results made of their counts streamed a (key, count) at a time, sorted
+through disk when they outgrow memory: against orders and ranks said here independently."""
+
+import collections
+import hashlib
+import math
+import random
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from tf2_mapreduce.outputs import files
+from tf2_mapreduce.transform import analysis, kinds
+from tf2_mapreduce.transform.trace import Call
+
+
+@pytest.fixture(params=[7, None], ids=["spilled", "in_memory"])
+def run_size(request, monkeypatch):
+    if request.param:
+        monkeypatch.setattr(files, "RUN_SIZE", request.param)
+    return request.param
+
+
+def _keys(values, dtype):
+    """Each value as the key a map step counts it under (`kinds._as_keys`)."""
+    return [key.numpy() for key in kinds.counted(Call("quantiles", dtype), tf.constant(values, dtype))]
+
+
+def _vocabulary_call(top_k=None, frequency_threshold=None):
+    params = {"top_k": top_k, "frequency_threshold": frequency_threshold, "filename": "v", "key": "v"}
+    return Call(kinds.VOCABULARY, tf.string, params, name="vocabulary:v")
+
+
+@pytest.mark.parametrize("top_k,threshold", [(None, None), (5, None), (None, 3), (4, 2), (1000, None)])
+def test_a_vocabulary_is_its_terms_written_in_tf_transforms_order(run_size, tmp_path, top_k, threshold):
+    rng = random.Random(top_k or 0)
+    alphabet = [b"\x00", b"a", b"b", b"\xff"]
+    counts = collections.Counter(b"".join(rng.choices(alphabet, k=rng.randint(1, 3))) for _ in range(400))
+    entries = [(("vocabulary:v", term), count) for term, count in counts.items()]
+    rng.shuffle(entries)
+    (made,) = analysis.results([_vocabulary_call(top_k, threshold)], iter(entries), str(tmp_path))
+    # tf.Transform's order: count descending, then the term's bytes descending.
+    kept = sorted(((c, t) for t, c in counts.items() if not threshold or c >= threshold), reverse=True)
+    terms = [t for _, t in kept][:top_k]
+    with open(made.path, "rb") as f:
+        assert f.read() == b"".join(t + b"\n" for t in terms)
+    assert made.size == len(terms)
+    assert made.sha256 == hashlib.sha256(b"".join(t + b"\n" for t in terms)).hexdigest()
+
+
+def test_a_vocabulary_of_no_term_is_tf_transforms_one_dummy_term(tmp_path):
+    (made,) = analysis.results(
+        [_vocabulary_call(frequency_threshold=5)], iter([(("vocabulary:v", b"x"), 4)]), str(tmp_path)
+    )
+    with open(made.path, "rb") as f:
+        assert f.read() == kinds.EMPTY_VOCABULARY["string"] + b"\n"
+    assert made.size == 1
+
+
+@pytest.mark.parametrize("dtype", [tf.float32, tf.float64, tf.int64])
+def test_quantiles_are_the_values_at_their_ranks_of_every_value_sorted(run_size, dtype):
+    rng = np.random.default_rng(11)
+    if dtype.is_integer:
+        values = list(rng.integers(-(2**62), 2**62, 300)) + [-(2**63), 2**63 - 1, 0, -1, 5, 5]
+    else:
+        tiny = np.finfo(dtype.as_numpy_dtype).tiny
+        values = list(rng.normal(0, 1e3, 300)) + [0.0, -0.0, math.inf, -math.inf, tiny / 4, -tiny / 4, 1.5, 1.5]
+        values += [math.nan] * 3  # left out
+    values = np.array(values, dtype.as_numpy_dtype)
+    counts = collections.Counter(_keys(values, dtype))
+    call = Call("quantiles", dtype, {"num_buckets": 7}, name="quantiles:q")
+    entries = [(("quantiles:q", key), count) for key, count in counts.items()]
+    random.Random(1).shuffle(entries)
+    (boundaries,) = analysis.results([call], iter(entries), None)
+    ordered = np.sort(values[~np.isnan(values)] if not dtype.is_integer else values)
+    n = len(ordered)
+    expected = np.array([[ordered[k * n // 7] for k in range(1, 7)]], np.float32)
+    np.testing.assert_array_equal(boundaries, expected)
