@@ -64,3 +64,20 @@ def test_tf_transforms_order_as_bytes_sorts_as_its_key_vocabulary_by_vocabulary(
     prefixed = [(bytes([0, rng.randrange(3)]) + key, count) for key, count in entries]
     by_vocabulary = sorted(prefixed, key=lambda e: (e[0][:2], *tft_key(e[0][2:], e[1])))
     assert list(output.sorted_entries(iter(prefixed), run_size=77, order=TftOrder(prefix=2))) == by_vocabulary
+
+
+def test_sorted_runs_sharing_a_limit_hold_at_most_it_together():
+    rng = random.Random(8)
+    held = output.Held(10)
+    runs = [output.SortedRuns(held=held) for _ in range(3)]
+    added = [[], [], []]
+    for _ in range(200):
+        which = rng.randrange(3)
+        entry = (bytes([rng.randrange(256)]), rng.randint(1, 9))
+        runs[which].add(entry)
+        added[which].append(entry)
+        assert held.entries < 10
+    for sorted_runs, entries in zip(runs, added):
+        with sorted_runs:
+            assert list(sorted_runs.sorted()) == sorted(entries, key=lambda e: (-e[1], e[0]))
+    assert held.entries == 0

@@ -21,6 +21,7 @@ __all__ = [
     "Order",
     "BY_COUNT",
     "COUNT",
+    "Held",
     "SortedRuns",
     "sorted_entries",
     "check_path",
@@ -107,19 +108,29 @@ def _read_run(path):
             yield f.read(_LENGTH.unpack(header)[0])
 
 
+class Held:
+    """How many entries `SortedRuns` sharing it may hold in memory together (`limit`, by
+    default `RUN_SIZE`), and hold (`entries`): one that takes an entry past it spills."""
+
+    def __init__(self, limit: int | None = None):
+        self.limit, self.entries = limit or RUN_SIZE, 0
+
+
 class SortedRuns:
     """(key bytes, count) entries taken one at a time (`add`) and given back once in
     `order` (`sorted`; an `Order`, by default `BY_COUNT`), holding at most `run_size` of
-    them in memory (each encoded: a bytes object): more are sorted in runs spilled to a
+    them in memory (each encoded: a bytes object), or with `held` (a `Held`) at most its
+    limit together with the others sharing it: more are sorted in runs spilled to a
     temporary directory, then merged. `close` (or leaving a `with` block) removes the runs."""
 
-    def __init__(self, run_size: int | None = None, order: Order = BY_COUNT):
-        self._size, self._order = run_size or RUN_SIZE, order
+    def __init__(self, run_size: int | None = None, order: Order = BY_COUNT, held: Held | None = None):
+        self._held, self._order = held or Held(run_size), order
         self._run, self._runs, self._directory = [], [], None
 
     def add(self, entry) -> None:
         self._run.append(self._order.encode(entry))
-        if len(self._run) >= self._size:
+        self._held.entries += 1
+        if self._held.entries >= self._held.limit:
             self._spill()
 
     def _spill(self):
@@ -127,6 +138,7 @@ class SortedRuns:
             self._directory = tempfile.mkdtemp(prefix="tf2_mapreduce-sort-")
         self._run.sort()
         self._runs.append(_write_run(self._run, self._directory))
+        self._held.entries -= len(self._run)
         self._run = []
 
     def sorted(self):
@@ -140,6 +152,7 @@ class SortedRuns:
         return map(self._order.decode, ordered)
 
     def close(self) -> None:
+        self._held.entries -= len(self._run)
         self._run, self._runs = [], []
         if self._directory is not None:
             shutil.rmtree(self._directory, ignore_errors=True)

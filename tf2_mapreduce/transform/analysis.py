@@ -9,6 +9,7 @@ from tf2_mapreduce.errors import Error, UsageError, raised_by_user_code
 from tf2_mapreduce.inputs.formats import TFRECORD
 from tf2_mapreduce.jobs.base import Job
 from tf2_mapreduce.lazy_tf import tf
+from tf2_mapreduce.outputs import files
 from tf2_mapreduce.reducers import Vocabularies
 from tf2_mapreduce.transform import kinds, trace
 from tf2_mapreduce.transform import schema as schemas
@@ -205,10 +206,10 @@ def results(calls, entries, directory) -> list:
     read from the ps tasks a chunk at a time), as its `kinds.Kind` makes it, in memory
     bounded whatever the distinct values: a vocabulary is written into `directory` as its
     terms are sorted. Blocking."""
-    sinks = {}
+    sinks, held = {}, files.Held()  # what every sink sorts is held within one limit
     for call in calls:  # calls of a name compute the same: one result
         if call.name not in sinks:
-            sinks[call.name] = kinds.sink(call, directory)
+            sinks[call.name] = kinds.sink(call, directory, held)
     for (name, key), count in entries:
         if name in sinks:
             sinks[name].add(key, count)

@@ -81,17 +81,18 @@ class Kind:
     def result(self, call, entries):
         raise NotImplementedError
 
-    def sink(self, call, directory):
+    def sink(self, call, directory, held):
         """What takes the call's (key, count) one at a time (`add`) and then gives its
-        result (`result()`); a file it writes goes into `directory`. Of a kind that counts
-        a few keys (a batch's, a power of two's), the entries held, then `result`."""
-        return _Held(call)
+        result (`result()`); a file it writes goes into `directory`; entries it sorts share
+        `held` (a `files.Held`). Of a kind that counts a few keys (a batch's, a power of
+        two's), the entries held, then `result`."""
+        return _Kept(call)
 
     def applied(self, call, result):
         return tf.constant(result)
 
 
-class _Held:
+class _Kept:
     """Every (key, count) of a call, held, then made its result (`result`, elementwise too)."""
 
     def __init__(self, call):
@@ -178,8 +179,8 @@ class Quantiles(Kind):
 
     name = "quantiles"
 
-    def sink(self, call, directory):
-        return _Ranked(call)
+    def sink(self, call, directory, held):
+        return _Ranked(call, held)
 
 
 class _ByValue:
@@ -210,9 +211,9 @@ class _ByValue:
 class _Ranked:
     """A quantiles call's values, sorted as they come, then walked once for its boundaries."""
 
-    def __init__(self, call):
+    def __init__(self, call, held):
         self.call, self.n = call, 0
-        self._sorted = files.SortedRuns(order=_ByValue(call.dtype))
+        self._sorted = files.SortedRuns(order=_ByValue(call.dtype), held=held)
 
     def add(self, key, count):
         value = _decoded(self.call.dtype, key)
@@ -258,8 +259,8 @@ class Vocabulary(Kind):
 
     name = VOCABULARY
 
-    def sink(self, call, directory):
-        return _Ordered(call, directory)
+    def sink(self, call, directory, held):
+        return _Ordered(call, directory, held)
 
     def applied(self, call, result):
         return tf.identity(result)
@@ -268,12 +269,12 @@ class Vocabulary(Kind):
 class _Ordered:
     """A vocabulary's terms, sorted in tft's order as they come, then written to its file."""
 
-    def __init__(self, call, directory):
+    def __init__(self, call, directory, held):
         from tf2_mapreduce.reducers.keys import TftOrder
 
         self.call, self.path = call, os.path.join(directory, call.params["filename"])
         self._threshold = call.params["frequency_threshold"]
-        self._sorted = files.SortedRuns(order=TftOrder())
+        self._sorted = files.SortedRuns(order=TftOrder(), held=held)
 
     def add(self, key, count):
         if not self._threshold or count >= self._threshold:
@@ -316,9 +317,9 @@ def counted(call, values):
     return kind.counted_by_position(call, tf.reshape(values, [-1, int(np.prod(shape))]))
 
 
-def sink(call, directory):
+def sink(call, directory, held):
     """What makes `call`'s result of its (key, count), taken one at a time (`Kind.sink`)."""
-    return of(call).sink(call, directory)
+    return of(call).sink(call, directory, held)
 
 
 def result(call, entries):
