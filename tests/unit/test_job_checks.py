@@ -82,14 +82,22 @@ WORDS = mr.KeySum(unit="words")
 
 def test_a_streamed_files_keys_fold_to_their_counts_whatever_the_batches():
     # The fold combines its batches only once they outgrow what it combined before: every
-    # key must come out once, with its count, after any run of batches.
+    # key must come out once, with its count, after any run of batches, folded as a map step
+    # folds a file's batches: a dataset's reduce, in a function.
     rng = random.Random(17)
-    fold = tf.function(WORDS.add)
-    for sizes in ([], [5], [1, 1, 1, 1, 50], [300, 2, 2, 2, 2, 2, 400, 7], [40] * 30):
-        value, oracle = WORDS.start(), collections.Counter()
+
+    @tf.function
+    def folded(batches):
+        dataset = tf.data.Dataset.from_tensor_slices(batches)
+        return WORDS.finish(dataset.reduce(WORDS.start(), WORDS.add))
+
+    for sizes in ([], [5], [1, 1, 1, 1, 50], [300, 2, 2, 2, 2, 2, 400, 7], [40] * 30, [0, 3, 0]):
+        oracle, batches = collections.Counter(), []
         for size in sizes:
-            batch = [b"k%d" % rng.randint(0, 120) for _ in range(size)]
-            oracle.update(batch)
-            value = fold(value, tf.constant(batch, tf.string) if batch else tf.zeros([0], tf.string))
-        keys, counts = WORDS.finish(value)
+            batches.append([b"k%d" % rng.randint(0, 120) for _ in range(size)])
+            oracle.update(batches[-1])
+        flat = [key for batch in batches for key in batch]
+        keys, counts = folded(
+            tf.RaggedTensor.from_row_lengths(tf.constant(flat, tf.string), tf.constant(sizes, tf.int64))
+        )
         assert sorted(zip(keys.numpy().tolist(), counts.numpy().tolist())) == sorted(oracle.items()), sizes

@@ -54,6 +54,16 @@ _COUNT = struct.Struct(">Q")  # as `outputs.files.COUNT`: most first, once subtr
 _MOST = (1 << 63) - 1
 
 
+_PAIR = ("string", "int64")  # the dtypes of a table's keys and counts
+
+
+def _pending():
+    """Keys and counts of batches not yet combined, a batch an element (the first empty:
+    TensorFlow joins no elements in a graph, not eagerly)."""
+    made = (tf.TensorArray(d, size=1, dynamic_size=True, infer_shape=False, element_shape=[None]) for d in _PAIR)
+    return tuple(array.write(0, tf.zeros([0], array.dtype)) for array in made)
+
+
 def _merge(keys, counts):
     """(keys, counts) with each key once, its counts added: by the native op where map
     steps use the native ops (a third of the time), else by TensorFlow's."""
@@ -157,33 +167,28 @@ class KeyCounts(Reducer):
         return self.combine(output)
 
     def start(self):
-        # The keys combined so far, and those of the batches since (not yet combined). Of no
-        # static length, as `add` gives them: a state of length 0 made tf.data trace its
-        # reduce function (a batch's map and `add`) twice, as reduce traces again when the
-        # state's shapes change.
-        return tuple(
-            tf.raw_ops.PlaceholderWithDefault(input=tf.zeros([0], dtype), shape=[None])
-            for dtype in (tf.string, tf.int64) * 2
-        )
+        # The keys combined so far (of no static length, as `add` gives them: a state of
+        # length 0 made tf.data trace its reduce function, a batch's map and `add`, twice),
+        # and those of the batches since, not yet combined: each batch's kept apart (a
+        # TensorArray), joined once when combined; joining them batch by batch copied all
+        # of them at every batch, a file of millions of distinct keys in time quadratic.
+        combined = (tf.raw_ops.PlaceholderWithDefault(input=tf.zeros([0], dtype), shape=[None]) for dtype in _PAIR)
+        return (*combined, *_pending(), tf.constant(0))
 
     def add(self, value, output):
         # Combined once the batches since hold more keys than the combined ones: the work
         # is then about twice the keys mapped, where combining at every batch cost the
         # file's distinct keys once a batch (a float feature's thousands of buckets, say).
-        keys, counts, pending_keys, pending_counts = value
+        keys, counts, pending_keys, pending_counts, pending = value
         new_keys, new_counts = self.pairs(output)
-        pending_keys = tf.concat([pending_keys, new_keys], 0)
-        pending_counts = tf.concat([pending_counts, new_counts], 0)
-        value = (keys, counts, pending_keys, pending_counts)
-        return tf.cond(
-            tf.size(pending_keys) > tf.size(keys),
-            lambda: (*self.finish(value), pending_keys[:0], pending_counts[:0]),
-            lambda: value,
-        )
+        at = pending_keys.size()
+        pending_keys, pending_counts = pending_keys.write(at, new_keys), pending_counts.write(at, new_counts)
+        value = (keys, counts, pending_keys, pending_counts, pending + tf.size(new_keys))
+        return tf.cond(value[-1] > tf.size(keys), lambda: (*self.finish(value), *_pending(), 0), lambda: value)
 
     def finish(self, value):
-        keys, counts, pending_keys, pending_counts = value
-        return _merge(tf.concat([keys, pending_keys], 0), tf.concat([counts, pending_counts], 0))
+        keys, counts, pending_keys, pending_counts, _ = value
+        return _merge(tf.concat([keys, pending_keys.concat()], 0), tf.concat([counts, pending_counts.concat()], 0))
 
     def counted(self, keys, counts):
         """What a commit of (`keys`, `counts`) adds to the job's value (TF ops, on the ps,
