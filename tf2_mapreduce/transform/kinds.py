@@ -193,6 +193,13 @@ class _ByValue:
     def __init__(self, dtype):
         self._width = 0 if dtype.is_integer else 64 if dtype == tf.float64 else 32
 
+    def is_nan(self, key: bytes) -> bool:
+        """Whether `key` is a NaN's bits: every exponent bit set and a fraction not 0."""
+        if not self._width:
+            return False
+        infinity = {32: 0x7F800000, 64: 0x7FF0000000000000}[self._width]
+        return int(key) & ((1 << (self._width - 1)) - 1) > infinity
+
     def encode(self, entry) -> bytes:
         key, count = entry
         bits = int(key)  # an integer, or a float's bits as a signed integer
@@ -213,11 +220,11 @@ class _Ranked:
 
     def __init__(self, call, held):
         self.call, self.n = call, 0
-        self._sorted = files.SortedRuns(order=_ByValue(call.dtype), held=held)
+        self._order = _ByValue(call.dtype)
+        self._sorted = files.SortedRuns(order=self._order, held=held)
 
     def add(self, key, count):
-        value = _decoded(self.call.dtype, key)
-        if isinstance(value, float) and math.isnan(value):
+        if self._order.is_nan(key):
             return
         self.n += count
         self._sorted.add((key, count))
