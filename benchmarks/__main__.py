@@ -8,7 +8,7 @@ import shutil
 
 from absl import app, flags
 
-from benchmarks import examples, layouts, options, storage, transform, wordcount
+from benchmarks import examples, layouts, options, scale, storage, transform, wordcount
 from benchmarks.corpora import MB, PARTS, make_corpus
 from benchmarks.example_peers import PEERS as EXAMPLE_PEERS
 from benchmarks.options import FLAGS
@@ -31,6 +31,7 @@ CONTENDERS = {
     "transform": transform.contenders,
     "transform_small": transform.small_contenders,
     "transform_wide": transform.wide_contenders,
+    "transform_scale": scale.scale_contenders,
 }
 
 

@@ -14,7 +14,7 @@ import time
 from benchmarks import REPO
 from benchmarks.options import FLAGS
 
-__all__ = ["MB", "PARTS", "SMALL_EXAMPLES", "WIDE_EXAMPLES", "make_corpus"]
+__all__ = ["MB", "PARTS", "SMALL_EXAMPLES", "WIDE_EXAMPLES", "make_corpus", "scale_sizes"]
 
 PARTS = ("small", "tiny", "huge", "giant")  # the word parts
 MB = 1e6
@@ -120,6 +120,8 @@ def make_corpus(directory: str) -> dict[str, list[str]]:
     parts["transform"] = parts["examples"][: FLAGS.transform_shards]
     parts["transform_small"] = make_small_examples(os.path.join(directory, "transform_small"))
     parts["transform_wide"] = make_wide_examples(os.path.join(directory, "transform_wide"))
+    if "transform_scale" in FLAGS.parts:  # hundreds of MB, made only to be timed
+        parts["transform_scale"] = make_scale_examples(os.path.join(directory, "transform_scale"))
     if "transform" in FLAGS.parts and not os.path.exists(FLAGS.tft_python):
         print("transform: not timed: no tf.Transform at %s (--tft_python; docs/performance.md)" % FLAGS.tft_python)
         parts["transform"] = []
@@ -192,6 +194,34 @@ def make_wide_examples(directory: str) -> list[str]:
         _stamp(stamp, spec)
         print("made the wide examples in %.0f s" % (time.monotonic() - started), flush=True)
     return sorted(glob.glob(os.path.join(directory, "*.tfrecord.gz")))
+
+
+def scale_sizes() -> list[int]:
+    """The scale part's sizes, in examples: tf.Transform's (if it runs), N, 2N."""
+    return ([FLAGS.scale_tft_examples] if FLAGS.scale_tft_examples else []) + [
+        FLAGS.scale_examples,
+        2 * FLAGS.scale_examples,
+    ]
+
+
+def make_scale_examples(directory: str) -> list[str]:
+    """The scale part: `benchmarks.scale_examples`' examples at each of `scale_sizes` (half
+    as many distinct terms), a directory each, unless they are there; returns their paths."""
+    paths = []
+    for examples in scale_sizes():
+        into = os.path.join(directory, "%d" % examples)
+        spec = {"examples": examples, "distinct": examples // 2, "version": 1}
+        stamp = os.path.join(into, "examples.json")
+        if not _is_made(stamp, spec):
+            shutil.rmtree(into, ignore_errors=True)
+            started = time.monotonic()
+            command = [sys.executable, "-m", "benchmarks.scale_examples", "--output_dir", into]
+            command += ["--examples=%d" % examples, "--distinct=%d" % (examples // 2)]
+            subprocess.run(command, check=True, cwd=REPO, stdout=subprocess.DEVNULL)
+            _stamp(stamp, spec)
+            print("made %d scale examples in %.0f s" % (examples, time.monotonic() - started), flush=True)
+        paths += sorted(glob.glob(os.path.join(into, "*.tfrecord.gz")))
+    return paths
 
 
 def _made_examples(directory: str, spec: dict) -> list[str]:

@@ -22,6 +22,9 @@ __all__ = [
     "TRANSFORM_SMALL",
     "TRANSFORM_WIDE",
     "TRANSFORM_NARROW",
+    "SCALE_ONCE",
+    "SCALE_TWICE",
+    "SCALE_TFT",
     "TRANSFORM_TFT",
     "VOCAB",
     "VOCAB_ONE_WORKER",
@@ -58,4 +61,8 @@ TRANSFORM_SMALL = "transform: the default command, no schema"
 # 1,000,000 examples, a vocabulary of each (a process per task): the transform pass's time.
 TRANSFORM_WIDE = "transform: a vocabulary of 1,000,000 terms"
 TRANSFORM_NARROW = "transform: a vocabulary of 1,000 terms"
+# The scale part: ours at --scale_examples and at twice as many; tf.Transform at --scale_tft_examples.
+SCALE_ONCE = "transform at scale: a process per task, N examples"
+SCALE_TWICE = "transform at scale: a process per task, 2N examples"
+SCALE_TFT = "transform at scale: tf.Transform 1.21, DirectRunner"
 FEATURES = ("query", "tags", "user_id")

@@ -52,6 +52,19 @@ flags.DEFINE_string(
     "The transform part's tf.Transform side: a Python with tensorflow-transform 1.21 (a venv of its own).",
 )
 flags.DEFINE_integer(
+    "scale_examples",
+    40_000_000,
+    "The transform_scale part's examples (N: it runs N and 2N, each of half as many distinct terms); "
+    "a part timed only when --parts names it.",
+    lower_bound=2,
+)
+flags.DEFINE_integer(
+    "scale_tft_examples",
+    0,
+    "tf.Transform's size in the transform_scale part (the largest it finishes: docs/performance.md); 0: not run.",
+    lower_bound=0,
+)
+flags.DEFINE_integer(
     "transform_shards",
     16,
     "Shards of the tf.Example part that the transform part reads (16: all, 1 GB).",

@@ -5,7 +5,7 @@ import json
 import sys
 
 from benchmarks.corpora import SMALL_EXAMPLES, WIDE_EXAMPLES
-from benchmarks.names import POOL, POOL_FREQ, TFDATA, TFDATA_ONE, TRANSFORM_TFT
+from benchmarks.names import POOL, POOL_FREQ, SCALE_TFT, TFDATA, TFDATA_ONE, TRANSFORM_TFT
 from benchmarks.options import FLAGS
 from benchmarks.targets import targets
 
@@ -15,7 +15,7 @@ __all__ = ["report"]
 def report(rows: list[dict], spark: bool) -> None:
     """Prints every table and the targets; exits if results disagree."""
     report_layouts([r for r in rows if r["part"] == "layouts"])
-    others = ("examples", "record", "layouts", "transform", "transform_small", "transform_wide")
+    others = ("examples", "record", "layouts", "transform", "transform_small", "transform_wide", "transform_scale")
     words = [r for r in rows if r["part"] not in others]
     if words:
         report_words(words)
@@ -24,6 +24,7 @@ def report(rows: list[dict], spark: bool) -> None:
     failures += report_transform([r for r in rows if r["part"] == "transform"])
     failures += report_small_transform([r for r in rows if r["part"] == "transform_small"])
     failures += report_wide_transform([r for r in rows if r["part"] == "transform_wide"])
+    failures += report_scale_transform([r for r in rows if r["part"] == "transform_scale"])
     if not spark:
         print("\n(pyspark local[2] not run: pyspark or java is not installed)")
     targets(rows)
@@ -169,6 +170,27 @@ def report_wide_transform(rows: list[dict]) -> list[str]:
             "transform_wide: %s examples written, not %d each, or a pass time not printed" % (written, WIDE_EXAMPLES)
         ]
     return []
+
+
+def report_scale_transform(rows: list[dict]) -> list[str]:
+    """The scale part's table: each size's whole command, its transform pass, every task's
+    peak and what the oracle found; returns its disagreement (ours must be exact)."""
+    if not rows:
+        return []
+    print(
+        "\n| part | run | examples | wall s, median (min-max) | transform pass s | peak RSS MB | against the oracle |"
+    )
+    print("|---|---|---:|---:|---:|---|---|")
+    for r in rows:
+        result = r["result"]
+        found = "exact" if result["exact"] else "; ".join(result["problems"])
+        steady = "%.2f" % r["steady"] if r["steady"] else ""
+        print(
+            "| transform_scale | %s | %d | %s | %s | %s | %s |"
+            % (r["run"], result["examples"], _wall(r), steady, _rss(r), found)
+        )
+    wrong = [r["run"] for r in rows if r["run"] != SCALE_TFT and not r["result"]["exact"]]
+    return ["transform_scale: not the oracle's: %s" % ", ".join(wrong)] if wrong else []
 
 
 def report_examples(rows: list[dict], part: str, plain_name: str) -> list[str]:

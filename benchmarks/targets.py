@@ -7,6 +7,8 @@ from benchmarks.names import (
     FIND_CAT,
     POOL,
     POOL_FREQ,
+    SCALE_ONCE,
+    SCALE_TWICE,
     STATS,
     STATS_ALL,
     STATS_ALL_TASKS,
@@ -155,6 +157,17 @@ def _others(by: Rows) -> list[Check]:
                     wide <= 1.5 * narrow,
                 )
             )
+    if ("transform_scale", SCALE_ONCE) in by and ("transform_scale", SCALE_TWICE) in by:
+        once, twice = by["transform_scale", SCALE_ONCE], by["transform_scale", SCALE_TWICE]
+        checks.append(
+            (
+                "transform_scale: twice the examples <= 2.1x the time (%.0f s)" % once["seconds"],
+                "%.0f s, %.2fx" % (twice["seconds"], twice["seconds"] / once["seconds"]),
+                twice["seconds"] <= 2.1 * once["seconds"],
+            )
+        )
+        peak = max(once["rss"].get("main", 0), twice["rss"].get("main", 0))  # the coordinator
+        checks.append(("transform_scale: coordinator peak RSS < 1000 MB", "%.0f MB" % peak, peak < 1000))
     if ("tiny", DEFAULT) in by:
         peak = by["tiny", DEFAULT]["rss"].get("main", 0)  # the coordinator: the command itself
         checks.append(("tiny: coordinator peak RSS (1M files: < 1500 MB)", "%.0f MB" % peak, None))

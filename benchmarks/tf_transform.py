@@ -8,8 +8,9 @@ from collections.abc import Callable
 __all__ = ["USAGE", "preprocessing_fn", "run_tft"]
 
 USAGE = """\
-python -m benchmarks.tf_transform --input 'DIR/*.tfrecord.gz' --schema S --output_dir OUT
-  tf.Transform's side of the transform part alone (the bench runs it so, with --tft_python)."""
+python -m benchmarks.tf_transform --input 'DIR/*.tfrecord.gz' --schema S --output_dir OUT [--make_fn M:F]
+  tf.Transform's side of the transform part alone (the bench runs it so, with --tft_python);
+  with --make_fn, the preprocessing_fn that F of module M makes of tensorflow_transform."""
 
 
 def preprocessing_fn(tft, embedding: bool = True) -> Callable[[dict], dict]:
@@ -92,9 +93,15 @@ def run_tft(
 
 def main(argv: list[str]) -> None:
     flags = dict(zip(argv[1::2], argv[2::2]))
-    if sorted(flags) != ["--input", "--output_dir", "--schema"]:
+    if sorted(set(flags) - {"--make_fn"}) != ["--input", "--output_dir", "--schema"]:
         sys.exit(USAGE)
-    run_tft(flags["--input"], flags["--schema"], flags["--output_dir"])
+    make_fn = preprocessing_fn
+    if "--make_fn" in flags:
+        import importlib
+
+        module, _, name = flags["--make_fn"].partition(":")
+        make_fn = getattr(importlib.import_module(module), name)
+    run_tft(flags["--input"], flags["--schema"], flags["--output_dir"], make_fn=make_fn)
 
 
 if __name__ == "__main__":
