@@ -184,10 +184,12 @@ def _skeleton(directory):
     for trackable in trackables.values():
         for function in _functions_of(trackable, "_initialize"):
             reads = [c for c in function.captured_inputs if c.dtype == tf.string and c.shape.rank == 0]
-            if any(skeleton.is_stub(c.numpy().decode(errors="replace")) for c in reads):
-                if _filled_from_file(trackables, trackable.resource_handle) is None:
-                    skeleton.close()
-                    return None
+            stub = any(skeleton.is_stub(c.numpy().decode(errors="replace")) for c in reads)
+            # A dataset it is filled from may read an asset no capture names.
+            dataset = any(c.dtype == tf.variant for c in function.captured_inputs)
+            if dataset or (stub and _filled_from_file(trackables, trackable.resource_handle) is None):
+                skeleton.close()
+                return None
     return skeleton
 
 
