@@ -44,7 +44,9 @@ def _read(paths, features):
     parts = {name: [] for name in features}
     for batch in dataset:
         for name in features:
-            parts[name].append(batch[name].numpy())
+            values = batch[name].numpy()
+            # Strings as a bytes array, a batch at a time: not an object a string.
+            parts[name].append(values.astype(bytes) if values.dtype == object else values)
     return {name: np.concatenate(parts[name]) if parts[name] else np.array([]) for name in features}
 
 
@@ -60,7 +62,11 @@ def _moments(x):
     each rounded once to float32."""
     units = (x.astype(np.float64) * 2**23).astype(np.int64)
     total = int(units.sum())
-    squares = sum(int((chunk.astype(np.uint64) ** 2).sum()) for chunk in np.array_split(units, len(units) // 4096 + 1))
+    # Squares summed in uint64 by chunks too small to overflow it, the chunks' in Python.
+    largest = int(np.abs(units).max()) if len(units) else 1
+    per_chunk = max(1, (1 << 64) // max(largest * largest, 1) - 1)
+    chunks = np.array_split(units.astype(np.uint64), len(units) // per_chunk + 1)
+    squares = sum(int((chunk * chunk).sum()) for chunk in chunks)
     n = len(units)
     mean = Fraction(total, n * 2**23)
     variance = Fraction(squares, n * 2**46) - mean * mean
@@ -86,7 +92,7 @@ def exact(raw_paths, output_dir) -> list[str]:
     """What the transform wrote into `output_dir` that differs from the oracle's, from
     `raw_paths`: each vocabulary's file, and every example's every feature. Empty if exact."""
     raw = _read(raw_paths, {scale_examples.TERM: "string", scale_examples.X: "float32"})
-    terms, x = raw[scale_examples.TERM].astype("S11"), raw[scale_examples.X]
+    terms, x = raw[scale_examples.TERM], raw[scale_examples.X]
     problems = []
     vocabulary, rank = _vocabulary(terms)
     assets = os.path.join(output_dir, "transform_fn", "assets")
