@@ -84,7 +84,7 @@ def test_wordfreq_output_round_trips_with_escaping(inprocess, zipf, tmp_path, mo
     files, oracle = zipf
     # Small chunks and runs: the table is fetched in pieces and sorted through disk.
     monkeypatch.setattr(tables, "CHUNK", 3000)
-    monkeypatch.setattr(output, "RUN_SIZE", 4000)
+    monkeypatch.setattr(output, "RUN_BYTES", 4000 * 80)
     result = run(inprocess, mr.WordFreq(), files)
     ordered = sorted(oracle.items(), key=lambda kv: (-kv[1], kv[0]))
     tsv = str(tmp_path / "vocab.tsv")

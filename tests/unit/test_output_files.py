@@ -23,7 +23,7 @@ def test_sorted_entries_spills_to_disk_and_merges():
         (bytes(rng.randrange(97, 100) for _ in range(rng.randint(1, 4))), rng.randint(1, 5)) for _ in range(5000)
     ]
     expected = sorted(entries, key=lambda e: (-e[1], e[0]))
-    assert list(output.sorted_entries(iter(entries), run_size=333)) == expected
+    assert list(output.sorted_entries(iter(entries), run_bytes=333 * 70)) == expected
     assert list(output.sorted_entries(iter(entries))) == expected
 
 
@@ -46,7 +46,7 @@ def test_sorted_entries_order_counts_of_any_int64():
     counts = [-(2**63), -5, -1, 0, 1, 7, 2**62, 2**63 - 1]
     entries = [(bytes([rng.randrange(256)]), rng.choice(counts)) for _ in range(3000)]
     expected = sorted(entries, key=lambda e: (-e[1], e[0]))
-    assert list(output.sorted_entries(iter(entries), run_size=101)) == expected
+    assert list(output.sorted_entries(iter(entries), run_bytes=101 * 70)) == expected
 
 
 def test_tf_transforms_order_as_bytes_sorts_as_its_key_vocabulary_by_vocabulary():
@@ -59,25 +59,50 @@ def test_tf_transforms_order_as_bytes_sorts_as_its_key_vocabulary_by_vocabulary(
     )
     rng.shuffle(entries)
     expected = sorted(entries, key=lambda e: tft_key(*e))
-    assert list(output.sorted_entries(iter(entries), run_size=77, order=TftOrder())) == expected
+    assert list(output.sorted_entries(iter(entries), run_bytes=77 * 70, order=TftOrder())) == expected
     # With a 2-byte prefix (a vocabulary's index): vocabulary by vocabulary, each in that order.
     prefixed = [(bytes([0, rng.randrange(3)]) + key, count) for key, count in entries]
     by_vocabulary = sorted(prefixed, key=lambda e: (e[0][:2], *tft_key(e[0][2:], e[1])))
-    assert list(output.sorted_entries(iter(prefixed), run_size=77, order=TftOrder(prefix=2))) == by_vocabulary
+    assert list(output.sorted_entries(iter(prefixed), run_bytes=77 * 70, order=TftOrder(prefix=2))) == by_vocabulary
 
 
 def test_sorted_runs_sharing_a_limit_hold_at_most_it_together():
     rng = random.Random(8)
-    held = output.Held(10)
+    held = output.Held(700)
     runs = [output.SortedRuns(held=held) for _ in range(3)]
     added = [[], [], []]
-    for _ in range(200):
+    for _ in range(2000):
         which = rng.randrange(3)
         entry = (bytes([rng.randrange(256)]), rng.randint(1, 9))
         runs[which].add(entry)
         added[which].append(entry)
-        assert held.entries < 10
+        assert held.size < 700
     for sorted_runs, entries in zip(runs, added):
         with sorted_runs:
             assert list(sorted_runs.sorted()) == sorted(entries, key=lambda e: (-e[1], e[0]))
-    assert held.entries == 0
+    assert held.size == 0 and not held.members
+
+
+def test_the_largest_run_spills_not_the_one_added_to(tmp_path):
+    # One sort holding nearly the whole limit must not make another spill an entry a run.
+    held = output.Held(1000 * 70, directory=str(tmp_path))
+    first, second = output.SortedRuns(held=held), output.SortedRuns(held=held)
+    for n in range(990):
+        first.add((b"%03d" % n, 1))
+    for n in range(5000):
+        second.add((b"%04d" % n, 2))
+    assert len(first._runs) + len(second._runs) < 20
+    with first, second:
+        assert [key for key, _ in second.sorted()] == [b"%04d" % n for n in range(5000)]
+    assert not list(tmp_path.iterdir())  # the runs spilled where asked, and removed
+
+
+def test_more_runs_than_merged_at_once_are_merged_in_stages(monkeypatch):
+    monkeypatch.setattr(output, "FAN_IN", 4)
+    rng = random.Random(9)
+    entries = [(bytes([rng.randrange(256), rng.randrange(256)]), rng.randint(1, 50)) for _ in range(5000)]
+    with output.SortedRuns(run_bytes=50 * 70) as runs:
+        for entry in entries:
+            runs.add(entry)
+        assert len(runs._runs) > 20
+        assert list(runs.sorted()) == sorted(entries, key=lambda e: (-e[1], e[0]))

@@ -15,10 +15,11 @@ from tf2_mapreduce.transform import analysis, kinds
 from tf2_mapreduce.transform.trace import Call
 
 
-@pytest.fixture(params=[7, None], ids=["spilled", "in_memory"])
-def run_size(request, monkeypatch):
+@pytest.fixture(params=[7 * 80, None], ids=["spilled", "in_memory"])
+def run_bytes(request, monkeypatch):
     if request.param:
-        monkeypatch.setattr(files, "RUN_SIZE", request.param)
+        monkeypatch.setattr(files, "RUN_BYTES", request.param)
+        monkeypatch.setattr(files, "FAN_IN", 3)  # merged in stages too
     return request.param
 
 
@@ -33,7 +34,7 @@ def _vocabulary_call(top_k=None, frequency_threshold=None):
 
 
 @pytest.mark.parametrize("top_k,threshold", [(None, None), (5, None), (None, 3), (4, 2), (1000, None)])
-def test_a_vocabulary_is_its_terms_written_in_tf_transforms_order(run_size, tmp_path, top_k, threshold):
+def test_a_vocabulary_is_its_terms_written_in_tf_transforms_order(run_bytes, tmp_path, top_k, threshold):
     rng = random.Random(top_k or 0)
     alphabet = [b"\x00", b"a", b"b", b"\xff"]
     counts = collections.Counter(b"".join(rng.choices(alphabet, k=rng.randint(1, 3))) for _ in range(400))
@@ -59,7 +60,7 @@ def test_a_vocabulary_of_no_term_is_tf_transforms_one_dummy_term(tmp_path):
 
 
 @pytest.mark.parametrize("dtype", [tf.float32, tf.float64, tf.int64])
-def test_quantiles_are_the_values_at_their_ranks_of_every_value_sorted(run_size, dtype):
+def test_quantiles_are_the_values_at_their_ranks_of_every_value_sorted(run_bytes, dtype):
     rng = np.random.default_rng(11)
     if dtype.is_integer:
         values = list(rng.integers(-(2**62), 2**62, 300)) + [-(2**63), 2**63 - 1, 0, -1, 5, 5]

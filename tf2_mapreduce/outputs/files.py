@@ -32,7 +32,9 @@ __all__ = [
     "write_table",
 ]
 
-RUN_SIZE = 1_000_000  # entries sorted in memory at a time; more spill to sorted runs on disk
+RUN_BYTES = 64 << 20  # entries sorted in memory at a time; more spill to sorted runs on disk
+_ENTRY = 64  # what an entry held costs beside its bytes: its bytes object and list slot
+FAN_IN = 64  # runs merged at once
 _LENGTH = struct.Struct(">I")  # an encoded entry's length, then its bytes
 
 
@@ -109,51 +111,63 @@ def _read_run(path):
 
 
 class Held:
-    """How many entries `SortedRuns` sharing it may hold in memory together (`limit`, by
-    default `RUN_SIZE`), and hold (`entries`): one that takes an entry past it spills."""
+    """What `SortedRuns` sharing it may hold in memory together (`limit`, bytes, by default
+    `RUN_BYTES`) and hold (`size`), and where they spill (`directory`; by default the
+    system's temporary one): one that takes them past it spills the largest run of them."""
 
-    def __init__(self, limit: int | None = None):
-        self.limit, self.entries = limit or RUN_SIZE, 0
+    def __init__(self, limit: int | None = None, directory: str | None = None):
+        self.limit, self.directory, self.size = limit or RUN_BYTES, directory, 0
+        self.members = []
 
 
 class SortedRuns:
     """(key bytes, count) entries taken one at a time (`add`) and given back once in
-    `order` (`sorted`; an `Order`, by default `BY_COUNT`), holding at most `run_size` of
+    `order` (`sorted`; an `Order`, by default `BY_COUNT`), holding at most `run_bytes` of
     them in memory (each encoded: a bytes object), or with `held` (a `Held`) at most its
     limit together with the others sharing it: more are sorted in runs spilled to a
-    temporary directory, then merged. `close` (or leaving a `with` block) removes the runs."""
+    temporary directory, then merged, `FAN_IN` runs at a time. `close` (or leaving a
+    `with` block) removes the runs."""
 
-    def __init__(self, run_size: int | None = None, order: Order = BY_COUNT, held: Held | None = None):
-        self._held, self._order = held or Held(run_size), order
-        self._run, self._runs, self._directory = [], [], None
+    def __init__(self, run_bytes: int | None = None, order: Order = BY_COUNT, held: Held | None = None):
+        self._held, self._order = held or Held(run_bytes), order
+        self._run, self._size, self._runs, self._directory = [], 0, [], None
+        self._held.members.append(self)
 
     def add(self, entry) -> None:
-        self._run.append(self._order.encode(entry))
-        self._held.entries += 1
-        if self._held.entries >= self._held.limit:
-            self._spill()
+        data = self._order.encode(entry)
+        self._run.append(data)
+        self._size += len(data) + _ENTRY
+        self._held.size += len(data) + _ENTRY
+        if self._held.size >= self._held.limit:
+            max(self._held.members, key=lambda member: member._size)._spill()
 
     def _spill(self):
         if self._directory is None:
-            self._directory = tempfile.mkdtemp(prefix="tf2_mapreduce-sort-")
+            self._directory = tempfile.mkdtemp(prefix="tf2_mapreduce-sort-", dir=self._held.directory)
         self._run.sort()
         self._runs.append(_write_run(self._run, self._directory))
-        self._held.entries -= len(self._run)
-        self._run = []
+        self._forget()
+
+    def _forget(self):
+        self._held.size -= self._size
+        self._run, self._size = [], 0
 
     def sorted(self):
         """Every entry added, in order: an iterator, valid until `close`."""
-        if self._runs:
-            self._spill()
-            ordered = heapq.merge(*(_read_run(path) for path in self._runs))
-        else:
+        if not self._runs:
             self._run.sort()
-            ordered = self._run
-        return map(self._order.decode, ordered)
+            return map(self._order.decode, self._run)
+        self._spill()
+        while len(self._runs) > FAN_IN:  # a file open and a buffer a run merged at once
+            merged = heapq.merge(*(_read_run(path) for path in self._runs[:FAN_IN]))
+            self._runs = self._runs[FAN_IN:] + [_write_run(merged, self._directory)]
+        return map(self._order.decode, heapq.merge(*(_read_run(path) for path in self._runs)))
 
     def close(self) -> None:
-        self._held.entries -= len(self._run)
-        self._run, self._runs = [], []
+        self._forget()
+        self._runs = []
+        if self in self._held.members:
+            self._held.members.remove(self)
         if self._directory is not None:
             shutil.rmtree(self._directory, ignore_errors=True)
             self._directory = None
@@ -165,10 +179,10 @@ class SortedRuns:
         self.close()
 
 
-def sorted_entries(entries, run_size=None, order=BY_COUNT):
+def sorted_entries(entries, run_bytes=None, order=BY_COUNT):
     """Yields (key, count) pairs from `entries` in `SortedRuns`' order, holding at most
-    `run_size` of them in memory."""
-    with SortedRuns(run_size, order) as runs:
+    `run_bytes` of them in memory."""
+    with SortedRuns(run_bytes, order) as runs:
         for entry in entries:
             runs.add(entry)
         yield from runs.sorted()

@@ -206,12 +206,17 @@ def results(calls, entries, directory) -> list:
     read from the ps tasks a chunk at a time), as its `kinds.Kind` makes it, in memory
     bounded whatever the distinct values: a vocabulary is written into `directory` as its
     terms are sorted. Blocking."""
-    sinks, held = {}, files.Held()  # what every sink sorts is held within one limit
-    for call in calls:  # calls of a name compute the same: one result
-        if call.name not in sinks:
-            sinks[call.name] = kinds.sink(call, directory, held)
-    for (name, key), count in entries:
-        if name in sinks:
-            sinks[name].add(key, count)
-    made = {name: sink.result() for name, sink in sinks.items()}
+    # What every sink sorts is held within one limit, and spilled into `directory`.
+    sinks, held = {}, files.Held(directory=directory)
+    try:
+        for call in calls:  # calls of a name compute the same: one result
+            if call.name not in sinks:
+                sinks[call.name] = kinds.sink(call, directory, held)
+        for (name, key), count in entries:
+            if name in sinks:
+                sinks[name].add(key, count)
+        made = {name: sink.result() for name, sink in sinks.items()}
+    finally:  # a read that failed (a ps task lost) leaves no runs behind
+        for sink in sinks.values():
+            sink.close()
     return [made[call.name] for call in calls]

@@ -6,24 +6,18 @@ tf.Transform pairs each analyzer with a combiner; here an analyzer's values are 
 one per-key table, exactly, and its `Kind` makes its result of every (key, count). Adding
 an analyzer is a class here and a public function (`analyzers`) that calls `trace.analyzer`."""
 
-import itertools
 import math
-import os
-import struct
-from dataclasses import dataclass
 
 import numpy as np
 
 from tf2_mapreduce.lazy_tf import tf
 from tf2_mapreduce.numerics import Extremes
-from tf2_mapreduce.outputs import files, vocabulary
 from tf2_mapreduce.transform import sums
+from tf2_mapreduce.transform.sorted_results import EMPTY_VOCABULARY, Ordered, Ranked, VocabularyFile, decoded
 
 __all__ = ["Kind", "VocabularyFile", "of", "counted", "sink", "result", "VOCABULARY", "EMPTY_VOCABULARY"]
 
 VOCABULARY = "vocabulary"
-# tft's vocabulary of no term (`get_empy_vocabulary_dummy_value`): one dummy term.
-EMPTY_VOCABULARY = {"string": b"49d0cd50-04bb-48c0-bc6f-5b575dce351a", "int": b"-1"}
 # Strings tft leaves out of a text vocabulary: empty, or holding a newline.
 _UNHOLDABLE = r"^$|\C*[\n\r]\C*"
 
@@ -39,15 +33,6 @@ def _as_keys(values):
     if values.dtype == tf.float64:
         return tf.strings.as_string(tf.bitcast(values, tf.int64))
     return tf.strings.as_string(tf.bitcast(tf.cast(values, tf.float32), tf.int32))
-
-
-def _decoded(dtype, key):
-    """A key of `_as_keys` as the value it was, of `dtype`."""
-    if dtype.is_integer:
-        return int(key)
-    if dtype == tf.float64:
-        return float(np.array(int(key), np.int64).view(np.float64))
-    return float(np.array(int(key), np.int64).astype(np.int32).view(np.float32))
 
 
 def _places(columns):
@@ -83,8 +68,8 @@ class Kind:
 
     def sink(self, call, directory, held):
         """What takes the call's (key, count) one at a time (`add`) and then gives its
-        result (`result()`); a file it writes goes into `directory`; entries it sorts share
-        `held` (a `files.Held`). Of a kind that counts a few keys (a batch's, a power of
+        result (`result()`), then lets go of what it holds (`close()`, whatever happened);
+        a file it writes goes into `directory`; entries it sorts share `held` (a `files.Held`). Of a kind that counts a few keys (a batch's, a power of
         two's), the entries held, then `result`."""
         return _Kept(call)
 
@@ -103,6 +88,9 @@ class _Kept:
 
     def result(self):
         return result(self.call, self.entries)
+
+    def close(self):
+        self.entries = []
 
 
 class Size(Kind):
@@ -156,7 +144,7 @@ class Extreme(Kind):
         return _prefixed(extremes, _as_keys(tf.reshape(extremes, [-1])))  # of no rows: none
 
     def result(self, call, entries):
-        values = [_decoded(call.dtype, key) for key, _ in entries]
+        values = [decoded(call.dtype, key) for key, _ in entries]
         numpy_type = call.dtype.as_numpy_dtype
         low = self.name == "min"
         if call.dtype.is_floating and any(math.isnan(v) for v in values):
@@ -180,81 +168,7 @@ class Quantiles(Kind):
     name = "quantiles"
 
     def sink(self, call, directory, held):
-        return _Ranked(call, held)
-
-
-class _ByValue:
-    """Keys of values (`_as_keys`) ascending by value (-0.0 before 0.0), then by count, as
-    bytes (an `outputs.files.Order`): a value's bits made unsigned, in the order of the
-    values (NaN left out before)."""
-
-    _VALUE = struct.Struct(">Q")
-
-    def __init__(self, dtype):
-        self._width = 0 if dtype.is_integer else 64 if dtype == tf.float64 else 32
-
-    def is_nan(self, key: bytes) -> bool:
-        """Whether `key` is a NaN's bits: every exponent bit set and a fraction not 0."""
-        if not self._width:
-            return False
-        infinity = {32: 0x7F800000, 64: 0x7FF0000000000000}[self._width]
-        return int(key) & ((1 << (self._width - 1)) - 1) > infinity
-
-    def encode(self, entry) -> bytes:
-        key, count = entry
-        bits = int(key)  # an integer, or a float's bits as a signed integer
-        if not self._width:
-            ordered = bits + (1 << 63)
-        elif bits < 0:  # a negative float: the greater its bits' magnitude, the less it is
-            ordered = -1 - bits
-        else:
-            ordered = bits + (1 << (self._width - 1))
-        return self._VALUE.pack(ordered) + files.COUNT.pack(count) + key
-
-    def decode(self, data: bytes):
-        return data[16:], files.COUNT.unpack_from(data, 8)[0]
-
-
-class _Ranked:
-    """A quantiles call's values, sorted as they come, then walked once for its boundaries."""
-
-    def __init__(self, call, held):
-        self.call, self.n = call, 0
-        self._order = _ByValue(call.dtype)
-        self._sorted = files.SortedRuns(order=self._order, held=held)
-
-    def add(self, key, count):
-        if self._order.is_nan(key):
-            return
-        self.n += count
-        self._sorted.add((key, count))
-
-    def result(self):
-        buckets = self.call.params["num_buckets"]
-        boundaries = np.zeros([1, buckets - 1], np.float32)
-        with self._sorted:
-            if not self.n:
-                return boundaries
-            ranks = [k * self.n // buckets for k in range(1, buckets)]
-            seen, at = 0, 0
-            for key, count in self._sorted.sorted():
-                seen += count
-                while at < len(ranks) and ranks[at] < seen:
-                    boundaries[0, at] = _decoded(self.call.dtype, key)
-                    at += 1
-                if at == len(ranks):
-                    break
-        return boundaries
-
-
-@dataclass(frozen=True)
-class VocabularyFile:
-    """A vocabulary's result: its file (`path`, a local one, a term a line, as tft writes
-    it), how many terms it holds (`size`) and the SHA-256 of its bytes (`sha256`, hex)."""
-
-    path: str
-    size: int
-    sha256: str
+        return Ranked(call, held)
 
 
 class Vocabulary(Kind):
@@ -267,42 +181,10 @@ class Vocabulary(Kind):
     name = VOCABULARY
 
     def sink(self, call, directory, held):
-        return _Ordered(call, directory, held)
+        return Ordered(call, directory, held)
 
     def applied(self, call, result):
         return tf.identity(result)
-
-
-class _Ordered:
-    """A vocabulary's terms, sorted in tft's order as they come, then written to its file."""
-
-    def __init__(self, call, directory, held):
-        from tf2_mapreduce.reducers.keys import TftOrder
-
-        self.call, self.path = call, os.path.join(directory, call.params["filename"])
-        self._threshold = call.params["frequency_threshold"]
-        self._sorted = files.SortedRuns(order=TftOrder(), held=held)
-
-    def add(self, key, count):
-        if not self._threshold or count >= self._threshold:
-            self._sorted.add((key, count))
-
-    def result(self) -> VocabularyFile:
-        top_k = self.call.params["top_k"]
-        written = vocabulary.Lines(self.path)
-        error = None
-        try:
-            with self._sorted:
-                for term, _ in itertools.islice(self._sorted.sorted(), top_k):
-                    written.add(term + b"\n")
-            if not written.lines:
-                written.add(EMPTY_VOCABULARY["int" if self.call.dtype.is_integer else "string"] + b"\n")
-        except BaseException as e:
-            error = e
-            raise
-        finally:
-            written.close(error)
-        return VocabularyFile(self.path, written.lines, written.sha256.hexdigest())
 
 
 _KINDS = {kind.name: kind for kind in (Size(), *map(Sums, ("sum", "mean", "var")), Extreme("min"), Extreme("max"))}
