@@ -53,7 +53,7 @@ flags.DEFINE_string(
 )
 flags.DEFINE_integer(
     "scale_examples",
-    40_000_000,
+    20_000_000,
     "The transform_scale part's examples (N: it runs N and 2N, each of half as many distinct terms); "
     "a part timed only when --parts names it.",
     lower_bound=2,

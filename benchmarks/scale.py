@@ -1,7 +1,7 @@
 """The "transform_scale" part: a transform at the scale people leave Beam for, ours with a
-process per task, at a size and at twice it (`benchmarks.scale_examples`): two vocabularies
-of every distinct term (one whole, one top_k 1,000,000), a z-score and 100 buckets of a
-float of as many distinct values. Each run's output is checked whole against an oracle that
+process per task, at a size and at twice it (20 and 40 million examples by default;
+`benchmarks.scale_examples`): two vocabularies of every distinct term (one whole, one
+top_k 1,000,000), a z-score and 100 buckets of a float of as many distinct values. Each run's output is checked whole against an oracle that
 reads the raw files itself (numpy, exact integers), every task's peak memory reported."""
 
 import glob
