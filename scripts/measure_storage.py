@@ -1,6 +1,6 @@
 """Re-measures what TensorFlow's gs:// client does when Cloud Storage fails (docs/runtime.md,
-G6-G10), against the tests' server on loopback failing by rule: prints what was seen, PASS or
-FAIL per fact; exit status 1 if any differs. About 30 s (three processes import TensorFlow)."""
+G6-G11), against the tests' server on loopback failing by rule: prints what was seen, PASS or
+FAIL per fact; exit status 1 if any differs. About 40 s (four processes import TensorFlow)."""
 
 import json
 import os
@@ -112,7 +112,70 @@ def probe_faults():
     return seen
 
 
-PROBES = {"retry_wait": probe_retry_wait, "faults": probe_faults}
+def probe_writes():
+    """G11, with the tests' settings and a 2 s idle time-out: uploads cut off mid-body, answers
+    lost after the request was done, and stalls, on writes, renames and deletes."""
+    from helpers.storage_faults import CUT, RESET, STALL, STATUS, Fault
+
+    os.environ["GCS_REQUEST_IDLE_TIMEOUT_SECS"] = "2"
+    server = _server("tests")
+    import tensorflow as tf
+
+    body = bytes(range(256)) * 1200  # 300 KB: several chunks of libcurl's upload
+    seen = {}
+
+    def written(name, faults, fn=None):
+        server.faults.clear()
+        for fault in faults:
+            server.faults.add(fault)
+        path = "gs://m/w/%s" % name.replace(" ", "-")
+        f = tf.io.gfile.GFile(path, "wb")
+        f.write(body)
+        started = time.monotonic()
+        seen[name] = _caught(fn or f.close)
+        seen[name + ": seconds"] = time.monotonic() - started
+        seen[name + ": hits"] = [fault.hits for fault in faults]
+        server.faults.clear()
+        if fn is None and not seen[name].startswith("ok"):
+            seen[name + ": object"] = repr(server.get("m", "w/" + name.replace(" ", "-")))
+            seen[name + ": again"] = _caught(f.close)
+        seen[name + ": whole"] = server.get("m", "w/" + name.replace(" ", "-")) == body
+        return path
+
+    cut = Fault(CUT, kinds=("upload",), objects="m/w/*", after_bytes=100000, times=1)
+    written("cut once", [cut])
+    written("cut past the retries", [Fault(CUT, kinds=("upload",), objects="m/w/*", after_bytes=100000, times=3)])
+    written("answer lost", [Fault(RESET, kinds=("write",), objects="m/w/*", after_bytes=0, times=1)])
+    written("stalled 1 s", [Fault(STALL, kinds=("write",), objects="m/w/*", stall=1.0, times=1)])
+    written("stalled past the idle time-out", [Fault(STALL, kinds=("write",), objects="m/w/*", stall=5.0, times=1)])
+    written(
+        "data stalled past the idle time-out", [Fault(STALL, kinds=("upload",), objects="m/w/*", stall=5.0, times=1)]
+    )
+    written("data answer lost", [Fault(RESET, kinds=("upload",), objects="m/w/*", after_bytes=0, times=1)])
+    for kind in ("copy", "delete"):
+        source = written("to rename, %s" % kind, [])
+        server.faults.add(Fault(RESET, kinds=(kind,), objects="m/w/*", after_bytes=0, times=1))
+        seen["rename, %s answer lost" % kind] = _caught(lambda s=source: tf.io.gfile.rename(s, s + ".moved"))
+        server.faults.clear()
+        seen["rename, %s answer lost: moved" % kind] = server.get("m", source[len("gs://m/") :] + ".moved") == body
+        seen["rename, %s answer lost: source" % kind] = server.get("m", source[len("gs://m/") :]) is not None
+    source = written("to rename twice", [])
+    server.faults.add(Fault(RESET, kinds=("delete",), objects="m/w/*", after_bytes=0, times=1))
+    server.faults.add(Fault(STATUS, kinds=("delete",), objects="m/w/*", status=503, times=2))
+    seen["rename, delete done unanswered, then 503s"] = _caught(
+        lambda: tf.io.gfile.rename(source, source + ".moved", overwrite=True)
+    )
+    server.faults.clear()
+    seen["the same rename again"] = _caught(lambda: tf.io.gfile.rename(source, source + ".moved", overwrite=True))
+    source = written("to remove", [])
+    server.faults.add(Fault(RESET, kinds=("delete",), objects="m/w/*", after_bytes=0, times=1))
+    seen["remove, answer lost"] = _caught(lambda: tf.io.gfile.remove(source))
+    server.faults.clear()
+    seen["remove, answer lost: gone"] = server.get("m", source[len("gs://m/") :]) is None
+    return seen
+
+
+PROBES = {"retry_wait": probe_retry_wait, "faults": probe_faults, "writes": probe_writes}
 
 
 def _child(probe, settings=""):
@@ -139,10 +202,17 @@ def main():
         os._exit(0)
     waits = {settings: _child("retry_wait", settings)["seconds"] for settings in ("tensorflow", "ours")}
     seen = _child("faults")
+    seen.update(_child("writes"))
     gave_up = "All 2 retry attempts failed"
 
     def given_up(text):
         return gave_up in text
+
+    def ok(text):
+        return text == "ok: None"
+
+    def true(value):
+        return value is True
 
     # (fact, what, the key of `seen`, what it must be)
     expected = [("G7", "read %d, retried, then" % status, "read %d" % status, None) for status in (503, 429, 500)]
@@ -162,6 +232,28 @@ def main():
         ("G10", "flush again, storage back", "flush again", lambda v: v == "ok: None"),
         ("G10", "uploads by close after that flush", "uploads by close after a flush", lambda v: v == 0),
         ("G10", "the object after them", "object after the flush", lambda v: v == "y"),
+        ("G11", "an upload cut mid-body once: resumed", "cut once", ok),
+        ("G11", "the object after it is whole", "cut once: whole", true),
+        ("G11", "an upload cut past the retries", "cut past the retries", lambda v: gave_up in v and "code 52" in v),
+        ("G11", "the object after it", "cut past the retries: object", lambda v: v == "None"),
+        ("G11", "close again, storage back: uploads it", "cut past the retries: again", ok),
+        ("G11", "the object after that is whole", "cut past the retries: whole", true),
+        ("G11", "an upload's start answered, then reset", "answer lost", ok),
+        ("G11", "an upload's data done, its answer lost", "data answer lost", ok),
+        ("G11", "the object after it is whole", "data answer lost: whole", true),
+        ("G11", "an upload's data stalled 5 s, idle time-out 2 s", "data stalled past the idle time-out", ok),
+        ("G11", "given up and tried again, s", "data stalled past the idle time-out: seconds", lambda v: 2 <= v < 5),
+        ("G11", "a rename, its copy's answer lost", "rename, copy answer lost", ok),
+        ("G11", "a rename, its delete's answer lost", "rename, delete answer lost", ok),
+        ("G11", "the file moved, once", "rename, delete answer lost: source", lambda v: v is False),
+        (
+            "G11",
+            "a rename, its delete done unanswered, then 503s",
+            "rename, delete done unanswered, then 503s",
+            given_up,
+        ),
+        ("G11", "the same rename again: no source", "the same rename again", lambda v: v.startswith("NotFoundError")),
+        ("G11", "a remove, its answer lost", "remove, answer lost", ok),
     ]
     facts = [
         (

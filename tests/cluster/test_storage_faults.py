@@ -8,7 +8,6 @@ one line, the previous result left as it was."""
 import gzip
 import json
 import os
-import random
 import re
 import subprocess
 import sys
@@ -16,8 +15,7 @@ import time
 from collections import Counter
 
 import pytest
-from helpers.bucket import cli, stocked_server
-from helpers.corpora import write_records
+from helpers.bucket import bucket_files, cli, small_examples, stocked_server
 from helpers.oracles import parse_tfrecords
 from helpers.processes import REPO, die_with_the_tests, task_env
 from helpers.storage_faults import REFUSE, RESET, STALL, STATUS, Fault
@@ -318,32 +316,6 @@ def test_a_stream_cut_short_after_its_size_left_the_clients_cache_is_an_outage(g
         path: count for path, count in words.items() if path.startswith("gs://data/corpus/")
     }
     assert result["skipped"] == []
-
-
-def bucket_files(server, prefix):
-    """{name under `prefix`: bytes} of the objects there, but directory markers (TensorFlow's makedirs makes them)."""
-    names = [name for name in server.names("data") if name.startswith(prefix) and not name.endswith("/")]
-    return {name[len(prefix) :]: server.get("data", name) for name in names}
-
-
-def small_examples(server, tmp_path):
-    """Two TFRecord objects of 600 small examples each (the second GZIP'd) under
-    gs://data/small-records/; returns their records, in order."""
-    import tensorflow as tf
-
-    rng = random.Random(35)
-    records = []
-    for name, compression in (("one.tfrecord", ""), ("two.tfrecord.gz", "GZIP")):
-        batch = []
-        for _ in range(600):
-            features = {"query": tf.train.Feature(bytes_list=tf.train.BytesList(value=[b"q%d" % rng.randint(0, 400)]))}
-            if rng.random() < 0.7:
-                features["user_id"] = tf.train.Feature(int64_list=tf.train.Int64List(value=[rng.randint(-9, 9)]))
-            batch.append(tf.train.Example(features=tf.train.Features(feature=features)).SerializeToString())
-        with open(write_records(str(tmp_path / name), batch, compression), "rb") as f:
-            server.put("data", "small-records/" + name, f.read())
-        records += batch
-    return records
 
 
 def test_a_transform_written_to_a_bucket_through_an_outage_is_the_bytes_of_local_disk(server, tmp_path):

@@ -1,11 +1,11 @@
 """A Cloud Storage server (gcs_server.py) with a bucket of text, gzip and TFRecord objects,
-and the CLI run against it."""
+the CLI run against it, small examples put in it, and what a prefix of it holds."""
 
 import gzip
 import os
 import random
 
-from helpers.corpora import write_corpus
+from helpers.corpora import write_corpus, write_records
 from helpers.gcs_server import GcsServer
 from helpers.processes import run_cli, task_env
 
@@ -70,3 +70,29 @@ def stocked_server(tmp_path_factory):
 
 def cli(server, args, env=None):
     return run_cli(args, env=server.env(env or task_env()), timeout=240)
+
+
+def bucket_files(server, prefix):
+    """{name under `prefix`: bytes} of the objects there, but directory markers (TensorFlow's makedirs makes them)."""
+    names = [name for name in server.names("data") if name.startswith(prefix) and not name.endswith("/")]
+    return {name[len(prefix) :]: server.get("data", name) for name in names}
+
+
+def small_examples(server, tmp_path):
+    """Two TFRecord objects of 600 small examples each (the second GZIP'd) under
+    gs://data/small-records/; returns their records, in order."""
+    import tensorflow as tf
+
+    rng = random.Random(35)
+    records = []
+    for name, compression in (("one.tfrecord", ""), ("two.tfrecord.gz", "GZIP")):
+        batch = []
+        for _ in range(600):
+            features = {"query": tf.train.Feature(bytes_list=tf.train.BytesList(value=[b"q%d" % rng.randint(0, 400)]))}
+            if rng.random() < 0.7:
+                features["user_id"] = tf.train.Feature(int64_list=tf.train.Int64List(value=[rng.randint(-9, 9)]))
+            batch.append(tf.train.Example(features=tf.train.Features(feature=features)).SerializeToString())
+        with open(write_records(str(tmp_path / name), batch, compression), "rb") as f:
+            server.put("data", "small-records/" + name, f.read())
+        records += batch
+    return records

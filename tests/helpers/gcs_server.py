@@ -13,11 +13,13 @@ Where the emulator does not answer as Cloud Storage does, a small fix here makes
 says what TensorFlow sent and what the emulator did); nothing else is changed.
 
 `faults` (storage_faults.py) makes it fail as a real bucket can: statuses such as 503 and
-429, connections reset mid-response, stalls, and every connection refused for a while.
+429, connections reset mid-response, uploads cut off mid-body, stalls, and every
+connection refused for a while.
 """
 
 import json
 import os
+import re
 import selectors
 import socket
 import ssl
@@ -33,7 +35,7 @@ from gcp_storage_emulator import server as emulator
 from gcp_storage_emulator.handlers import buckets, objects
 from gcp_storage_emulator.storage import Storage
 
-from helpers.storage_faults import RESET, STALL, STATUS, Faults
+from helpers.storage_faults import CUT, RESET, STALL, STATUS, Faults
 
 __all__ = ["GcsServer"]
 
@@ -72,6 +74,40 @@ def _read_body(handler):
             return bytes(body)
         body += handler.rfile.read(size)
         handler.rfile.readline()
+
+
+def _body_prefix(handler, limit):
+    """Up to `limit` bytes of the request's body, read as `_read_body` reads it."""
+    if "chunked" not in (handler.headers.get("Transfer-Encoding") or "").lower():
+        return handler.rfile.read(min(limit, int(handler.headers.get("Content-Length") or 0)))
+    body = bytearray()
+    while len(body) < limit:
+        size = int(handler.rfile.readline().split(b";")[0].strip() or b"0", 16)
+        if size == 0:
+            break
+        body += handler.rfile.read(size)
+        handler.rfile.readline()
+    return bytes(body[:limit])
+
+
+def _resumable_incomplete(response, storage, upload_id, fallback_end=0):
+    """A resumable upload's status: 308, and the bytes kept as `Range`, none when none are.
+    The emulator says `bytes=0-0` (one byte kept) when it has none: a client resuming
+    after a cut upload would skip the object's first byte."""
+    response.status = objects.GoogleHTTPStatus.RESUME_INCOMPLETE
+    received = storage.get_resumable_byte_count(upload_id)
+    if received > 0:
+        response["Range"] = "bytes=0-%d" % (received - 1)
+
+
+_finalize_resumable_object = objects._finalize_resumable_object
+
+
+def _finalize_and_keep(response, storage, obj, data, upload_id):
+    """The emulator's end of a resumable upload, the object kept by its session's id
+    (`storage.finished_uploads`): a finished session is asked for again (`_finished_session`)."""
+    _finalize_resumable_object(response, storage, obj, data, upload_id)
+    storage.finished_uploads[upload_id] = dict(obj)
 
 
 def _read_data_or_empty(handler, query):
@@ -138,6 +174,8 @@ class GcsServer:
         self.reads = []  # (path asked, Range header) of every GET, in order
         self.faults = Faults()
         emulator._read_raw_data, emulator._read_data, emulator.Request = _read_body, _read_data_or_empty, _Request
+        objects._resumable_incomplete, objects._finalize_resumable_object = _resumable_incomplete, _finalize_and_keep
+        self.storage.finished_uploads = {}
         create = self.storage.create_file
 
         def create_file(bucket, name, content, file_obj, file_id=None):
@@ -165,6 +203,7 @@ class GcsServer:
         storage = self.storage
         reads = self.reads
         faults = self.faults
+        finished = self.storage.finished_uploads
 
         class Handler(emulator.RequestHandler):
             # HTTP/1.1: libcurl waits a second for "100 Continue" from an HTTP/1.0 server
@@ -179,12 +218,17 @@ class GcsServer:
                 if fault is not None and fault.action == STATUS:
                     self._fail_with(fault.status)
                     return
-                if fault is not None and fault.action in (STALL, RESET):
-                    time.sleep(fault.stall)  # a reset may come after a stall
+                if fault is not None and fault.action in (STALL, RESET, CUT):
+                    time.sleep(fault.stall)  # a reset or a cut may come after a stall
+                if fault is not None and fault.action == CUT:
+                    self._cut(fault.after_bytes)
+                    return
                 if fault is not None and fault.action == RESET:
                     self.wfile = _ResetAfter(self.wfile, self.connection, fault.after_bytes)
                 if method == "GET":
                     reads.append((urllib.parse.unquote(self.path), self.headers.get("Range")))
+                if self._finished_session(method):
+                    return
                 with lock:
                     if self._storage_layout(method):
                         return
@@ -201,6 +245,40 @@ class GcsServer:
                 self.end_headers()
                 self.wfile.write(body)
                 self.close_connection = True
+
+            def _cut(self, limit):
+                """Reads `limit` bytes of the body, keeps them in the upload's session (a
+                resumable upload's data: Cloud Storage keeps what came), and resets."""
+                kept = _body_prefix(self, limit)
+                query = urllib.parse.parse_qs(urllib.parse.urlparse(self.path).query)
+                sent = re.fullmatch(r"bytes (\d+)-(\d+)/(\d+)", self.headers.get("Content-Range") or "")
+                if query.get("upload_id") and sent and int(sent.group(1)) + len(kept) <= int(sent.group(2)):
+                    with lock:
+                        storage.add_to_resumable_upload(
+                            query["upload_id"][0],
+                            kept,
+                            total_size=int(sent.group(3)),
+                            expected_start=int(sent.group(1)),
+                        )
+                _reset(self.connection)
+                self.close_connection = True
+
+            def _finished_session(self, method):
+                """A session's upload done is answered 200 and its object, as Cloud Storage
+                does (a client asks so where the answer to its last data was lost); the
+                emulator forgets the session and says 404, an upload to start over."""
+                query = urllib.parse.parse_qs(urllib.parse.urlparse(self.path).query)
+                done = finished.get((query.get("upload_id") or [None])[0])
+                if method != "PUT" or done is None:
+                    return False
+                _body_prefix(self, 1 << 40)
+                body = json.dumps(done).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+                return True
 
             def _storage_layout(self, method):
                 """A bucket's storage layout, which TensorFlow asks before renaming a

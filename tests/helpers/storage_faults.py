@@ -1,6 +1,7 @@
 """Faults the test Cloud Storage server (gcs_server.py) injects by rule: a status answered
-in place of the object, a connection reset after N bytes of a response, a stall before
-answering, or every connection refused; per request kind and object, for a time window.
+in place of the object, a connection reset after N bytes of a response, an upload cut off
+after N bytes of its body, a stall before answering, or every connection refused; per
+request kind and object, for a time window.
 
 A rule matches a request by its kind (what TensorFlow's client asked, read from the
 request line: `kind_of`) and its object (fnmatch on "bucket/name"); it fires on a share
@@ -17,17 +18,21 @@ import time
 import urllib.parse
 from dataclasses import dataclass, field
 
-__all__ = ["Fault", "Faults", "kind_of", "KINDS", "STATUS", "RESET", "STALL", "REFUSE"]
+__all__ = ["Fault", "Faults", "kind_of", "KINDS", "STATUS", "RESET", "CUT", "STALL", "REFUSE"]
 
 STATUS = "status"  # answer `status` (503, 429, 500...) with a JSON error body
 RESET = "reset"  # answer (after `stall` s), but reset the connection after `after_bytes` bytes of the response
+# An upload's data cut off (after `stall` s) once `after_bytes` of it came: those bytes are
+# kept by its resumable session, as Cloud Storage may keep them, and no answer is sent.
+CUT = "cut"
 STALL = "stall"  # wait `seconds` before answering (the client's time-outs may fire first)
 REFUSE = "refuse"  # every connection to the server cut and refused (matches whatever the request)
 
 # What TensorFlow's gs:// client asks, by request: listing a prefix, an object's metadata
-# (stat), an object's bytes (read, often a Range), an upload (a resumable upload's start
-# or its data), a rename's copy (rewriteTo), a delete, a bucket's metadata or layout.
-KINDS = ("list", "stat", "read", "write", "copy", "delete", "bucket")
+# (stat), an object's bytes (read, often a Range), an upload's start (write: a resumable
+# session opened), its data or its status (upload: to the session), a rename's copy
+# (rewriteTo), a delete, a bucket's metadata or layout.
+KINDS = ("list", "stat", "read", "write", "upload", "copy", "delete", "bucket")
 
 
 def kind_of(method, path):
@@ -37,7 +42,7 @@ def kind_of(method, path):
     query = urllib.parse.parse_qs(parsed.query)
     if parts[:1] == ["upload"]:  # /upload/storage/v1/b/<bucket>/o?name=...
         bucket = parts[4] if len(parts) > 4 else ""
-        return "write", "%s/%s" % (bucket, query.get("name", [""])[0])
+        return ("upload" if "upload_id" in query else "write"), "%s/%s" % (bucket, query.get("name", [""])[0])
     if parts[:2] == ["storage", "v1"] and len(parts) >= 4 and parts[2] == "b":
         bucket = parts[3]
         if len(parts) == 4 or parts[4] != "o":
@@ -54,7 +59,7 @@ def kind_of(method, path):
             return "write", "%s/%s" % (bucket, name)
         return ("read" if query.get("alt") == ["media"] else "stat"), "%s/%s" % (bucket, name)
     if method == "PUT":  # a resumable upload's data, to the session's address
-        return "write", "/".join(parts)
+        return "upload", "/".join(parts)
     return "read", "/".join(parts)  # the XML API: storage.googleapis.com/<bucket>/<name>
 
 

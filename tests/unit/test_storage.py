@@ -119,6 +119,11 @@ def test_patience_gives_up_past_its_timeout_with_its_own_exit_status():
         ),
         ("GET", "/data/corpus/f1.txt", ("read", "data/corpus/f1.txt")),
         ("POST", "/upload/storage/v1/b/data/o?uploadType=resumable&name=out%2Fr.json", ("write", "data/out/r.json")),
+        (
+            "PUT",
+            "/upload/storage/v1/b/data/o?uploadType=resumable&name=out%2Fr.json&upload_id=data%3Aout%2Fr.json%3A1",
+            ("upload", "data/out/r.json"),
+        ),
         ("POST", "/storage/v1/b/data/o/a%2Fx/rewriteTo/b/data/o/a%2Fy", ("copy", "data/a/x")),
         ("DELETE", "/storage/v1/b/data/o/a%2Fx", ("delete", "data/a/x")),
         ("GET", "/storage/v1/b/data", ("bucket", "data")),
