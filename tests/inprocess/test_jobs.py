@@ -23,6 +23,7 @@ from tf2_mapreduce.errors import Interrupted
 from tf2_mapreduce.inputs.listing import expand
 from tf2_mapreduce.inputs.plan import Plan
 from tf2_mapreduce.outputs import files as output
+from tf2_mapreduce.outputs import sorted_runs
 from tf2_mapreduce.state import key_tables as tables
 from tf2_mapreduce.state.base import Figures
 
@@ -84,7 +85,7 @@ def test_wordfreq_output_round_trips_with_escaping(inprocess, zipf, tmp_path, mo
     files, oracle = zipf
     # Small chunks and runs: the table is fetched in pieces and sorted through disk.
     monkeypatch.setattr(tables, "CHUNK", 3000)
-    monkeypatch.setattr(output, "RUN_BYTES", 4000 * 80)
+    monkeypatch.setattr(sorted_runs, "RUN_BYTES", 4000 * 80)
     result = run(inprocess, mr.WordFreq(), files)
     ordered = sorted(oracle.items(), key=lambda kv: (-kv[1], kv[0]))
     tsv = str(tmp_path / "vocab.tsv")

@@ -12,6 +12,7 @@ import urllib.parse
 from tf2_mapreduce.errors import UsageError
 from tf2_mapreduce.lazy_tf import tf
 from tf2_mapreduce.outputs import files as output
+from tf2_mapreduce.outputs import sorted_runs
 from tf2_mapreduce.paths import join
 
 __all__ = ["FILE_FORMATS", "SUMMARY", "Lines", "holdable", "file_names", "summarize", "write", "write_summary"]
@@ -197,7 +198,7 @@ def write(space, entries, output_dir, top_k=None, min_count=1, file_format="text
     reserved = {}
     error = None
     try:
-        for key, count in output.sorted_entries(_terms(space, entries, reserved), order=space.order):
+        for key, count in sorted_runs.sorted_entries(_terms(space, entries, reserved), order=space.order):
             index, term = space.split(key)
             vocabularies[index].add(term, count)
     except BaseException as e:

@@ -65,9 +65,9 @@ def _(reducer: Fold, result, path, min_count, document):
 
 @write_output.register
 def _(reducer: KeySum, result, path, min_count, document):
-    from tf2_mapreduce.outputs import files
+    from tf2_mapreduce.outputs import files, sorted_runs
 
-    entries = files.sorted_entries(result.entries(min_count))
+    entries = sorted_runs.sorted_entries(result.entries(min_count))
     if not path.endswith(".json"):
         files.write_table(path, entries)
         return

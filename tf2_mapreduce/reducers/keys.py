@@ -34,7 +34,7 @@ def tft_key(term: bytes, count: int):
 
 class TftOrder:
     """tf.Transform's vocabulary order of (key, count) entries (`tft_key`'s), as bytes (an
-    `outputs.files.Order`): the key's first `prefix` bytes (its vocabulary, in a table of
+    `outputs.sorted_runs.Order`): the key's first `prefix` bytes (its vocabulary, in a table of
     several) ascending first."""
 
     def __init__(self, prefix: int = 0):
@@ -50,7 +50,7 @@ class TftOrder:
         return data[:at] + _term_of(data[at + _COUNT.size :]), _MOST - _COUNT.unpack_from(data, at)[0]
 
 
-_COUNT = struct.Struct(">Q")  # as `outputs.files.COUNT`: most first, once subtracted from _MOST
+_COUNT = struct.Struct(">Q")  # as `outputs.sorted_runs.COUNT`: most first, once subtracted from _MOST
 _MOST = (1 << 63) - 1
 
 
@@ -90,7 +90,7 @@ class KeySpace:
         """(vocabulary index, term) of a table key; (None, key) for a reserved key."""
         return 0, key
 
-    # (key, count) in tf.Transform's order, vocabulary by vocabulary (an `outputs.files.Order`).
+    # (key, count) in tf.Transform's order, vocabulary by vocabulary (an `outputs.sorted_runs.Order`).
     order = TftOrder()
 
 

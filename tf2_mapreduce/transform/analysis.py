@@ -9,7 +9,7 @@ from tf2_mapreduce.errors import Error, UsageError, raised_by_user_code
 from tf2_mapreduce.inputs.formats import TFRECORD
 from tf2_mapreduce.jobs.base import Job
 from tf2_mapreduce.lazy_tf import tf
-from tf2_mapreduce.outputs import files
+from tf2_mapreduce.outputs import sorted_runs
 from tf2_mapreduce.reducers import Vocabularies
 from tf2_mapreduce.transform import kinds, trace
 from tf2_mapreduce.transform import schema as schemas
@@ -207,7 +207,7 @@ def results(calls, entries, directory) -> list:
     bounded whatever the distinct values: a vocabulary is written into `directory` as its
     terms are sorted. Blocking."""
     # What every sink sorts is held within one limit, and spilled into `directory`.
-    sinks, held = {}, files.Held(directory=directory)
+    sinks, held = {}, sorted_runs.Held(directory=directory)
     try:
         for call in calls:  # calls of a name compute the same: one result
             if call.name not in sinks:

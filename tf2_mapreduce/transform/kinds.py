@@ -69,7 +69,7 @@ class Kind:
     def sink(self, call, directory, held):
         """What takes the call's (key, count) one at a time (`add`) and then gives its
         result (`result()`), then lets go of what it holds (`close()`, whatever happened);
-        a file it writes goes into `directory`; entries it sorts share `held` (a `files.Held`). Of a kind that counts a few keys (a batch's, a power of
+        a file it writes goes into `directory`; entries it sorts share `held` (a `sorted_runs.Held`). Of a kind that counts a few keys (a batch's, a power of
         two's), the entries held, then `result`."""
         return _Kept(call)
 
@@ -163,7 +163,7 @@ class Extreme(Kind):
 class Quantiles(Kind):
     """The boundaries between `num_buckets` buckets of equal counts: boundary k is the value
     at rank floor(k n / num_buckets) of the n values sorted (tft's rule, exact); NaN left out.
-    The values are sorted in bounded memory (`files.SortedRuns`), however many are distinct."""
+    The values are sorted in bounded memory (`sorted_runs.SortedRuns`), however many are distinct."""
 
     name = "quantiles"
 

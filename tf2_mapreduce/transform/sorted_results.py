@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from tf2_mapreduce.lazy_tf import tf
-from tf2_mapreduce.outputs import files, vocabulary
+from tf2_mapreduce.outputs import sorted_runs, vocabulary
 from tf2_mapreduce.reducers.keys import TftOrder
 
 __all__ = ["EMPTY_VOCABULARY", "VocabularyFile", "Ordered", "Ranked", "decoded"]
@@ -29,7 +29,7 @@ def decoded(dtype, key):
 
 class _ByValue:
     """Keys of values (as `kinds` counts them) ascending by value (-0.0 before 0.0), then by count, as
-    bytes (an `outputs.files.Order`): a value's bits made unsigned, in the order of the
+    bytes (an `outputs.sorted_runs.Order`): a value's bits made unsigned, in the order of the
     values (NaN left out before)."""
 
     _VALUE = struct.Struct(">Q")
@@ -53,10 +53,10 @@ class _ByValue:
             ordered = -1 - bits
         else:
             ordered = bits + (1 << (self._width - 1))
-        return self._VALUE.pack(ordered) + files.COUNT.pack(count) + key
+        return self._VALUE.pack(ordered) + sorted_runs.COUNT.pack(count) + key
 
     def decode(self, data: bytes):
-        return data[16:], files.COUNT.unpack_from(data, 8)[0]
+        return data[16:], sorted_runs.COUNT.unpack_from(data, 8)[0]
 
 
 class Ranked:
@@ -65,7 +65,7 @@ class Ranked:
     def __init__(self, call, held):
         self.call, self.n = call, 0
         self._order = _ByValue(call.dtype)
-        self._sorted = files.SortedRuns(order=self._order, held=held)
+        self._sorted = sorted_runs.SortedRuns(order=self._order, held=held)
 
     def add(self, key, count):
         if self._order.is_nan(key):
@@ -110,7 +110,7 @@ class Ordered:
     def __init__(self, call, directory, held):
         self.call, self.path = call, os.path.join(directory, call.params["filename"])
         self._threshold = call.params["frequency_threshold"]
-        self._sorted = files.SortedRuns(order=TftOrder(), held=held)
+        self._sorted = sorted_runs.SortedRuns(order=TftOrder(), held=held)
 
     def add(self, key, count):
         if not self._threshold or count >= self._threshold:
