@@ -47,6 +47,9 @@ _TRANSIENT_STATUS = {408, 429, 500, 502, 503, 504}
 # A response cut short without a transport error: the client reads short, says this, and
 # does not retry (native/storage_status.h).
 _CUT_SHORT = "File contents are inconsistent"
+# An upload's session gone, the upload to start over (the client says so, and retries it):
+# "Upload to gs://b/x failed, caused by: ... HTTP response code 404". Not the object's 404.
+_SESSION_LOST = re.compile(r"Upload to \S+ failed, caused by: ")
 _WHEN_USING = re.compile(r"when (?:reading|writing) (\S+)")
 
 
@@ -57,12 +60,14 @@ def _message(error) -> str:
 def outage_cause(error) -> str | None:
     """A short cause if `error` (an exception) is storage that could not be reached, else
     None: TensorFlow's client giving up on a request that kept failing with a transient
-    status (408, 429, 5xx) or a transport error (refused, reset, timed out, cut short),
-    or such an error passed on without its retries. Pure."""
+    status (408, 429, 5xx), a transport error (refused, reset, timed out, cut short) or an
+    upload's session lost, or such an error passed on without its retries. Pure."""
     message = _message(error)
     gave_up = _GAVE_UP.search(message)
     last = gave_up.group(1) if gave_up else message
     status = _HTTP_STATUS.search(last)
+    if gave_up and status and _SESSION_LOST.match(last):
+        return "an upload's session lost (HTTP %s)" % status.group(1)
     if status:
         code = int(status.group(1))
         return "HTTP %d" % code if (gave_up or code in _TRANSIENT_STATUS) and code not in (401, 403, 404, 410) else None

@@ -44,6 +44,26 @@ GAVE_UP = "All 3 retry attempts failed. The last failure: Error executing an HTT
             ),
             "HTTP 503",
         ),
+        # An upload whose session is gone (after an answer lost): the client starts it over,
+        # then gives up (docs/runtime.md, G11). The 404 is the session's, not the object's.
+        (
+            tf.errors.AbortedError(
+                None,
+                None,
+                "All 2 retry attempts failed. The last failure: Upload to gs://b/out/x.tmp failed, caused by: "
+                "Error executing an HTTP request: HTTP response code 404",
+            ),
+            "an upload's session lost (HTTP 404)",
+        ),
+        (
+            tf.errors.AbortedError(
+                None,
+                None,
+                GAVE_UP + "libcurl code 52 meaning 'Server returned nothing (no headers, no data)', error details: "
+                "Empty reply from server",
+            ),
+            "server returned nothing (no headers, no data)",
+        ),
         # Not retried by the client: a bad input, not an outage.
         (
             tf.errors.PermissionDeniedError(

@@ -53,16 +53,6 @@ def _remove_if_there(path):
         pass
 
 
-def _gfile_errors():
-    import tensorflow as tf
-
-    return tf.errors
-
-
-def _rename(source, target):
-    _gfile().rename(source, target, overwrite=True)
-
-
 def _top(name):
     """The name in the result directory itself of a result's file `name` ("data/part-0" -> "data")."""
     return name.split("/", 1)[0]
@@ -180,21 +170,13 @@ class ResultDirectory:
         ours = {_top(name) for name in (self._manifest() or {}).get("files", ())} | {MANIFEST, LOCK, PIECES}
         for name in names:
             if name.startswith(_STAGING):  # what a job that died while writing left
-                self._remove_tree(name)
+                output.remove_tree(join(self.path, name))
         others = [n for n in names if n not in ours and not n.startswith(_STAGING)]
         if others:
             shown = ", ".join(others[:3]) + (" and %d more" % (len(others) - 3) if len(others) > 3 else "")
             raise self._fail(
                 "holds files that are not a tf2_mapreduce result (%s); give a new or empty directory" % shown
             )
-
-    def _remove_tree(self, name):
-        if self.local is not None:
-            import shutil
-
-            shutil.rmtree(os.path.join(self.local, name), ignore_errors=True)
-        else:
-            _gfile().rmtree(join(self.path, name))
 
     def write(self, make, job: str) -> list:
         """Writes a result: `make(staging)` writes its files (flat) into `staging` and
@@ -230,16 +212,13 @@ class ResultDirectory:
         for name in sorted({name.rsplit("/", 1)[0] for name in files if "/" in name}):
             retried(_gfile().makedirs, join(self.path, name))
         for name in files:
-            retried(_rename, join(staging_path, name), join(self.path, name))
+            output.move(join(staging_path, name), join(self.path, name))
         for name in sorted(old - set(files)):
             retried(_remove_if_there, join(self.path, name))
         for name in sorted({_top(name) for name in old if "/" in name} - {_top(name) for name in files}):
-            self._remove_tree(name)
-        retried(_gfile().rmtree, staging_path)
-        try:
-            retried(_gfile().rmtree, join(self.path, PIECES))
-        except _gfile_errors().NotFoundError:
-            pass
+            output.remove_tree(join(self.path, name))
+        output.remove_tree(staging_path)
+        output.remove_tree(join(self.path, PIECES))
         temporary = join(self.path, MANIFEST + ".tmp-" + staging_path[-12:])
         manifest = _gfile().GFile(temporary, "w")
         manifest.write(json.dumps({"job": job, "files": files, "written": time.time()}, indent=1) + "\n")

@@ -5,6 +5,7 @@ runs, that its outputs can be written at all.
 
 import json
 import os
+import shutil
 
 from tf2_mapreduce import storage
 from tf2_mapreduce.errors import OutputError, UsageError, cause_of
@@ -17,6 +18,8 @@ __all__ = [
     "check_path",
     "AtomicFile",
     "put_in_place",
+    "move",
+    "remove_tree",
     "discard",
     "write_json",
     "write_table",
@@ -65,6 +68,12 @@ def _gfile():
     import tensorflow as tf  # here: the CLI checks local outputs before it imports TensorFlow
 
     return tf.io.gfile
+
+
+def _gfile_errors():
+    import tensorflow as tf
+
+    return tf.errors
 
 
 def _probe(directory, setting, target):
@@ -151,14 +160,50 @@ class AtomicFile:
 
 
 def put_in_place(file, temporary, path):
-    """Closes `file`, written at `temporary`, and renames it to `path`, through an outage
-    of their storage (`storage.retrying`). A remote file is uploaded whole by its flush
-    (TensorFlow's clients hold it on local disk until then), which can be tried again
+    """Closes `file`, written at `temporary`, and moves it to `path` (`move`), through an
+    outage of their storage (`storage.retrying`). A remote file is uploaded whole by its
+    flush (TensorFlow's clients hold it on local disk until then), which can be tried again
     until it succeeds; the close then has nothing left to upload (docs/runtime.md, G10).
     Blocking."""
     storage.retrying(file.flush, temporary)
     file.close()
-    storage.retrying(lambda: _gfile().rename(temporary, path, overwrite=True), path)
+    move(temporary, path)
+
+
+def move(source: str, target: str) -> None:
+    """Renames `source`, a file of this job's own, to `target`, replacing it, through an
+    outage of their storage. Blocking. On object storage a rename is a copy, then a delete
+    of `source`, and a try can be done with its answer lost (docs/runtime.md, G11): a try
+    after one that failed so finds no `source`, and `target` is then the file moved."""
+    tried = False
+
+    def attempt():
+        nonlocal tried
+        again, tried = tried, True
+        try:
+            _gfile().rename(source, target, overwrite=True)
+        except _gfile_errors().NotFoundError:
+            if not again or not _gfile().exists(target):
+                raise
+
+    storage.retrying(attempt, target)
+
+
+def remove_tree(path: str) -> None:
+    """Removes the directory `path`, this job's own, and all under it, through an outage of
+    its storage; one already gone is removed (a try done with its answer lost). Blocking."""
+    local = local_path(path)
+    if local is not None:
+        shutil.rmtree(local, ignore_errors=True)
+        return
+
+    def attempt():
+        try:
+            _gfile().rmtree(path)
+        except _gfile_errors().NotFoundError:
+            pass
+
+    storage.retrying(attempt, path)
 
 
 def discard(temporary):
