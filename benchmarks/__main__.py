@@ -31,6 +31,7 @@ CONTENDERS = {
     "transform": transform.contenders,
     "transform_small": transform.small_contenders,
     "transform_wide": transform.wide_contenders,
+    "transform_keras": transform.keras_contenders,
     "transform_scale": scale.scale_contenders,
 }
 

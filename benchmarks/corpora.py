@@ -118,6 +118,7 @@ def make_corpus(directory: str) -> dict[str, list[str]]:
     parts["layouts"] = make_layouts(os.path.join(directory, "layouts"))
     parts["storage"] = parts["small"][:40]
     parts["transform"] = parts["examples"][: FLAGS.transform_shards]
+    parts["transform_keras"] = parts["transform"]
     parts["transform_small"] = make_small_examples(os.path.join(directory, "transform_small"))
     parts["transform_wide"] = make_wide_examples(os.path.join(directory, "transform_wide"))
     if "transform_scale" in FLAGS.parts:  # hundreds of MB, made only to be timed

@@ -26,6 +26,12 @@ __all__ = [
     "SCALE_TWICE",
     "SCALE_TFT",
     "TRANSFORM_TFT",
+    "KERAS_FEW",
+    "KERAS_FEW_OURS",
+    "KERAS_FEW_DEFAULT",
+    "KERAS_ALL_DEFAULT",
+    "KERAS_ALL",
+    "KERAS_ALL_OURS",
     "VOCAB",
     "VOCAB_ONE_WORKER",
     "VOCAB_TASKS",
@@ -65,4 +71,12 @@ TRANSFORM_NARROW = "transform: a vocabulary of 1,000 terms"
 SCALE_ONCE = "transform at scale: a process per task, N examples"
 SCALE_TWICE = "transform at scale: a process per task, 2N examples"
 SCALE_TFT = "transform at scale: tf.Transform 1.21, DirectRunner"
+# The transform_keras part: the transform part's function, ours whole against Keras's
+# preprocessing layers' adapt of the same analyzers alone, over 3 shards and over all of them.
+KERAS_FEW_OURS = "transform, 3 shards: a process per task"
+KERAS_FEW_DEFAULT = "transform, 3 shards: the default command"
+KERAS_FEW = "transform, 3 shards: Keras adapt alone"
+KERAS_ALL_OURS = "transform, every shard: a process per task"
+KERAS_ALL_DEFAULT = "transform, every shard: the default command"
+KERAS_ALL = "transform, every shard: Keras adapt alone"
 FEATURES = ("query", "tags", "user_id")

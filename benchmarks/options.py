@@ -43,6 +43,7 @@ flags.DEFINE_list(
         "transform",
         "transform_small",
         "transform_wide",
+        "transform_keras",
     ],
     "Parts of the corpus to time (all are made).",
 )
@@ -67,7 +68,7 @@ flags.DEFINE_integer(
 flags.DEFINE_integer(
     "transform_shards",
     16,
-    "Shards of the tf.Example part that the transform part reads (16: all, 1 GB).",
+    "Shards of the tf.Example part that the transform and transform_keras parts read (16: all, 1 GB).",
     lower_bound=1,
 )
 flags.DEFINE_list("clusters", ["1x2", "1x1", "2x2"], "Local clusters to time, as PSxWORKERS.")

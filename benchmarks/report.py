@@ -5,7 +5,20 @@ import json
 import sys
 
 from benchmarks.corpora import SMALL_EXAMPLES, WIDE_EXAMPLES
-from benchmarks.names import POOL, POOL_FREQ, SCALE_TFT, TFDATA, TFDATA_ONE, TRANSFORM_TFT
+from benchmarks.names import (
+    KERAS_ALL,
+    KERAS_ALL_DEFAULT,
+    KERAS_ALL_OURS,
+    KERAS_FEW,
+    KERAS_FEW_DEFAULT,
+    KERAS_FEW_OURS,
+    POOL,
+    POOL_FREQ,
+    SCALE_TFT,
+    TFDATA,
+    TFDATA_ONE,
+    TRANSFORM_TFT,
+)
 from benchmarks.options import FLAGS
 from benchmarks.targets import targets
 
@@ -15,7 +28,8 @@ __all__ = ["report"]
 def report(rows: list[dict], spark: bool) -> None:
     """Prints every table and the targets; exits if results disagree."""
     report_layouts([r for r in rows if r["part"] == "layouts"])
-    others = ("examples", "record", "layouts", "transform", "transform_small", "transform_wide", "transform_scale")
+    others = ("examples", "record", "layouts", "transform", "transform_small", "transform_wide", "transform_keras")
+    others += ("transform_scale",)
     words = [r for r in rows if r["part"] not in others]
     if words:
         report_words(words)
@@ -24,6 +38,7 @@ def report(rows: list[dict], spark: bool) -> None:
     failures += report_transform([r for r in rows if r["part"] == "transform"])
     failures += report_small_transform([r for r in rows if r["part"] == "transform_small"])
     failures += report_wide_transform([r for r in rows if r["part"] == "transform_wide"])
+    failures += report_keras_transform([r for r in rows if r["part"] == "transform_keras"])
     failures += report_scale_transform([r for r in rows if r["part"] == "transform_scale"])
     if not spark:
         print("\n(pyspark local[2] not run: pyspark or java is not installed)")
@@ -170,6 +185,29 @@ def report_wide_transform(rows: list[dict]) -> list[str]:
             "transform_wide: %s examples written, not %d each, or a pass time not printed" % (written, WIDE_EXAMPLES)
         ]
     return []
+
+
+def report_keras_transform(rows: list[dict]) -> list[str]:
+    """The Keras part's table: ours whole against Keras's adapt alone, at each size; returns
+    its disagreements (at each size, ours writes every example Keras reads)."""
+    if not rows:
+        return []
+    by = {r["run"]: r for r in rows}
+    print("\n| part | run | examples | wall s, median (min-max) | run / Keras adapt | peak RSS MB |")
+    print("|---|---|---:|---:|---:|---|")
+    failures = []
+    sizes = ((KERAS_FEW_OURS, KERAS_FEW_DEFAULT, KERAS_FEW), (KERAS_ALL_OURS, KERAS_ALL_DEFAULT, KERAS_ALL))
+    for *ours, keras in sizes:
+        for r in [by[name] for name in ours] + [by[keras]]:
+            ratio = r["seconds"] / by[keras]["seconds"]
+            print(
+                "| transform_keras | %s | %d | %s | %.2fx | %s |"
+                % (r["run"], r["result"]["examples"], _wall(r), ratio, _rss(r))
+            )
+        for name in ours:
+            if by[name]["result"]["examples"] != by[keras]["result"]["examples"]:
+                failures.append("transform_keras: %s wrote other examples than Keras read" % name)
+    return failures
 
 
 def report_scale_transform(rows: list[dict]) -> list[str]:

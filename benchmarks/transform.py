@@ -1,10 +1,12 @@
 """The "transform" part: one preprocessing_fn over the tf.Example shards, our `--job=transform`
 (a process per task) against tf.Transform 1.21 on Beam's DirectRunner (in a venv of its own);
 the "transform_small" part: the same function over 20,000 examples, against TensorFlow's import;
-the "transform_wide" part: a vocabulary of a million terms applied, against one of a thousand."""
+the "transform_wide" part: a vocabulary of a million terms applied, against one of a thousand;
+the "transform_keras" part: the transform part's, against Keras's adapt of its analyzers alone."""
 
 import glob
 import gzip
+import json
 import os
 import re
 import shutil
@@ -14,11 +16,26 @@ import tempfile
 
 from benchmarks import REPO
 from benchmarks.layouts import run_tf_import
-from benchmarks.names import TF_IMPORT, TRANSFORM_NARROW, TRANSFORM_OURS, TRANSFORM_SMALL, TRANSFORM_TFT, TRANSFORM_WIDE
+from benchmarks.names import (
+    KERAS_ALL,
+    KERAS_ALL_DEFAULT,
+    KERAS_ALL_OURS,
+    KERAS_FEW,
+    KERAS_FEW_DEFAULT,
+    KERAS_FEW_OURS,
+    TF_IMPORT,
+    TRANSFORM_NARROW,
+    TRANSFORM_OURS,
+    TRANSFORM_SMALL,
+    TRANSFORM_TFT,
+    TRANSFORM_WIDE,
+)
 from benchmarks.options import FLAGS
 from benchmarks.timing import Contender, Run, measure
 
-__all__ = ["contenders", "small_contenders", "wide_contenders"]
+__all__ = ["contenders", "small_contenders", "wide_contenders", "keras_contenders"]
+
+KERAS_FEW_SHARDS = 3  # 655,290 examples: where Keras's adapt is as fast as ours at its best
 
 # make_examples.py's features, as their schema: score and the embedding in every example,
 # one value and 64; the others missing from some examples, or lists.
@@ -49,18 +66,22 @@ def prepare(directory: str, embedding: bool = True) -> tuple[str, str]:
     return schema, os.pathsep.join([directory, REPO])
 
 
-def ours_command(listing: str, schema: str, output_dir: str) -> list[str]:
-    """Our side: the default command with a process per task."""
-    return [sys.executable, "-m", "tf2_mapreduce.coordinator", "--job=transform"] + [
-        "--preprocessing_fn=%s:preprocessing_fn" % MODULE,
-        "--schema=" + schema,
-        "--input",
-        "@" + listing,
-        "--output_dir",
-        output_dir,
-        "--progress_every=60",
-        "--local_cluster=processes",
-    ]
+def ours_command(listing: str, schema: str, output_dir: str, processes: bool = True) -> list[str]:
+    """Our side: the default command with a process per task, or as it is (`processes`
+    False: the cluster in the command's process)."""
+    return (
+        [sys.executable, "-m", "tf2_mapreduce.coordinator", "--job=transform"]
+        + [
+            "--preprocessing_fn=%s:preprocessing_fn" % MODULE,
+            "--schema=" + schema,
+            "--input",
+            "@" + listing,
+            "--output_dir",
+            output_dir,
+            "--progress_every=60",
+        ]
+        + (["--local_cluster=processes"] if processes else [])
+    )
 
 
 def tft_command(tft_python: str, pattern: str, schema: str, output_dir: str) -> list[str]:
@@ -100,15 +121,16 @@ def _raw_pattern(paths: list[str], work: str) -> str:
 
 def run_transform(paths: list[str], side: str) -> Run:
     """One side of the transform part over `paths`: ours, the default command with a process
-    per task; or tf.Transform's in its venv. The result is the examples it wrote."""
+    per task ("ours") or as it is ("default"); or tf.Transform's in its venv ("tft"). The
+    result is the examples it wrote."""
     work = tempfile.mkdtemp(prefix="tf2_mapreduce-bench-transform-")
     schema, pythonpath = prepare(work)
     output_dir = os.path.join(work, "out")
-    if side == "ours":
+    if side in ("ours", "default"):
         listing = os.path.join(work, "inputs.txt")
         with open(listing, "w") as f:
             f.write("\n".join(paths))
-        command = ours_command(listing, schema, output_dir)
+        command = ours_command(listing, schema, output_dir, processes=side == "ours")
     else:
         command = tft_command(FLAGS.tft_python, _raw_pattern(paths, work), schema, output_dir)
     return _measured(command, pythonpath, work, output_dir)
@@ -186,6 +208,31 @@ def wide_contenders(paths: list[str]) -> list[Contender]:
 def small_contenders(paths: list[str]) -> list[Contender]:
     """TensorFlow's import (the yardstick: the target is it plus 3 s), and the small part."""
     return [(TF_IMPORT, run_tf_import), (TRANSFORM_SMALL, lambda: run_small(paths))]
+
+
+def run_keras(paths: list[str]) -> Run:
+    """Keras's side: its layers adapted to `paths` (benchmarks/keras_adapt.py), in a process
+    of its own; the result is the examples it read."""
+    with tempfile.NamedTemporaryFile("w", prefix="tf2_mapreduce-bench-keras-", suffix=".txt") as listing:
+        listing.write("\n".join(paths))
+        listing.flush()
+        command = [sys.executable, "-m", "benchmarks.keras_adapt", listing.name]
+        seconds, rss, stdout = measure(command, dict(os.environ, PYTHONPATH=REPO, TF_CPP_MIN_LOG_LEVEL="2"))
+    return seconds, rss, json.loads(stdout.strip().splitlines()[-1])
+
+
+def keras_contenders(paths: list[str]) -> list[Contender]:
+    """Ours, the whole transform (a process per task, and the default command), and Keras's
+    adapt alone, over the first 3 shards and over `paths` (the transform part's)."""
+    few = paths[:KERAS_FEW_SHARDS]
+    return [
+        (KERAS_FEW_OURS, lambda: run_transform(few, "ours")),
+        (KERAS_FEW_DEFAULT, lambda: run_transform(few, "default")),
+        (KERAS_FEW, lambda: run_keras(few)),
+        (KERAS_ALL_OURS, lambda: run_transform(paths, "ours")),
+        (KERAS_ALL_DEFAULT, lambda: run_transform(paths, "default")),
+        (KERAS_ALL, lambda: run_keras(paths)),
+    ]
 
 
 def contenders(paths: list[str]) -> list[Contender]:
