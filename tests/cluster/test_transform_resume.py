@@ -3,7 +3,10 @@ coordinator killed at a random moment of an analyze pass (of its first phase or 
 drawn at random), then the same command run
 again by a process that calls the analyzers in another order (a function iterating a
 set of strings, whose order follows the process's hash seed), or after a module constant
-that a helper of the function reads changed."""
+that a helper of the function reads changed. A ps lost after the analyze passes (while
+the analyzers' results stream from it, transform_fn is saved, or the transform pass
+commits) fails the job naming it, and the same command, the ps restarted, writes the
+same data/."""
 
 import os
 import random
@@ -14,7 +17,7 @@ import time
 import pytest
 import tensorflow as tf
 from helpers.oracles import data_digest
-from helpers.processes import REPO, LiveCoordinator, run_cli, task_env
+from helpers.processes import REPO, ConfiguredCluster, LiveCoordinator, run_cli, task_env
 from helpers.transforms import INSERTED
 
 TESTS = os.path.join(REPO, "tests")
@@ -123,3 +126,28 @@ def test_a_resume_is_the_same_computation_or_is_refused(reference, seeds, proces
     assert rerun.returncode == 2, rerun.stderr
     assert "holds another job's checkpoint" in rerun.stderr.splitlines()[-1], rerun.stderr
     assert not os.path.exists(changed / "out" / "data")
+
+
+def test_a_ps_lost_after_the_analyze_passes_fails_the_job_and_a_rerun_writes_the_same_data(
+    reference, processes, tmp_path
+):
+    cluster = ConfiguredCluster(tmp_path, processes, num_ps=1, num_workers=2)
+    cluster.start_all()
+    args = args_of(reference, tmp_path)
+    job_env = dict(cluster.chief_env(), PYTHONPATH=TESTS)
+    job = LiveCoordinator(args, job_env, processes, tmp_path / "killed.log")
+    job.wait_for(r"transform-analyze1: ")
+    job.wait_for(r"checkpoint saved: (\d+) of \1 files done")  # the last analyze pass ended
+    time.sleep(random.uniform(0.0, 0.5))  # the fault's moment, drawn at random: no condition is awaited
+    cluster.servers["ps", 0].kill()
+    code, _, stderr = job.finish()
+    assert code == 3, stderr
+    assert "error: ps 0 at %s" % cluster.addresses["ps", 0] in stderr, stderr
+    assert "Restart it, then run the same command" in stderr, stderr
+    assert not os.path.exists(tmp_path / "out" / "_tf2_mapreduce.json")
+    cluster.start("ps", 0)
+    rerun = LiveCoordinator(args, job_env, processes, tmp_path / "rerun.log")
+    code, _, stderr = rerun.finish()
+    assert code == 0, stderr
+    assert data_digest(str(tmp_path / "out")) == reference[2]
+    assert cluster.exit_codes() == {task: 0 for task in cluster.tasks}

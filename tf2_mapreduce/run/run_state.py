@@ -13,7 +13,7 @@ from tf2_mapreduce.errors import JobFailed, op_error_cause
 from tf2_mapreduce.run import checkpoint as checkpoint_lib
 from tf2_mapreduce.state.counters import ChangedFiles, StopFlag, WorkerSteps
 
-__all__ = ["RunState"]
+__all__ = ["RunState", "how_to_resume"]
 
 
 class RunState:
@@ -143,15 +143,7 @@ class RunState:
 
     def how_to_resume(self):
         """What a rerun after a ps failure does, for the error that says so."""
-        if self.saved:
-            return "Restart it, then run the same command: the job resumes from %s (%d of %d files done)" % (
-                self.saved[0],
-                self.saved[1],
-                len(self.plan.files),
-            )
-        if self.checkpoint:
-            return "Restart it, then run the same command: no checkpoint was saved yet, so the job starts over"
-        return "Restart it, then run the same command to start over (with {setting:checkpoint_dir}, a rerun resumes instead)"
+        return how_to_resume(self.saved, self.checkpoint is not None, len(self.plan.files))
 
     def release(self):
         """Frees this run's state on the ps tasks, for servers kept for more jobs; its
@@ -161,3 +153,20 @@ class RunState:
         self.worker_steps.release()
         self.changed_files.release()
         self.stop_flag.release()
+
+
+def how_to_resume(saved, checkpointed: bool, files: int) -> str:
+    """What a rerun after a ps failure does, for the error that says so: `saved` is the
+    (checkpoint, files done) of the run's last save, if any, of `files`; `checkpointed`,
+    whether the run saves checkpoints at all."""
+    if saved:
+        return "Restart it, then run the same command: the job resumes from %s (%d of %d files done)" % (
+            saved[0],
+            saved[1],
+            files,
+        )
+    if checkpointed:
+        return "Restart it, then run the same command: no checkpoint was saved yet, so the job starts over"
+    return (
+        "Restart it, then run the same command to start over (with {setting:checkpoint_dir}, a rerun resumes instead)"
+    )

@@ -22,7 +22,7 @@ from tf2_mapreduce.run import failures, mapstep, ps_health, rounds
 from tf2_mapreduce.run.loop import DRAIN_TIMEOUT, TICK, Progress, RunLoop, StopRequest
 from tf2_mapreduce.run.options import Options
 from tf2_mapreduce.run.recovery import Recovery
-from tf2_mapreduce.run.run_state import RunState
+from tf2_mapreduce.run.run_state import RunState, how_to_resume
 
 __all__ = ["Prepared", "prepare", "Progress", "JobRun", "DRAIN_TIMEOUT"]
 
@@ -116,7 +116,11 @@ class JobRun:
         self._wake = threading.Event()
         self._stop = StopRequest(self._wake)
         self.ps = ps_health.PsHealth(spec, interrupted=self._stopped_while_waiting)
-        self.state = RunState(self.job, self.plan, spec, self.ps, options.checkpoint_dir)
+        try:
+            self.state = RunState(self.job, self.plan, spec, self.ps, options.checkpoint_dir)
+        except tf.errors.OpError as e:  # its state is made on the ps tasks: one lost since the last run
+            resume = how_to_resume(None, bool(options.checkpoint_dir), len(self.plan.files))
+            raise self.ps.failure(e, resume, "before the run started") from e
         self.loop = RunLoop(
             self.state,
             self.job.reducer,
@@ -253,5 +257,9 @@ class JobRun:
         return self.state.released
 
     def release(self) -> None:
-        """Frees this run's state on the ps tasks (`RunState.release`). Blocking."""
-        self.state.release()
+        """Frees this run's state on the ps tasks (`RunState.release`). Blocking. A ps
+        lost raises the `ClusterError` that says how to resume, as during the run."""
+        try:
+            self.state.release()
+        except tf.errors.OpError as e:
+            raise self.recovery.cluster_failure(e, "after the run") from e
