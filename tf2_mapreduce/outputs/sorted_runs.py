@@ -8,6 +8,8 @@ import shutil
 import struct
 import tempfile
 
+from tf2_mapreduce.reducers.keys import count_of, most_first
+
 __all__ = ["Order", "BY_COUNT", "COUNT", "Held", "SortedRuns", "sorted_entries", "RUN_BYTES", "FAN_IN"]
 
 RUN_BYTES = 64 << 20  # entries sorted in memory at a time; more spill to sorted runs on disk
@@ -24,15 +26,14 @@ class Order:
 
     def encode(self, entry) -> bytes:
         key, count = entry
-        return COUNT.pack(_MOST - count) + key
+        return most_first(count) + key
 
     def decode(self, data: bytes):
-        return data[COUNT.size :], _MOST - COUNT.unpack_from(data)[0]
+        return data[COUNT.size :], count_of(data)
 
 
 BY_COUNT = Order()
-COUNT = struct.Struct(">Q")  # a count made unsigned and big-endian: bytewise order is its order
-_MOST = (1 << 63) - 1
+COUNT = struct.Struct(">Q")  # a count (not negative) unsigned and big-endian: bytewise order is its order
 
 
 def _write_run(encoded, directory):

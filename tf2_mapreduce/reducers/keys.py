@@ -7,7 +7,17 @@ from dataclasses import dataclass
 from tf2_mapreduce.lazy_tf import tf
 from tf2_mapreduce.reducers.base import NO_FILES, Collected, MapOutputError, Reducer, assert_in_graph, count_text, label
 
-__all__ = ["KeyCounts", "ExampleCounts", "KeySum", "Distinct", "KeySpace", "TftOrder", "tft_key"]
+__all__ = [
+    "KeyCounts",
+    "ExampleCounts",
+    "KeySum",
+    "Distinct",
+    "KeySpace",
+    "TftOrder",
+    "tft_key",
+    "most_first",
+    "count_of",
+]
 
 # Complementing every byte turns ascending byte order into descending, but for a term
 # that is a prefix of another: the longer must come first, so the end of a term must sort
@@ -43,15 +53,25 @@ class TftOrder:
     def encode(self, entry) -> bytes:
         key, count = entry
         at = self._prefix
-        return key[:at] + _COUNT.pack(_MOST - count) + _descending(key[at:])
+        return key[:at] + most_first(count) + _descending(key[at:])
 
     def decode(self, data: bytes):
         at = self._prefix
-        return data[:at] + _term_of(data[at + _COUNT.size :]), _MOST - _COUNT.unpack_from(data, at)[0]
+        return data[:at] + _term_of(data[at + _COUNT.size :]), count_of(data, at)
 
 
-_COUNT = struct.Struct(">Q")  # as `outputs.sorted_runs.COUNT`: most first, once subtracted from _MOST
+_COUNT = struct.Struct(">Q")  # unsigned and big-endian: bytewise order is its order
 _MOST = (1 << 63) - 1
+
+
+def most_first(count: int) -> bytes:
+    """`count` (any int64) as 8 bytes that sort bytewise with the greatest count first."""
+    return _COUNT.pack(_MOST - count)
+
+
+def count_of(data: bytes, at: int = 0) -> int:
+    """The count `most_first` wrote at `at` of `data`."""
+    return _MOST - _COUNT.unpack_from(data, at)[0]
 
 
 _PAIR = ("string", "int64")  # the dtypes of a table's keys and counts
