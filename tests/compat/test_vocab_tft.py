@@ -1,6 +1,7 @@
 """Our vocab job's files against tf.Transform 1.21's own vocabulary files of the same examples (in
 its venv: peer_tft.py), byte for byte: bytes features with terms a line cannot hold, and an int64
-one, whole, cut by top_k inside a tie, and thinned by a frequency threshold."""
+one, whole, cut by top_k inside a tie, and thinned by a frequency threshold; terms that differ by
+NUL bytes at their end, in a tie, where a complemented order put a term before its extension."""
 
 import json
 import os
@@ -31,6 +32,22 @@ SETTINGS = {
 COMPARED = [(setting, name) for setting, (_, _, names) in SETTINGS.items() for name in names]
 PEER_TIMEOUT = 300  # Beam's run took 30 s on a loaded 2-core machine
 OURS_TIMEOUT = 120  # our job: 5 s
+# In every one of a few examples of their own: a tie of terms that are each other's prefix
+# but for NUL bytes, and bytes that complement to NUL or to 0xff (reducers/keys.py).
+NUL_TERMS = [b"ab", b"ab\x00", b"ab\x00\x00", b"ab\x00\x01", b"ab\xff", b"\x00", b"\xff\x00", b"\xff"]
+NUL_EXAMPLES = 7
+
+
+def write_nul_terms(path):
+    """A GZIP'd TFRecord file of NUL_EXAMPLES examples, each with every NUL_TERMS as tags; its path."""
+    import tensorflow as tf
+
+    tags = tf.train.Feature(bytes_list=tf.train.BytesList(value=NUL_TERMS))
+    record = tf.train.Example(features=tf.train.Features(feature={"tags": tags})).SerializeToString()
+    with tf.io.TFRecordWriter(path, "GZIP") as writer:
+        for _ in range(NUL_EXAMPLES):
+            writer.write(record)
+    return path
 
 
 def tft_options(top_k, min_count):
@@ -44,6 +61,7 @@ def vocabularies(tft_python, inprocess, tmp_path_factory, worker_id):
     def make():
         work = str(tmp_path_factory.mktemp("vocab_tft"))
         paths = write_examples(os.path.join(work, "raw"), 4, 800, seed=3)
+        paths.append(write_nul_terms(os.path.join(work, "raw", "nul_terms.tfrecord.gz")))
         result = inprocess.run(mr.Vocab(VOCAB_FEATURES), paths)
         for setting, (top_k, min_count, _) in SETTINGS.items():
             result.write_dir(os.path.join(work, setting), top_k=top_k, min_count=min_count)
@@ -95,6 +113,8 @@ def test_the_cases_that_matter_are_in_the_data(vocabularies):
     lines = files["whole", "tags"][0].split(b"\n")
     assert lines[-1] == b"" and all(writable(line) for line in lines[:-1])
     assert {b"\xff\xfe", b"tab\tx"} <= set(lines)
+    assert {counts["tags"][term] for term in NUL_TERMS} == {NUL_EXAMPLES}  # a tie, its order the terms'
+    assert set(NUL_TERMS) <= set(lines)
     assert any(term.startswith(b"-") for term in counts["user_id"])
     for setting, name in COMPARED:
         top_k, min_count, _ = SETTINGS[setting]
