@@ -171,22 +171,33 @@ def put_in_place(file, temporary, path):
 
 
 def move(source: str, target: str) -> None:
-    """Renames `source`, a file of this job's own, to `target`, replacing it, through an
-    outage of their storage. Blocking. On object storage a rename is a copy, then a delete
-    of `source`, and a try can be done with its answer lost (docs/runtime.md, G11): a try
-    after one that failed so finds no `source`, and `target` is then the file moved."""
-    tried = False
+    """Renames `source`, a file of this job's own (no other job removes it: the output's
+    claim), to `target`, replacing it, through an outage of their storage. Blocking. On
+    object storage a rename is a copy, then a delete of `source`, and a try can be done
+    with its answer lost (docs/runtime.md, G11): a try after one that failed so finds no
+    `source`, and `target`, of `source`'s size, is then the file moved."""
+    size = None
 
     def attempt():
-        nonlocal tried
-        again, tried = tried, True
+        nonlocal size
+        again = size is not None
+        if size is None:
+            size = _gfile().stat(source).length
         try:
             _gfile().rename(source, target, overwrite=True)
         except _gfile_errors().NotFoundError:
-            if not again or not _gfile().exists(target):
+            if not again or _size(target) != size:
                 raise
 
     storage.retrying(attempt, target)
+
+
+def _size(path):
+    """The size of the file at `path`, None if there is none."""
+    try:
+        return _gfile().stat(path).length
+    except _gfile_errors().NotFoundError:
+        return None
 
 
 def remove_tree(path: str) -> None:

@@ -15,6 +15,7 @@ import numpy as np
 from tf2_mapreduce import storage
 from tf2_mapreduce.errors import UsageError
 from tf2_mapreduce.lazy_tf import tf
+from tf2_mapreduce.outputs import files as output
 from tf2_mapreduce.paths import join
 from tf2_mapreduce.transform import trace
 from tf2_mapreduce.transform.digest import Digests, value_bytes
@@ -134,7 +135,7 @@ def _file_table(source, dtypes, attr, files_into):
     partial = join(files_into, ".partial-%s" % uuid.uuid4().hex)
     digest = _file_digest(source, into=partial)
     where = join(files_into, "%s-%s" % (digest.hex()[:16], source.rstrip("/").rsplit("/", 1)[-1]))
-    storage.retrying(functools.partial(tf.io.gfile.rename, partial, where, overwrite=True), where)
+    output.move(partial, where)
     return FileTable(where, dtypes, attr), digest
 
 

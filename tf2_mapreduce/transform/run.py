@@ -16,6 +16,7 @@ from tf2_mapreduce.errors import UsageError
 from tf2_mapreduce.jobs.stats import Stats
 from tf2_mapreduce.jobs.transform import check_apart
 from tf2_mapreduce.lazy_tf import tf
+from tf2_mapreduce.outputs import files as output
 from tf2_mapreduce.outputs.directory import ResultDirectory
 from tf2_mapreduce.outputs.sinks.pieces import pieces_dir
 from tf2_mapreduce.paths import join
@@ -176,11 +177,7 @@ def _worker_files(output_dir):
     try:
         yield
     finally:
-        directory = _files_into(output_dir)
-        try:
-            storage.retrying(lambda: tf.io.gfile.rmtree(directory), directory)
-        except tf.errors.NotFoundError:
-            pass  # none made, or removed with the pieces as the result was put in place
+        output.remove_tree(_files_into(output_dir))  # none made, or removed with the pieces
 
 
 def _later_phase(fn, spec, calls, values, phase, directory, output_dir):
