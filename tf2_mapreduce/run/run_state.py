@@ -143,7 +143,7 @@ class RunState:
 
     def how_to_resume(self):
         """What a rerun after a ps failure does, for the error that says so."""
-        return how_to_resume(self.saved, self.checkpoint is not None, len(self.plan.files))
+        return how_to_resume(saved=self.saved, checkpointed=self.checkpoint is not None, files=len(self.plan.files))
 
     def release(self):
         """Frees this run's state on the ps tasks, for servers kept for more jobs; its
@@ -155,7 +155,7 @@ class RunState:
         self.stop_flag.release()
 
 
-def how_to_resume(saved, checkpointed: bool, files: int) -> str:
+def how_to_resume(*, saved, checkpointed: bool, files: int) -> str:
     """What a rerun after a ps failure does, for the error that says so: `saved` is the
     (checkpoint, files done) of the run's last save, if any, of `files`; `checkpointed`,
     whether the run saves checkpoints at all."""
