@@ -1,6 +1,6 @@
 """Re-measures what TensorFlow's gs:// client does when Cloud Storage fails (docs/runtime.md,
 G6-G11), against the tests' server on loopback failing by rule: prints what was seen, PASS or
-FAIL per fact; exit status 1 if any differs. About 40 s (four processes import TensorFlow)."""
+FAIL per fact; exit status 1 if any differs. About 20 s (four processes import TensorFlow)."""
 
 import json
 import os
@@ -154,8 +154,9 @@ def probe_writes():
     written("data answer lost", [Fault(RESET, kinds=("upload",), objects="m/w/*", after_bytes=0, times=1)])
     for kind in ("copy", "delete"):
         source = written("to rename, %s" % kind, [])
-        server.faults.add(Fault(RESET, kinds=(kind,), objects="m/w/*", after_bytes=0, times=1))
+        lost = server.faults.add(Fault(RESET, kinds=(kind,), objects="m/w/*", after_bytes=0, times=1))
         seen["rename, %s answer lost" % kind] = _caught(lambda s=source: tf.io.gfile.rename(s, s + ".moved"))
+        seen["rename, %s answer lost: hits" % kind] = lost.hits
         server.faults.clear()
         seen["rename, %s answer lost: moved" % kind] = server.get("m", source[len("gs://m/") :] + ".moved") == body
         seen["rename, %s answer lost: source" % kind] = server.get("m", source[len("gs://m/") :]) is not None
@@ -168,8 +169,9 @@ def probe_writes():
     server.faults.clear()
     seen["the same rename again"] = _caught(lambda: tf.io.gfile.rename(source, source + ".moved", overwrite=True))
     source = written("to remove", [])
-    server.faults.add(Fault(RESET, kinds=("delete",), objects="m/w/*", after_bytes=0, times=1))
+    lost = server.faults.add(Fault(RESET, kinds=("delete",), objects="m/w/*", after_bytes=0, times=1))
     seen["remove, answer lost"] = _caught(lambda: tf.io.gfile.remove(source))
+    seen["remove, answer lost: hits"] = lost.hits
     server.faults.clear()
     seen["remove, answer lost: gone"] = server.get("m", source[len("gs://m/") :]) is None
     return seen
@@ -233,19 +235,27 @@ def main():
         ("G10", "uploads by close after that flush", "uploads by close after a flush", lambda v: v == 0),
         ("G10", "the object after them", "object after the flush", lambda v: v == "y"),
         ("G11", "an upload cut mid-body once: resumed", "cut once", ok),
+        ("G11", "the cut was made, once", "cut once: hits", lambda v: v == [1]),
         ("G11", "the object after it is whole", "cut once: whole", true),
         ("G11", "an upload cut past the retries", "cut past the retries", lambda v: gave_up in v and "code 52" in v),
         ("G11", "the object after it", "cut past the retries: object", lambda v: v == "None"),
         ("G11", "close again, storage back: uploads it", "cut past the retries: again", ok),
         ("G11", "the object after that is whole", "cut past the retries: whole", true),
         ("G11", "an upload's start answered, then reset", "answer lost", ok),
+        ("G11", "the object after it is whole", "answer lost: whole", true),
+        ("G11", "an upload's start stalled 5 s, idle time-out 2 s", "stalled past the idle time-out", ok),
+        ("G11", "the object after it is whole", "stalled past the idle time-out: whole", true),
         ("G11", "an upload's data done, its answer lost", "data answer lost", ok),
+        ("G11", "the answer was lost, once", "data answer lost: hits", lambda v: v == [1]),
         ("G11", "the object after it is whole", "data answer lost: whole", true),
         ("G11", "an upload's data stalled 5 s, idle time-out 2 s", "data stalled past the idle time-out", ok),
         ("G11", "given up and tried again, s", "data stalled past the idle time-out: seconds", lambda v: 2 <= v < 5),
         ("G11", "a rename, its copy's answer lost", "rename, copy answer lost", ok),
+        ("G11", "the file moved", "rename, copy answer lost: moved", true),
+        ("G11", "the answer was lost, once", "rename, copy answer lost: hits", lambda v: v == 1),
         ("G11", "a rename, its delete's answer lost", "rename, delete answer lost", ok),
         ("G11", "the file moved, once", "rename, delete answer lost: source", lambda v: v is False),
+        ("G11", "the answer was lost, once", "rename, delete answer lost: hits", lambda v: v == 1),
         (
             "G11",
             "a rename, its delete done unanswered, then 503s",
@@ -254,6 +264,8 @@ def main():
         ),
         ("G11", "the same rename again: no source", "the same rename again", lambda v: v.startswith("NotFoundError")),
         ("G11", "a remove, its answer lost", "remove, answer lost", ok),
+        ("G11", "the file gone", "remove, answer lost: gone", true),
+        ("G11", "the answer was lost, once", "remove, answer lost: hits", lambda v: v == 1),
     ]
     facts = [
         (

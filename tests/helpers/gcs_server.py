@@ -9,8 +9,8 @@ the proxy here, which tunnels the two storage hosts to this server and refuses a
 those names is trusted), and the token and no-metadata-server settings TensorFlow reads
 for tests. The TLS, the HTTP and the requests are what a real bucket gets.
 
-Where the emulator does not answer as Cloud Storage does, a small fix here makes it (each
-says what TensorFlow sent and what the emulator did); nothing else is changed.
+Where the emulator does not answer as Cloud Storage does, a small fix makes it
+(emulator_fixes.py, and here what needs the server's state); nothing else is changed.
 
 `faults` (storage_faults.py) makes it fail as a real bucket can: statuses such as 503 and
 429, connections reset mid-response, uploads cut off mid-body, stalls, and every
@@ -35,6 +35,8 @@ from gcp_storage_emulator import server as emulator
 from gcp_storage_emulator.handlers import buckets, objects
 from gcp_storage_emulator.storage import Storage
 
+from helpers import emulator_fixes
+from helpers.emulator_fixes import body_prefix
 from helpers.storage_faults import CUT, RESET, STALL, STATUS, Faults
 
 __all__ = ["GcsServer"]
@@ -53,79 +55,6 @@ def _make_certificate(directory):
         timeout=60,
     )
     return cert, key
-
-
-_read_raw_data = emulator._read_raw_data
-_read_data = emulator._read_data
-
-
-def _read_body(handler):
-    """The request's body. TensorFlow's libcurl sends uploads with both Transfer-Encoding:
-    chunked and a Content-Length; the chunked framing wins (RFC 9112, 6.3), where the
-    emulator reads Content-Length bytes of the framing into the object."""
-    if "chunked" not in (handler.headers.get("Transfer-Encoding") or "").lower():
-        return _read_raw_data(handler)
-    body = bytearray()
-    while True:
-        size = int(handler.rfile.readline().split(b";")[0].strip() or b"0", 16)
-        if size == 0:
-            while handler.rfile.readline() not in (b"\r\n", b"\n", b""):
-                pass
-            return bytes(body)
-        body += handler.rfile.read(size)
-        handler.rfile.readline()
-
-
-def _body_prefix(handler, limit):
-    """Up to `limit` bytes of the request's body, read as `_read_body` reads it."""
-    if "chunked" not in (handler.headers.get("Transfer-Encoding") or "").lower():
-        return handler.rfile.read(min(limit, int(handler.headers.get("Content-Length") or 0)))
-    body = bytearray()
-    while len(body) < limit:
-        size = int(handler.rfile.readline().split(b";")[0].strip() or b"0", 16)
-        if size == 0:
-            break
-        body += handler.rfile.read(size)
-        handler.rfile.readline()
-    return bytes(body[:limit])
-
-
-def _resumable_incomplete(response, storage, upload_id, fallback_end=0):
-    """A resumable upload's status: 308, and the bytes kept as `Range`, none when none are.
-    The emulator says `bytes=0-0` (one byte kept) when it has none: a client resuming
-    after a cut upload would skip the object's first byte."""
-    response.status = objects.GoogleHTTPStatus.RESUME_INCOMPLETE
-    received = storage.get_resumable_byte_count(upload_id)
-    if received > 0:
-        response["Range"] = "bytes=0-%d" % (received - 1)
-
-
-_finalize_resumable_object = objects._finalize_resumable_object
-
-
-def _finalize_and_keep(response, storage, obj, data, upload_id):
-    """The emulator's end of a resumable upload, the object kept by its session's id
-    (`storage.finished_uploads`): a finished session is asked for again (`_finished_session`)."""
-    _finalize_resumable_object(response, storage, obj, data, upload_id)
-    storage.finished_uploads[upload_id] = dict(obj)
-
-
-def _read_data_or_empty(handler, query):
-    """An empty upload is an empty object (TensorFlow makes a directory's marker so); the
-    emulator fails on its missing body."""
-    data = _read_data(handler, query)
-    return b"" if data is None else data
-
-
-class _Request(emulator.Request):
-    """The emulator's request, its own URL https as the client's was: it hands out the
-    address of a resumable upload from it, and libcurl must come back over TLS."""
-
-    def __init__(self, request_handler, method):
-        super().__init__(request_handler, method)
-        self._base_url = "https://" + self._base_url[len("http://") :]
-        self._full_url = self._base_url + self._path
-        self._parsed_url = urllib.parse.urlparse(self._full_url)
 
 
 def _reset(connection):
@@ -173,8 +102,7 @@ class GcsServer:
         self.writes = []
         self.reads = []  # (path asked, Range header) of every GET, in order
         self.faults = Faults()
-        emulator._read_raw_data, emulator._read_data, emulator.Request = _read_body, _read_data_or_empty, _Request
-        objects._resumable_incomplete, objects._finalize_resumable_object = _resumable_incomplete, _finalize_and_keep
+        emulator_fixes.install()
         self.storage.finished_uploads = {}
         create = self.storage.create_file
 
@@ -249,7 +177,7 @@ class GcsServer:
             def _cut(self, limit):
                 """Reads `limit` bytes of the body, keeps them in the upload's session (a
                 resumable upload's data: Cloud Storage keeps what came), and resets."""
-                kept = _body_prefix(self, limit)
+                kept = body_prefix(self, limit)
                 query = urllib.parse.parse_qs(urllib.parse.urlparse(self.path).query)
                 sent = re.fullmatch(r"bytes (\d+)-(\d+)/(\d+)", self.headers.get("Content-Range") or "")
                 if query.get("upload_id") and sent and int(sent.group(1)) + len(kept) <= int(sent.group(2)):
@@ -271,7 +199,7 @@ class GcsServer:
                 done = finished.get((query.get("upload_id") or [None])[0])
                 if method != "PUT" or done is None:
                     return False
-                _body_prefix(self, 1 << 40)
+                body_prefix(self, 1 << 40)
                 body = json.dumps(done).encode()
                 self.send_response(200)
                 self.send_header("Content-Type", "application/json")
