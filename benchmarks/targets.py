@@ -144,8 +144,8 @@ def _others(by: Rows) -> list[Check]:
     checks = _ratio(by, "transform", TRANSFORM_OURS, TRANSFORM_TFT, 0.3, what)
     for ours, keras in ((KERAS_FEW_DEFAULT, KERAS_FEW), (KERAS_ALL_DEFAULT, KERAS_ALL)):
         checks += _ratio(by, "transform_keras", ours, keras, 0.5)
-    for ours, keras in ((KERAS_FEW_OURS, KERAS_FEW), (KERAS_ALL_OURS, KERAS_ALL)):
-        checks += _ratio(by, "transform_keras", ours, keras, 0.5)
+    for ours, keras in ((KERAS_FEW_OURS, KERAS_FEW), (KERAS_ALL_OURS, KERAS_ALL)):  # reported, not a target
+        checks += [(name, measured, None) for name, measured, _ in _ratio(by, "transform_keras", ours, keras, 0.5)]
     checks += _ratio(by, "storage", STORAGE_GCS, STORAGE_LOCAL, 1.5, "the same 40 files on gs://, end to end")
     checks += _ratio(by, "storage", STORAGE_503, STORAGE_GCS, 1.3, "with 5% of reads answered 503")
     if ("transform_small", TRANSFORM_SMALL) in by and ("transform_small", TF_IMPORT) in by:

@@ -35,7 +35,7 @@ from benchmarks.timing import Contender, Run, measure
 
 __all__ = ["contenders", "small_contenders", "wide_contenders", "keras_contenders"]
 
-KERAS_FEW_SHARDS = 3  # 655,290 examples: where Keras's adapt is as fast as ours at its best
+KERAS_FEW_SHARDS = 3  # 655,290 examples: about the smallest size the target holds from (600,000)
 
 # make_examples.py's features, as their schema: score and the embedding in every example,
 # one value and 64; the others missing from some examples, or lists.

@@ -33,7 +33,7 @@ class Order:
 
 
 BY_COUNT = Order()
-COUNT = struct.Struct(">Q")  # a count (not negative) unsigned and big-endian: bytewise order is its order
+COUNT = struct.Struct(">Q")  # a count, ascending (not negative), big-endian: bytewise order is its order
 
 
 def _write_run(encoded, directory):
