@@ -8,7 +8,7 @@ import shutil
 import struct
 import tempfile
 
-from tf2_mapreduce.reducers.keys import count_of, most_first
+from tf2_mapreduce.reducers.keys import MOST_FIRST_BYTES, count_of, most_first
 
 __all__ = ["Order", "BY_COUNT", "COUNT", "Held", "SortedRuns", "sorted_entries", "RUN_BYTES", "FAN_IN"]
 
@@ -29,7 +29,7 @@ class Order:
         return most_first(count) + key
 
     def decode(self, data: bytes):
-        return data[COUNT.size :], count_of(data)
+        return data[MOST_FIRST_BYTES:], count_of(data)
 
 
 BY_COUNT = Order()

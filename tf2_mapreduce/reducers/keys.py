@@ -17,6 +17,7 @@ __all__ = [
     "tft_key",
     "most_first",
     "count_of",
+    "MOST_FIRST_BYTES",
 ]
 
 # Complementing every byte turns ascending byte order into descending, but for a term
@@ -57,11 +58,12 @@ class TftOrder:
 
     def decode(self, data: bytes):
         at = self._prefix
-        return data[:at] + _term_of(data[at + _COUNT.size :]), count_of(data, at)
+        return data[:at] + _term_of(data[at + MOST_FIRST_BYTES :]), count_of(data, at)
 
 
 _COUNT = struct.Struct(">Q")  # unsigned and big-endian: bytewise order is its order
 _MOST = (1 << 63) - 1
+MOST_FIRST_BYTES = _COUNT.size  # the width of what `most_first` writes
 
 
 def most_first(count: int) -> bytes:
