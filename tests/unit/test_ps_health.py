@@ -9,7 +9,7 @@ import tensorflow as tf
 
 from tf2_mapreduce.cluster.spec import ClusterSpec
 from tf2_mapreduce.errors import ClusterError, JobFailed
-from tf2_mapreduce.run import ps_health
+from tf2_mapreduce.run import ps_health, run_state
 
 
 @pytest.fixture
@@ -69,3 +69,16 @@ def test_the_error_of_a_lost_ps_names_it_and_how_to_resume(listening):
     fine = ps_health.PsHealth(spec(listening))
     other = fine.failure(tf.errors.InvalidArgumentError(None, None, "bad shape"), "unused")
     assert isinstance(other, JobFailed) and str(other) == "InvalidArgumentError: bad shape"
+
+
+@pytest.mark.parametrize(
+    "saved, looked, says",
+    [
+        (("gs://b/ckpt/ckpt-3", 7), True, "the job resumes from gs://b/ckpt/ckpt-3 (7 of 10 files done)"),
+        (None, False, "it resumes from the newest checkpoint in gs://b/ckpt, if any"),
+        (None, True, "no checkpoint of this run was saved yet, so the rerun starts it over"),
+    ],
+)
+def test_the_resume_hint_says_what_a_rerun_resumes_from(saved, looked, says):
+    assert says in run_state.how_to_resume("gs://b/ckpt", 10, saved, looked)
+    assert "start over" in run_state.how_to_resume(None, 10, saved=None, looked=looked)

@@ -41,6 +41,9 @@ class RunState:
             manifest = checkpoint_lib.manifest(job, spec.num_ps, plan)
             self.checkpoint = checkpoint_lib.JobCheckpoint(checkpoint_dir, manifest, self.values.checkpoint_state())
         self.saved = None  # (path, files done) of the last checkpoint saved
+        self.resumed = None  # (path, files done) of the checkpoint this run resumed from
+        self._looked = False  # whether `prepare` read its checkpoint directory
+        self._checkpoint_dir = checkpoint_dir
         self.released = False
 
     def prepare(self):
@@ -52,7 +55,9 @@ class RunState:
             return None, 0
         resumed_from = self._ps.read(self._restore)
         files_resumed = self.files_done()
+        self._looked = True
         if resumed_from:
+            self.resumed = (resumed_from, files_resumed)
             log.info(
                 "resuming from %s: %d of %d files already done" % (resumed_from, files_resumed, len(self.plan.files))
             )
@@ -143,7 +148,7 @@ class RunState:
 
     def how_to_resume(self):
         """What a rerun after a ps failure does, for the error that says so."""
-        return how_to_resume(saved=self.saved, checkpointed=self.checkpoint is not None, files=len(self.plan.files))
+        return how_to_resume(self._checkpoint_dir, len(self.plan.files), self.saved or self.resumed, self._looked)
 
     def release(self):
         """Frees this run's state on the ps tasks, for servers kept for more jobs; its
@@ -155,18 +160,24 @@ class RunState:
         self.stop_flag.release()
 
 
-def how_to_resume(*, saved, checkpointed: bool, files: int) -> str:
+def how_to_resume(checkpoint_dir, files: int, saved=None, looked=True) -> str:
     """What a rerun after a ps failure does, for the error that says so: `saved` is the
-    (checkpoint, files done) of the run's last save, if any, of `files`; `checkpointed`,
-    whether the run saves checkpoints at all."""
+    (checkpoint, files done of `files`) of the run's last save or of the one it resumed
+    from, if any; `looked`, whether the run looked in `checkpoint_dir` yet (before, it
+    cannot say whether it holds one)."""
     if saved:
         return "Restart it, then run the same command: the job resumes from %s (%d of %d files done)" % (
             saved[0],
             saved[1],
             files,
         )
-    if checkpointed:
-        return "Restart it, then run the same command: no checkpoint was saved yet, so the job starts over"
-    return (
-        "Restart it, then run the same command to start over (with {setting:checkpoint_dir}, a rerun resumes instead)"
-    )
+    if not checkpoint_dir:
+        return (
+            "Restart it, then run the same command to start over "
+            "(with {setting:checkpoint_dir}, a rerun resumes instead)"
+        )
+    if not looked:
+        return "Restart it, then run the same command: it resumes from the newest checkpoint in %s, if any" % (
+            checkpoint_dir
+        )
+    return "Restart it, then run the same command: no checkpoint of this run was saved yet, so the rerun starts it over"

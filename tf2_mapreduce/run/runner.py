@@ -119,12 +119,7 @@ class JobRun:
         try:
             self.state = RunState(self.job, self.plan, spec, self.ps, options.checkpoint_dir)
         except tf.errors.OpError as e:  # its state is made on the ps tasks: one lost since the last run
-            resume = how_to_resume(saved=None, checkpointed=False, files=len(self.plan.files))
-            if options.checkpoint_dir:
-                resume = (
-                    "Restart it, then run the same command: the job resumes from the newest checkpoint in %s, if any"
-                    % (options.checkpoint_dir)
-                )
+            resume = how_to_resume(options.checkpoint_dir, len(self.plan.files), looked=False)
             raise self.ps.failure(e, resume, "before the run started") from e
         self.loop = RunLoop(
             self.state,
