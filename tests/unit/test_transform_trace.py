@@ -118,3 +118,45 @@ def test_an_elementwise_analyzer_over_no_values_an_example_is_refused(shape):
         analysis.trace_calls(
             lambda inputs: {"y": inputs["x"] - tft.mean(inputs["x"], reduce_instance_dims=False)}, spec
         )
+
+
+def test_calls_that_count_the_same_values_share_one_count_and_each_makes_its_result(tmp_path):
+    import collections
+
+    spec = {"s": tf.io.FixedLenFeature([], tf.string), "t": tf.io.FixedLenFeature([], tf.string)}
+
+    def fn(inputs):
+        s, t = inputs["s"], inputs["t"]
+        whole, top = tft.vocabulary(s), tft.vocabulary(s, top_k=2, vocab_filename="top")
+        other = tft.vocabulary(t, vocab_filename="t")
+        return {
+            "a": tft.apply_vocabulary(s, whole),
+            "b": tft.apply_vocabulary(s, top),
+            "c": tft.apply_vocabulary(t, other),
+        }
+
+    traced = analysis.trace_calls(fn, spec)
+    job = analysis.analyze_job(traced.first_phase(), spec)
+    assert len(traced.calls) == 3 and len(job.reducer.features) == 2  # s's two vocabularies count s once
+    rng = np.random.RandomState(5)
+    rows = [(b"s%d" % (rng.zipf(1.5) % 40), b"t%d" % rng.randint(9)) for _ in range(500)]
+    records = [
+        tf.train.Example(
+            features=tf.train.Features(
+                feature={k: tf.train.Feature(bytes_list=tf.train.BytesList(value=[v])) for k, v in zip("st", row)}
+            )
+        ).SerializeToString()
+        for row in rows
+    ]
+    counted = tf.function(job.map_fn)(tf.constant(records))["values"]
+    entries = [
+        ((name, key), count)
+        for name, keys in zip(job.reducer.features, counted)
+        for key, count in collections.Counter(keys.numpy().tolist()).items()
+    ]
+    made = analysis.results(traced.calls, entries, str(tmp_path))
+    for column, (call, file) in zip([0, 0, 1], zip(traced.calls, made)):
+        oracle = collections.Counter(row[column] for row in rows)
+        terms = [term for _, term in sorted(((c, t) for t, c in oracle.items()), reverse=True)]
+        with open(file.path, "rb") as f:
+            assert f.read().splitlines() == terms[: call.params["top_k"]]
