@@ -183,3 +183,32 @@ def test_an_ack_answered_with_an_error_of_the_servers_own_is_not_sent_again(monk
     timeouts, kept = _told(monkeypatch, [unknown], exits=False)
     assert timeouts == [FIRST]
     assert kept
+
+
+def test_a_session_dropped_for_a_task_gone_mid_job_is_closed_apart_not_by_the_sender(monkeypatch):
+    # Dropped by the sender, the session was closed by its finalizer there and then: a
+    # heartbeat to a killed worker waited out the close's whole timeout, and the
+    # coordinator's exit with it.
+    closed = []
+    started, release = threading.Event(), threading.Event()
+
+    def close():
+        closed.append(threading.current_thread())
+        started.set()
+        release.wait(WAIT)
+
+    beat = channel._Channel("worker", 0, "localhost:3")
+    beat.session = types.SimpleNamespace(close=close)
+    monkeypatch.setattr(cluster_spec, "probe", lambda _address: "connection refused")
+    try:
+        try:
+            beat.send(channel.Message(channel.HEARTBEAT, 1))
+        except ConnectionError:
+            pass
+        assert beat.session is None
+        (closing,) = named("tf2_mapreduce-close-session")
+        assert closing is not threading.current_thread() and not closing.daemon
+        assert started.wait(WAIT) and closed == [closing]
+    finally:
+        release.set()
+    closing.join(WAIT)

@@ -112,24 +112,31 @@ class _Channel:
         or tf.errors.OpError otherwise, within about `timeout` s."""
         refused = cluster_spec.probe(self.address)
         if refused:  # fails at once, where TF would retry until the timeout
-            self.session = None
+            self._drop_session()
             raise ConnectionError(refused)
         try:
             if self.session is None:
                 self.session = _session(self.target, self.graph, self.device, timeout)
             self.session.run(self.enqueue, {self.kind: message.kind, self.coordinator: message.coordinator})
         except tf.errors.OpError:
-            self.session = None  # a restarted task needs a new session
+            self._drop_session()  # a restarted task needs a new session
             raise
 
     def close(self):
         """Closes the session, if any. Blocks for up to its timeout when the task is gone."""
         if self.session is not None:
             session, self.session = self.session, None
-            try:
-                session.close()
-            except tf.errors.OpError:
-                pass  # the task is gone: nothing of the session is left to release
+            _close(session)
+
+    def _drop_session(self):
+        """Forgets the session, if any, closing it in a thread of its own (as `_close_apart`
+        does, for the same reasons): closing a session whose task is gone waits out its
+        timeout, and dropped here it was closed by its finalizer, there and then: a
+        heartbeat to a worker killed mid-job held the coordinator's exit for up to
+        SEND_TIMEOUT s."""
+        if self.session is not None:
+            session, self.session = self.session, None
+            threading.Thread(target=_close, args=(session,), name="tf2_mapreduce-close-session", daemon=False).start()
 
     def tell(self, message, timeout=SEND_TIMEOUT):
         """Sends `message` (JOB_OVER), blocks until the task answers that it heard it,
@@ -141,7 +148,7 @@ class _Channel:
             while self.session.run(self.answer, options=options) != message.coordinator:
                 pass  # another coordinator's answer, left by one that gave up on it
         except tf.errors.OpError:
-            self.session = None
+            self._drop_session()
             raise
         self._acknowledge(message.coordinator, timeout)
 
@@ -178,6 +185,13 @@ class _Channel:
             if left < ACK_ATTEMPT:
                 return
             attempt = min(2 * attempt, left)
+
+
+def _close(session):
+    try:
+        session.close()
+    except tf.errors.OpError:
+        pass  # the task is gone: nothing of the session is left to release
 
 
 def _try_telling(channel, message):
