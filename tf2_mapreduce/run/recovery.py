@@ -124,4 +124,4 @@ class Recovery:
 
     def cluster_failure(self, error, when="during the job"):
         """The `ClusterError` (a ps failed) or `JobFailed` that `error` means, with how to resume."""
-        return self.ps.failure(error, self.state.how_to_resume(), when, self.state.saved)
+        return self.ps.failure(error, self.state.how_to_resume(), when, self.state.resumes_from)

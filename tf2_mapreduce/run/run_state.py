@@ -146,9 +146,15 @@ class RunState:
             len(self.plan.files),
         )
 
+    @property
+    def resumes_from(self):
+        """(checkpoint, files done) a rerun resumes from: this run's last save, else the
+        checkpoint it resumed from; None if neither."""
+        return self.saved or self.resumed
+
     def how_to_resume(self):
         """What a rerun after a ps failure does, for the error that says so."""
-        return how_to_resume(self._checkpoint_dir, len(self.plan.files), self.saved or self.resumed, self._looked)
+        return how_to_resume(self._checkpoint_dir, len(self.plan.files), self.resumes_from, self._looked)
 
     def release(self):
         """Frees this run's state on the ps tasks, for servers kept for more jobs; its
