@@ -56,6 +56,7 @@ class State:
         return "; checkpoint saved"
 
     saved = None
+    resumes_from = None
 
 
 def make(on_error="fail", ps=None, state=None, retry_wait=0.0, patience=None):
