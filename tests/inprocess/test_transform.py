@@ -417,6 +417,32 @@ def test_a_table_the_function_makes_under_init_scope_is_saved_with_the_transform
     assert served["s_label"].numpy().tolist() == want
 
 
+def test_analyzers_over_two_captured_tables_count_each_tables_values(inprocess, raw, tmp_path):
+    # Alike but for what the tables hold: one count of both would give b a's sum and vocabulary.
+    mapping = {"a": {b"a": 1, b"b": 2, b"c": 3}, "b": {b"a": 10, b"b": 20, b"c": 30}}
+
+    def two_tables_fn(inputs):
+        outputs = {}
+        for name, table in sorted(mapping.items()):
+            with tf.init_scope():
+                keys, values = zip(*sorted(table.items()))
+                initializer = tf.lookup.KeyValueTensorInitializer(list(keys), tf.constant(values, tf.int64))
+                made = tf.lookup.StaticHashTable(initializer, default_value=-1)
+            looked_up = made.lookup(inputs["s"])
+            outputs[name + "_sum"] = looked_up * 0 + tft.sum(looked_up)
+            outputs[name + "_id"] = tft.compute_and_apply_vocabulary(tf.strings.as_string(looked_up))
+        return outputs
+
+    out = str(tmp_path / "out")
+    inprocess.run(mr.Transform(two_tables_fn, SPEC, num_shards=1), [raw[0]], output_dir=out)
+    rows, got = parsed(raw[1]), data_rows(out)
+    for name, table in mapping.items():
+        looked_up = [table.get(row["s"][0], -1) for row in rows]
+        assert {row[name + "_sum"][0] for row in got} == {sum(looked_up)}, name
+        terms = vocabulary([str(v).encode() for v in looked_up])
+        assert [row[name + "_id"][0] for row in got] == [terms.index(str(v).encode()) for v in looked_up], name
+
+
 def test_a_table_of_the_users_on_a_vocabulary_reads_that_vocabulary_not_a_file_of_its_name(
     inprocess, raw, tmp_path, monkeypatch
 ):

@@ -118,3 +118,45 @@ def test_an_elementwise_analyzer_over_no_values_an_example_is_refused(shape):
         analysis.trace_calls(
             lambda inputs: {"y": inputs["x"] - tft.mean(inputs["x"], reduce_instance_dims=False)}, spec
         )
+
+
+def _captured_tables_fn(a_values, b_values, b_keys=(b"a", b"b")):
+    """A function making two tables under tf.init_scope, as TFX's census example does, each
+    read by a mean of its own."""
+
+    def fn(inputs):
+        s = tf.strings.as_string(inputs["x"])
+        with tf.init_scope():
+            ta = tf.lookup.StaticHashTable(
+                tf.lookup.KeyValueTensorInitializer(tf.constant([b"a", b"b"]), tf.constant(a_values)), -1.0
+            )
+            tb = tf.lookup.StaticHashTable(
+                tf.lookup.KeyValueTensorInitializer(tf.constant(list(b_keys)), tf.constant(b_values)), -1.0
+            )
+        a, b = ta.lookup(s), tb.lookup(s)
+        return {"a": a - tft.mean(a), "b": b - tft.mean(b)}
+
+    return fn
+
+
+def test_calls_over_two_captured_tables_are_named_by_what_each_table_holds():
+    traced = analysis.trace_calls(_captured_tables_fn([1.0, 2.0], [10.0, 20.0]), SPEC)
+    a, b = [call.name for call in traced.calls]
+    assert a != b  # one result for both would scale b by a's mean
+    # The same tables made again (another trace, another process) give the same names, the
+    # same computation: what a resume is checked by; their keys in another order too.
+    again = analysis.trace_calls(_captured_tables_fn([1.0, 2.0], [20.0, 10.0], b_keys=(b"b", b"a")), SPEC)
+    assert [call.name for call in again.calls] == [a, b] and again.computation == traced.computation
+    other = analysis.trace_calls(_captured_tables_fn([1.0, 2.0], [10.0, 21.0]), SPEC)
+    assert [call.name for call in other.calls][0] == a and [call.name for call in other.calls][1] != b
+    assert other.computation != traced.computation
+
+
+def test_calls_over_two_captured_variables_are_not_named_alike():
+    va, vb = tf.Variable(1.0), tf.Variable(2.0)
+
+    def fn(inputs):
+        return {"a": inputs["x"] - tft.mean(inputs["x"] * va), "b": inputs["x"] - tft.mean(inputs["x"] * vb)}
+
+    a, b = [call.name for call in analysis.trace_calls(fn, SPEC).calls]
+    assert a != b

@@ -18,7 +18,7 @@ from tf2_mapreduce.lazy_tf import tf
 from tf2_mapreduce.outputs import files as output
 from tf2_mapreduce.paths import join
 from tf2_mapreduce.transform import trace
-from tf2_mapreduce.transform.digest import Digests, value_bytes
+from tf2_mapreduce.transform.digest import Digests, table_contents, value_bytes
 from tf2_mapreduce.transform.file_tables import FileTable
 from tf2_mapreduce.transform.imported import Importable, names_of
 from tf2_mapreduce.transform.skeleton import Skeleton
@@ -74,14 +74,6 @@ def _filled_from_file(trackables, handle):
             if path.name in captured and captured[path.name].dtype == tf.string:
                 return captured[path.name].numpy().decode(), op.node_def.attr
     return None
-
-
-def _table_contents(handle, dtypes):
-    """(keys, values, key dtype, value dtype) of the lookup table `handle`."""
-    keys, values = tf.raw_ops.LookupTableExportV2(table_handle=handle, Tkeys=dtypes[0], Tvalues=dtypes[1])
-    keys, values = keys.numpy(), values.numpy()
-    order = np.argsort(keys, kind="stable")  # exported in the order of a hash seeded per process
-    return keys[order], values[order], dtypes[0], dtypes[1]
 
 
 def _rebuilt(keys, values, key_dtype, value_dtype):
@@ -260,7 +252,7 @@ class SavedTransform:
             if placeholder in tables:
                 value = tables[placeholder]
             elif portable and external.dtype == tf.resource:
-                value = _table_contents(external, dtypes_of(external))
+                value = table_contents(external, dtypes_of(external))
             elif portable and external.dtype == tf.string and external.shape.rank == 0:
                 value = (np.asarray(_real_path(real, external.numpy()), dtype=object),)
             elif portable:

@@ -2,12 +2,14 @@
 and a whole transform, are known in any process (names follow the order of calls)."""
 
 import hashlib
+import itertools
+import weakref
 
 import numpy as np
 
 from tf2_mapreduce.lazy_tf import tf
 
-__all__ = ["Digests", "value_bytes"]
+__all__ = ["Digests", "value_bytes", "table_contents", "by_contents"]
 
 # Attributes that name other ops or resources of the process, not what is computed:
 # colocation ("_class": "loc:@name"), other internal ones, and a table's shared name.
@@ -29,6 +31,68 @@ def value_bytes(value) -> bytes:
     return array.tobytes()
 
 
+def table_contents(handle, dtypes):
+    """(keys, values, key dtype, value dtype) of the lookup table `handle` (eager), keys
+    sorted; read eagerly, if in a graph being traced too."""
+    with tf.init_scope():
+        keys, values = tf.raw_ops.LookupTableExportV2(table_handle=handle, Tkeys=dtypes[0], Tvalues=dtypes[1])
+    keys, values = keys.numpy(), values.numpy()
+    order = np.argsort(keys, kind="stable")  # exported in the order of a hash seeded per process
+    return keys[order], values[order], dtypes[0], dtypes[1]
+
+
+# Ops that read a table, and their attributes of its key and value dtypes, which the kernel
+# checks against the table's (an export of other dtypes aborts the process).
+_TABLE_DTYPES = {
+    "LookupTableFindV2": ("Tin", "Tout"),
+    "LookupTableInsertV2": ("Tin", "Tout"),
+    "LookupTableImportV2": ("Tin", "Tout"),
+    "LookupTableRemoveV2": ("Tin", None),
+    "LookupTableExportV2": ("Tkeys", "Tvalues"),
+}
+
+
+def _table_dtypes(placeholder):
+    """The key and value dtypes of the table whose captured handle `placeholder` gives, from
+    an op of its graph that reads it; None if no op says both (a resource of another kind)."""
+    todo, seen = list(placeholder.outputs[0].consumers()), set()
+    while todo:
+        op = todo.pop()
+        if op.name in seen:
+            continue
+        seen.add(op.name)
+        if op.type == "Identity":
+            todo += op.outputs[0].consumers()
+        elif op.type in _TABLE_DTYPES and None not in _TABLE_DTYPES[op.type]:
+            return tuple(op.get_attr(attr) for attr in _TABLE_DTYPES[op.type])
+    return None
+
+
+_unique = itertools.count()
+_tokens = {}  # {id of a resource handle: (a weak reference to it, its token)}
+
+
+def _token(handle) -> bytes:
+    """A token of the resource `handle` in this process: another resource's, never."""
+    known = _tokens.get(id(handle))
+    if known is None or known[0]() is not handle:
+        key = id(handle)
+        known = _tokens[key] = (weakref.ref(handle, lambda _: _tokens.pop(key, None)), b"%d" % next(_unique))
+    return known[1]
+
+
+def by_contents(placeholder, handle) -> bytes:
+    """A captured resource known by what it holds: a lookup table by its keys and values,
+    read now (the same table, the same digest in any process). Another (a variable) by a
+    token of its own in this process: no two resources alike, and what another process
+    named (a checkpoint) is not this."""
+    dtypes = _table_dtypes(placeholder)
+    if dtypes is None:
+        return _hash(b"resource of this process", _token(handle))
+    keys, values, _, _ = table_contents(handle, dtypes)
+    return _hash(b"table", repr(dtypes).encode(), value_bytes(keys), value_bytes(values))
+
+
 def _hash(*parts) -> bytes:
     h = hashlib.sha256()
     for part in parts:
@@ -40,11 +104,13 @@ def _hash(*parts) -> bytes:
 class Digests:
     """Digests of the tensors of one graph. `roots`: {tensor ref: name} of the tensors it
     is computed from (the features, each analyzer's result), known by their names alone;
-    a captured constant is known by its value. Digests of ops are kept: many tensors of
-    one graph share their ancestors."""
+    a captured constant is known by its value; a captured resource by `resources(its
+    placeholder, its handle)` (bytes), else by its dtype alone (its caller digests what it
+    holds). Digests of ops are kept: many tensors of one graph share their ancestors."""
 
-    def __init__(self, roots: dict):
+    def __init__(self, roots: dict, resources=None):
         self._tensors = {ref: _hash(b"root", name.encode()) for ref, name in roots.items()}
+        self._resources = resources
         self._ops = {}
         self._functions = {}
 
@@ -98,11 +164,13 @@ class Digests:
 
     def _captured(self, placeholder) -> bytes:
         """A placeholder that is no root: a value the function captured (a constant made
-        outside it, by its value; a resource, by its kind), else the placeholder's name."""
+        outside it, by its value; a resource, as `resources` says), else the placeholder's name."""
         for external, internal in getattr(placeholder.graph, "captures", ()):
             if internal.op is placeholder:
                 if hasattr(external, "numpy") and external.dtype != tf.resource:
                     return _hash(b"captured", value_bytes(external.numpy()), str(external.dtype).encode())
+                if external.dtype == tf.resource and self._resources is not None and hasattr(external, "numpy"):
+                    return _hash(b"captured resource", self._resources(placeholder, external))
                 return _hash(b"captured", str(external.dtype).encode())
         return _hash(b"placeholder", placeholder.name.encode())
 
