@@ -30,7 +30,7 @@ def _keys(values, dtype):
 
 def _vocabulary_call(top_k=None, frequency_threshold=None):
     params = {"top_k": top_k, "frequency_threshold": frequency_threshold, "filename": "v", "key": "v"}
-    return Call(kinds.VOCABULARY, tf.string, params, name="vocabulary:v")
+    return Call(kinds.VOCABULARY, tf.string, params, name="vocabulary:v", counts="values:v")
 
 
 @pytest.mark.parametrize("top_k,threshold", [(None, None), (5, None), (None, 3), (4, 2), (1000, None)])
@@ -38,7 +38,7 @@ def test_a_vocabulary_is_its_terms_written_in_tf_transforms_order(run_bytes, tmp
     rng = random.Random(top_k or 0)
     alphabet = [b"\x00", b"a", b"b", b"\xff"]
     counts = collections.Counter(b"".join(rng.choices(alphabet, k=rng.randint(1, 3))) for _ in range(400))
-    entries = [(("vocabulary:v", term), count) for term, count in counts.items()]
+    entries = [(("values:v", term), count) for term, count in counts.items()]
     rng.shuffle(entries)
     (made,) = analysis.results([_vocabulary_call(top_k, threshold)], iter(entries), str(tmp_path))
     # tf.Transform's order: count descending, then the term's bytes descending.
@@ -52,7 +52,7 @@ def test_a_vocabulary_is_its_terms_written_in_tf_transforms_order(run_bytes, tmp
 
 def test_a_vocabulary_of_no_term_is_tf_transforms_one_dummy_term(tmp_path):
     (made,) = analysis.results(
-        [_vocabulary_call(frequency_threshold=5)], iter([(("vocabulary:v", b"x"), 4)]), str(tmp_path)
+        [_vocabulary_call(frequency_threshold=5)], iter([(("values:v", b"x"), 4)]), str(tmp_path)
     )
     with open(made.path, "rb") as f:
         assert f.read() == kinds.EMPTY_VOCABULARY["string"] + b"\n"
@@ -70,8 +70,8 @@ def test_quantiles_are_the_values_at_their_ranks_of_every_value_sorted(run_bytes
         values += [math.nan] * 3  # left out
     values = np.array(values, dtype.as_numpy_dtype)
     counts = collections.Counter(_keys(values, dtype))
-    call = Call("quantiles", dtype, {"num_buckets": 7}, name="quantiles:q")
-    entries = [(("quantiles:q", key), count) for key, count in counts.items()]
+    call = Call("quantiles", dtype, {"num_buckets": 7}, name="quantiles:q", counts="values:q")
+    entries = [(("values:q", key), count) for key, count in counts.items()]
     random.Random(1).shuffle(entries)
     (boundaries,) = analysis.results([call], iter(entries), None)
     ordered = np.sort(values[~np.isnan(values)] if not dtype.is_integer else values)

@@ -2,6 +2,8 @@
 `transform.digest`), without a cluster: float arithmetic traced gives eager execution's bits
 in any graph and any batch; a function calling tf.cond is digested, the same each trace."""
 
+import collections
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -143,6 +145,7 @@ def test_calls_over_two_captured_tables_are_named_by_what_each_table_holds():
     traced = analysis.trace_calls(_captured_tables_fn([1.0, 2.0], [10.0, 20.0]), SPEC)
     a, b = [call.name for call in traced.calls]
     assert a != b  # one result for both would scale b by a's mean
+    assert traced.calls[0].counts != traced.calls[1].counts  # nor one count of both
     # The same tables made again (another trace, another process) give the same names, the
     # same computation: what a resume is checked by; their keys in another order too.
     again = analysis.trace_calls(_captured_tables_fn([1.0, 2.0], [20.0, 10.0], b_keys=(b"b", b"a")), SPEC)
@@ -160,3 +163,43 @@ def test_calls_over_two_captured_variables_are_not_named_alike():
 
     a, b = [call.name for call in analysis.trace_calls(fn, SPEC).calls]
     assert a != b
+
+
+def test_calls_that_count_the_same_values_share_one_count_and_each_makes_its_result(tmp_path):
+    spec = {"s": tf.io.FixedLenFeature([], tf.string), "t": tf.io.FixedLenFeature([], tf.string)}
+
+    def fn(inputs):
+        s, t = inputs["s"], inputs["t"]
+        whole, top = tft.vocabulary(s), tft.vocabulary(s, top_k=2, vocab_filename="top")
+        other = tft.vocabulary(t, vocab_filename="t")
+        return {
+            "a": tft.apply_vocabulary(s, whole),
+            "b": tft.apply_vocabulary(s, top),
+            "c": tft.apply_vocabulary(t, other),
+        }
+
+    traced = analysis.trace_calls(fn, spec)
+    job = analysis.analyze_job(traced.first_phase(), spec)
+    assert len(traced.calls) == 3 and len(job.reducer.features) == 2  # s's two vocabularies count s once
+    rng = np.random.RandomState(5)
+    rows = [(b"s%d" % (rng.zipf(1.5) % 40), b"t%d" % rng.randint(9)) for _ in range(500)]
+    records = [
+        tf.train.Example(
+            features=tf.train.Features(
+                feature={k: tf.train.Feature(bytes_list=tf.train.BytesList(value=[v])) for k, v in zip("st", row)}
+            )
+        ).SerializeToString()
+        for row in rows
+    ]
+    counted = tf.function(job.map_fn)(tf.constant(records))["values"]
+    entries = [
+        ((name, key), count)
+        for name, keys in zip(job.reducer.features, counted)
+        for key, count in collections.Counter(keys.numpy().tolist()).items()
+    ]
+    made = analysis.results(traced.calls, entries, str(tmp_path))
+    for column, (call, file) in zip([0, 0, 1], zip(traced.calls, made)):
+        oracle = collections.Counter(row[column] for row in rows)
+        terms = [term for _, term in sorted(((c, t) for t, c in oracle.items()), reverse=True)]
+        with open(file.path, "rb") as f:
+            assert f.read().splitlines() == terms[: call.params["top_k"]]

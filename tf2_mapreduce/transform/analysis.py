@@ -176,13 +176,18 @@ def analyze_job(phase: Phase, feature_spec, name="analyze", config=None) -> Job:
     """The job counting every value each call of `phase` reads, over TFRecord files of
     tf.Examples whose features it reads parsed as `feature_spec` says."""
     parsed = {name: feature_spec[name] for name in phase.read}
-    # Known by name, not by place: another process may call them in another order (a
-    # function iterating a set), and a checkpoint holds what one process counted.
-    names = tuple(sorted(phase.calls))
+    # Calls that count the same (`Call.counts`) are counted once, under that name; known by
+    # name, not by place: another process may call them in another order (a function
+    # iterating a set), and a checkpoint holds what one process counted.
+    counter = {}  # {what is counted: the first call, by name, that counts it}
+    for call_name in sorted(phase.calls):
+        counter.setdefault(phase.calls[call_name].counts, call_name)
+    names = tuple(sorted(counter))
 
     def map_fn(records):
         inputs = tf.io.parse_example(records, parsed) if parsed else {}
-        values = tuple(kinds.counted(phase.calls[name], tensor) for name, tensor in zip(names, phase.values(inputs)))
+        read = dict(zip(sorted(phase.calls), phase.values(inputs)))
+        values = tuple(kinds.counted(phase.calls[counter[name]], read[counter[name]]) for name in names)
         return {
             "examples": tf.size(records, out_type=tf.int64),
             "values": values,
@@ -192,7 +197,9 @@ def analyze_job(phase: Phase, feature_spec, name="analyze", config=None) -> Job:
     return Job(
         name=name,
         map_fn=map_fn,
-        config=dict(config or {}),
+        # What the state's tables hold is named for what is counted: a checkpoint of other
+        # names (another version's) is another job's.
+        config={**(config or {}), "counted": list(names)},
         reducer=Vocabularies(features=names, optional=names),
         records=TFRECORD,
         autograph=False,
@@ -201,20 +208,22 @@ def analyze_job(phase: Phase, feature_spec, name="analyze", config=None) -> Job:
 
 
 def results(calls, entries, directory) -> list:
-    """Each call's result, in call order, from `entries` (((call name, key bytes), count),
-    every value each call read, counted, in any order: the analyze job's `Result.entries`,
-    read from the ps tasks a chunk at a time), as its `kinds.Kind` makes it, in memory
-    bounded whatever the distinct values: a vocabulary is written into `directory` as its
-    terms are sorted. Blocking."""
+    """Each call's result, in call order, from `entries` (((what is counted, key bytes),
+    count): a call's `counts`; every value each call read, counted, in any order: the
+    analyze job's `Result.entries`, read from the ps tasks a chunk at a time), as its
+    `kinds.Kind` makes it, in memory bounded whatever the distinct values: a vocabulary is
+    written into `directory` as its terms are sorted. Blocking."""
     # What every sink sorts is held within one limit, and spilled into `directory`.
     sinks, held = {}, sorted_runs.Held(directory=directory)
+    takers = {}  # {what is counted: the sinks of the calls that count it}
     try:
         for call in calls:  # calls of a name compute the same: one result
             if call.name not in sinks:
                 sinks[call.name] = kinds.sink(call, directory, held)
-        for (name, key), count in entries:
-            if name in sinks:
-                sinks[name].add(key, count)
+                takers.setdefault(call.counts, []).append(sinks[call.name])
+        for (counts, key), count in entries:
+            for taker in takers.get(counts, ()):
+                taker.add(key, count)
         made = {name: sink.result() for name, sink in sinks.items()}
     finally:  # a read that failed (a ps task lost) leaves no runs behind
         for sink in sinks.values():

@@ -6,6 +6,7 @@ tf.Transform pairs each analyzer with a combiner; here an analyzer's values are 
 one per-key table, exactly, and its `Kind` makes its result of every (key, count). Adding
 an analyzer is a class here and a public function (`analyzers`) that calls `trace.analyzer`."""
 
+import hashlib
 import math
 
 import numpy as np
@@ -15,7 +16,17 @@ from tf2_mapreduce.numerics import Extremes
 from tf2_mapreduce.transform import sums
 from tf2_mapreduce.transform.sorted_results import EMPTY_VOCABULARY, Ordered, Ranked, VocabularyFile, decoded
 
-__all__ = ["Kind", "VocabularyFile", "of", "counted", "sink", "result", "VOCABULARY", "EMPTY_VOCABULARY"]
+__all__ = [
+    "Kind",
+    "VocabularyFile",
+    "of",
+    "counting",
+    "counted",
+    "sink",
+    "result",
+    "VOCABULARY",
+    "EMPTY_VOCABULARY",
+]
 
 VOCABULARY = "vocabulary"
 # Strings tft leaves out of a text vocabulary: empty, or holding a newline.
@@ -52,9 +63,11 @@ class Kind:
     are counted under (in a map step); `result(call, entries)`: the call's result from
     every (key bytes, count); `applied(call, result)`: that result in the traced transform.
     `counted_by_position(call, columns)`: an elementwise call's keys, each position's
-    apart, prefixed by it ("j:"), of `columns` ([values, positions])."""
+    apart, prefixed by it ("j:"), of `columns` ([values, positions]). `counts`: what
+    `counted` counts, the same for kinds whose `counted` is the same function."""
 
     name = ""
+    counts = "values"
 
     def counted(self, call, values):
         return _as_keys(values)
@@ -97,6 +110,7 @@ class Size(Kind):
     """How many values: one key, counted once a value."""
 
     name = "size"
+    counts = "size"
 
     def counted(self, call, values):
         return tf.fill(tf.shape(values), "")
@@ -110,6 +124,7 @@ class Sums(Kind):
 
     def __init__(self, name):
         self.name = name
+        self.counts = "sums and squares" if name == "var" else "sums"
 
     def counted(self, call, values):
         return sums.terms(values, squares=self.name == "var")
@@ -132,7 +147,7 @@ class Extreme(Kind):
     of none, tft's default."""
 
     def __init__(self, name):
-        self.name = name
+        self.name = self.counts = name
         self._reduce = tf.reduce_min if name == "min" else tf.reduce_max
 
     def counted(self, call, values):
@@ -194,6 +209,16 @@ _KINDS.update({kind.name: kind for kind in (Quantiles(), Vocabulary())})
 def of(call) -> Kind:
     """The `Kind` of `call` (a `trace.Call`)."""
     return _KINDS[call.kind]
+
+
+def counting(call, computed: str) -> str:
+    """The name of what `call` counts, of `computed` (a digest of what its values compute
+    from the raw features): calls that count the same keys of the same values have the
+    same, and share one count of them (a whole vocabulary and a top_k one of a feature, a
+    vocabulary and quantiles of an integer count each value once)."""
+    kind = of(call)
+    described = repr((kind.counts, call.dtype.name, call.params.get("elementwise"))).encode()
+    return "%s:%s" % (kind.counts.replace(" ", "_"), hashlib.sha256(described + computed.encode()).hexdigest()[:20])
 
 
 def counted(call, values):

@@ -42,7 +42,9 @@ class Call:
     `name`: its kind and a digest of all of these, the same in any process (`named`).
     `out`: its result's dtype, as its stand-in promised the function (its counts do not
     depend on it). `phase`: 0 where it reads what the raw features compute alone, else one
-    more than the latest phase of the analyzers whose results it reads (counted after them)."""
+    more than the latest phase of the analyzers whose results it reads (counted after them).
+    `counts`: the name of what it counts (`kinds.counting`), shared by the calls that count
+    the same, counted once."""
 
     kind: str
     dtype: object
@@ -51,6 +53,7 @@ class Call:
     name: str = ""
     out: object = None
     phase: int = 0
+    counts: str = ""
 
 
 class Analysis:
@@ -105,6 +108,7 @@ class Analysis:
             described = repr((call.kind, call.dtype.name, sorted(call.params.items()))).encode()
             computed = named.of([call.values]).encode()
             call.name = "%s:%s" % (call.kind, hashlib.sha256(described + computed).hexdigest()[:20])
+            call.counts = kinds.counting(call, computed.decode())
             for ref, of, what in results:
                 if of is call:
                     named.add_root(ref, what + call.name)
