@@ -43,7 +43,6 @@ class RunState:
         self.saved = None  # (path, files done) of the last checkpoint saved
         self.resumed = None  # (path, files done) of the checkpoint this run resumed from
         self._looked = False  # whether `prepare` read its checkpoint directory
-        self._checkpoint_dir = checkpoint_dir
         self.released = False
 
     def prepare(self):
@@ -154,7 +153,8 @@ class RunState:
 
     def how_to_resume(self):
         """What a rerun after a ps failure does, for the error that says so."""
-        return how_to_resume(self._checkpoint_dir, len(self.plan.files), self.resumes_from, self._looked)
+        directory = self.checkpoint.directory if self.checkpoint else None
+        return how_to_resume(directory, len(self.plan.files), self.resumes_from, self._looked)
 
     def release(self):
         """Frees this run's state on the ps tasks, for servers kept for more jobs; its
