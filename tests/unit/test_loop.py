@@ -28,6 +28,7 @@ class State:
         self.checkpoint = object() if checkpoint else None
         self.saves = 0
         self.saved = None
+        self.resumed = None
         self.plan = SimpleNamespace(pieces=[None] * PIECES, files=[None] * 2, total_bytes=40)
         self.stop_flag = SimpleNamespace(set=lambda: setattr(self, "stopping", True))
         self.stopping = False
@@ -48,6 +49,10 @@ class State:
     def save_for_resume(self):
         self.save()
         return "; checkpoint saved"
+
+    @property
+    def resumes_from(self):
+        return self.saved or self.resumed
 
 
 class Round:
@@ -109,6 +114,15 @@ def test_a_stop_request_stops_the_round_saves_a_checkpoint_and_raises(signum, er
         run.watch(round_, 0, 0)
     assert round_.stopped.is_set() and state.stopping and state.saves == 1 and raised.value.checkpoint == "ckpt-1"
     assert "checkpoint saved" in str(raised.value)
+
+
+def test_a_stop_noticed_where_nothing_is_saved_names_the_checkpoint_a_rerun_resumes_from():
+    state = State()
+    state.resumed = ("ckpt-0", 1)  # this run resumed from it, and saved none since
+    run, _ = run_loop(state)
+    run.stop.request()
+    error = run.stopped(" while a ps could not be read")
+    assert isinstance(error, Cancelled) and error.checkpoint == "ckpt-0" and state.saves == 0
 
 
 def test_no_progress_while_every_worker_is_down_stops_the_run_with_a_checkpoint():

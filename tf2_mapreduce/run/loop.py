@@ -113,7 +113,8 @@ class RunLoop:
         """The error a requested stop raises; `where` it was noticed, or "" to save a
         checkpoint first and say how to resume."""
         hint = self.state.save_for_resume() if not where else ""
-        return self.stop.error(where + hint, self.state.saved[0] if self.state.saved else None)
+        resumes_from = self.state.resumes_from
+        return self.stop.error(where + hint, resumes_from[0] if resumes_from else None)
 
     def watch(self, round_, skipped_pieces: int, skipped: int) -> bool:
         """Blocks while `round_` (`rounds.Round`) runs. Returns False when its join()
