@@ -30,33 +30,34 @@ def decoded(dtype, key):
 class _ByValue:
     """Keys of values (as `kinds` counts them) ascending by value (-0.0 before 0.0), then by count, as
     bytes (an `outputs.sorted_runs.Order`): a value's bits made unsigned, in the order of the
-    values (NaN left out before)."""
+    values (`ordered`, None for a NaN, left out before). An entry is (key, count, ordered):
+    a key's int parsed once."""
 
     _VALUE = struct.Struct(">Q")
+    _KEY_AT = _VALUE.size + sorted_runs.COUNT.size
 
     def __init__(self, dtype):
         self._width = 0 if dtype.is_integer else 64 if dtype == tf.float64 else 32
 
-    def is_nan(self, key: bytes) -> bool:
-        """Whether `key` is a NaN's bits: every exponent bit set and a fraction not 0."""
-        if not self._width:
-            return False
-        infinity = {32: 0x7F800000, 64: 0x7FF0000000000000}[self._width]
-        return int(key) & ((1 << (self._width - 1)) - 1) > infinity
-
-    def encode(self, entry) -> bytes:
-        key, count = entry
+    def ordered(self, key: bytes) -> int | None:
+        """The unsigned value whose order is that of `key`'s value; None for a NaN's bits
+        (every exponent bit set and a fraction not 0)."""
         bits = int(key)  # an integer, or a float's bits as a signed integer
         if not self._width:
-            ordered = bits + (1 << 63)
-        elif bits < 0:  # a negative float: the greater its bits' magnitude, the less it is
-            ordered = -1 - bits
-        else:
-            ordered = bits + (1 << (self._width - 1))
+            return bits + (1 << 63)
+        infinity = {32: 0x7F800000, 64: 0x7FF0000000000000}[self._width]
+        if bits & ((1 << (self._width - 1)) - 1) > infinity:
+            return None
+        if bits < 0:  # a negative float: the greater its bits' magnitude, the less it is
+            return -1 - bits
+        return bits + (1 << (self._width - 1))
+
+    def encode(self, entry) -> bytes:
+        key, count, ordered = entry
         return self._VALUE.pack(ordered) + sorted_runs.COUNT.pack(count) + key
 
     def decode(self, data: bytes):
-        return data[16:], sorted_runs.COUNT.unpack_from(data, 8)[0]
+        return data[self._KEY_AT :], sorted_runs.COUNT.unpack_from(data, self._VALUE.size)[0]
 
 
 class Ranked:
@@ -68,10 +69,11 @@ class Ranked:
         self._sorted = sorted_runs.SortedRuns(order=self._order, held=held)
 
     def add(self, key, count):
-        if self._order.is_nan(key):
+        ordered = self._order.ordered(key)
+        if ordered is None:
             return
         self.n += count
-        self._sorted.add((key, count))
+        self._sorted.add((key, count, ordered))
 
     def close(self):
         self._sorted.close()
