@@ -9,6 +9,9 @@ real session is made."""
 import threading
 import types
 
+import pytest
+import tensorflow as tf
+
 from tf2_mapreduce.cluster import channel, heartbeats
 from tf2_mapreduce.cluster import spec as cluster_spec
 
@@ -185,7 +188,30 @@ def test_an_ack_answered_with_an_error_of_the_servers_own_is_not_sent_again(monk
     assert kept
 
 
-def test_a_session_dropped_for_a_task_gone_mid_job_is_closed_apart_not_by_the_sender(monkeypatch):
+def _refused(beat, monkeypatch):
+    monkeypatch.setattr(cluster_spec, "probe", lambda _address: "connection refused")
+    beat.send(channel.Message(channel.HEARTBEAT, 1))
+
+
+def _send_failed(beat, monkeypatch):
+    monkeypatch.setattr(cluster_spec, "probe", lambda _address: None)
+    beat.session.run = lambda *args, **kwargs: (_ for _ in ()).throw(tf.errors.UnavailableError(None, None, "gone"))
+    beat.send(channel.Message(channel.HEARTBEAT, 1))
+
+
+def _no_answer(beat, monkeypatch):
+    monkeypatch.setattr(cluster_spec, "probe", lambda _address: None)
+
+    def run(fetch, *args, **kwargs):  # queued, then no answer within the timeout
+        if fetch is beat.answer:
+            raise tf.errors.DeadlineExceededError(None, None, "no answer")
+
+    beat.session.run = run
+    beat.tell(channel.Message(channel.JOB_OVER, 1))
+
+
+@pytest.mark.parametrize("fails", [_refused, _send_failed, _no_answer])
+def test_a_session_dropped_for_a_task_gone_mid_job_is_closed_apart_not_by_the_sender(monkeypatch, fails):
     # Dropped by the sender, the session was closed by its finalizer there and then: a
     # heartbeat to a killed worker waited out the close's whole timeout, and the
     # coordinator's exit with it.
@@ -199,12 +225,9 @@ def test_a_session_dropped_for_a_task_gone_mid_job_is_closed_apart_not_by_the_se
 
     beat = channel._Channel("worker", 0, "localhost:3")
     beat.session = types.SimpleNamespace(close=close)
-    monkeypatch.setattr(cluster_spec, "probe", lambda _address: "connection refused")
     try:
-        try:
-            beat.send(channel.Message(channel.HEARTBEAT, 1))
-        except ConnectionError:
-            pass
+        with pytest.raises((ConnectionError, tf.errors.OpError)):
+            fails(beat, monkeypatch)
         assert beat.session is None
         (closing,) = named("tf2_mapreduce-close-session")
         assert closing is not threading.current_thread() and not closing.daemon
