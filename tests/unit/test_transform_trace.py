@@ -3,6 +3,11 @@
 in any graph and any batch; a function calling tf.cond is digested, the same each trace."""
 
 import collections
+import contextlib
+import io
+import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -122,47 +127,86 @@ def test_an_elementwise_analyzer_over_no_values_an_example_is_refused(shape):
         )
 
 
-def _captured_tables_fn(a_values, b_values, b_keys=(b"a", b"b")):
-    """A function making two tables under tf.init_scope, as TFX's census example does, each
-    read by a mean of its own."""
+def _tables_fn(a_values, b_values, b_keys=(b"a", b"b"), made="init_scope"):
+    """A function making two tables, each read by a mean of its own: under tf.init_scope
+    (TFX's census example; filled as it is traced), in the function (filled as it runs), or
+    under tf.init_scope and read in a tf.map_fn (in a function of the graph's library)."""
+
+    def table(keys, values):
+        initializer = tf.lookup.KeyValueTensorInitializer(tf.constant(list(keys)), tf.constant(values))
+        return tf.lookup.StaticHashTable(initializer, -1.0)
 
     def fn(inputs):
         s = tf.strings.as_string(inputs["x"])
-        with tf.init_scope():
-            ta = tf.lookup.StaticHashTable(
-                tf.lookup.KeyValueTensorInitializer(tf.constant([b"a", b"b"]), tf.constant(a_values)), -1.0
-            )
-            tb = tf.lookup.StaticHashTable(
-                tf.lookup.KeyValueTensorInitializer(tf.constant(list(b_keys)), tf.constant(b_values)), -1.0
-            )
-        a, b = ta.lookup(s), tb.lookup(s)
+        with tf.init_scope() if made != "in the function" else contextlib.nullcontext():
+            ta, tb = table([b"a", b"b"], a_values), table(b_keys, b_values)
+        if made == "read in map_fn":
+            a, b = [tf.map_fn(t.lookup, s, fn_output_signature=tf.float32) for t in (ta, tb)]
+        else:
+            a, b = ta.lookup(s), tb.lookup(s)
         return {"a": a - tft.mean(a), "b": b - tft.mean(b)}
 
     return fn
 
 
-def test_calls_over_two_captured_tables_are_named_by_what_each_table_holds():
-    traced = analysis.trace_calls(_captured_tables_fn([1.0, 2.0], [10.0, 20.0]), SPEC)
+@pytest.mark.parametrize("made", ["init_scope", "in the function", "read in map_fn"])
+def test_calls_over_two_tables_are_named_by_what_each_table_holds(made):
+    traced = analysis.trace_calls(_tables_fn([1.0, 2.0], [10.0, 20.0], made=made), SPEC)
     a, b = [call.name for call in traced.calls]
     assert a != b  # one result for both would scale b by a's mean
     assert traced.calls[0].counts != traced.calls[1].counts  # nor one count of both
+    other = analysis.trace_calls(_tables_fn([1.0, 2.0], [10.0, 21.0], made=made), SPEC)
+    assert [call.name for call in other.calls][1] != b and other.computation != traced.computation
+    if made == "read in map_fn":
+        return  # a map_fn's function is named by a count of the process: its names differ each trace
     # The same tables made again (another trace, another process) give the same names, the
-    # same computation: what a resume is checked by; their keys in another order too.
-    again = analysis.trace_calls(_captured_tables_fn([1.0, 2.0], [20.0, 10.0], b_keys=(b"b", b"a")), SPEC)
+    # same computation: what a resume is checked by. One filled as traced is known by what
+    # it holds: its keys given in another order too.
+    again = _tables_fn([1.0, 2.0], [20.0, 10.0], b_keys=(b"b", b"a"), made=made)
+    if made == "in the function":
+        again = _tables_fn([1.0, 2.0], [10.0, 20.0], made=made)
+    again = analysis.trace_calls(again, SPEC)
     assert [call.name for call in again.calls] == [a, b] and again.computation == traced.computation
-    other = analysis.trace_calls(_captured_tables_fn([1.0, 2.0], [10.0, 21.0]), SPEC)
-    assert [call.name for call in other.calls][0] == a and [call.name for call in other.calls][1] != b
-    assert other.computation != traced.computation
+    assert [call.name for call in other.calls][0] == a
 
 
-def test_calls_over_two_captured_variables_are_not_named_alike():
-    va, vb = tf.Variable(1.0), tf.Variable(2.0)
+_NAMES_IN_A_PROCESS = """
+import tensorflow as tf
+import tf2_mapreduce.transform as tft
+from tf2_mapreduce.transform import analysis
 
-    def fn(inputs):
-        return {"a": inputs["x"] - tft.mean(inputs["x"] * va), "b": inputs["x"] - tft.mean(inputs["x"] * vb)}
+value = 1.0
+held = tf.Variable(value)
 
-    a, b = [call.name for call in analysis.trace_calls(fn, SPEC).calls]
-    assert a != b
+def table_fn(inputs):
+    with tf.init_scope():
+        initializer = tf.lookup.KeyValueTensorInitializer(tf.constant([b"1"]), tf.constant([value]))
+        table = tf.lookup.StaticHashTable(initializer, -1.0)
+    return {"a": inputs["x"] - tft.mean(table.lookup(tf.strings.as_string(inputs["x"])))}
+
+def variable_fn(inputs):
+    return {"a": inputs["x"] - tft.mean(inputs["x"] * held)}
+
+spec = {"x": tf.io.FixedLenFeature([], tf.float32)}
+print(" ".join(analysis.trace_calls(fn, spec).computation for fn in (table_fn, variable_fn)))
+"""
+
+
+def test_a_captured_table_is_named_alike_in_another_process_a_variable_never():
+    done = subprocess.run(
+        [sys.executable, "-c", _NAMES_IN_A_PROCESS],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"),
+    )
+    assert done.returncode == 0, done.stderr
+    here = io.StringIO()
+    with contextlib.redirect_stdout(here):
+        exec(_NAMES_IN_A_PROCESS, {})
+    (table, variable), (table_here, variable_here) = done.stdout.split(), here.getvalue().split()
+    assert table == table_here  # a resume's check: the same table, the same computation
+    assert variable != variable_here  # what a variable holds is not known: its checkpoints are refused
 
 
 def test_calls_that_count_the_same_values_share_one_count_and_each_makes_its_result(tmp_path):

@@ -11,7 +11,7 @@ from tf2_mapreduce.jobs.base import Job
 from tf2_mapreduce.lazy_tf import tf
 from tf2_mapreduce.outputs import sorted_runs
 from tf2_mapreduce.reducers import Vocabularies
-from tf2_mapreduce.transform import kinds, trace
+from tf2_mapreduce.transform import captured, kinds, trace
 from tf2_mapreduce.transform import schema as schemas
 from tf2_mapreduce.transform.imported import Importable
 
@@ -133,7 +133,7 @@ def trace_calls(preprocessing_fn, feature_spec, given=dict) -> Traced:
     digest = []
 
     def traced(inputs):
-        with trace.tracing(analysis):
+        with trace.tracing(analysis), captured.noting_tables():
             outputs = outputs_checked(preprocessing_fn(given(inputs)))
         # What tf.Examples cannot hold is refused here, before any pass.
         schemas.transformed(outputs, {}, {name for name, out in outputs.items() if analysis.depends_on_a_result(out)})

@@ -18,7 +18,8 @@ from tf2_mapreduce.lazy_tf import tf
 from tf2_mapreduce.outputs import files as output
 from tf2_mapreduce.paths import join
 from tf2_mapreduce.transform import trace
-from tf2_mapreduce.transform.digest import Digests, table_contents, value_bytes
+from tf2_mapreduce.transform.captured import table_contents
+from tf2_mapreduce.transform.digest import Digests, value_bytes
 from tf2_mapreduce.transform.file_tables import FileTable
 from tf2_mapreduce.transform.imported import Importable, names_of
 from tf2_mapreduce.transform.skeleton import Skeleton

@@ -2,18 +2,26 @@
 and a whole transform, are known in any process (names follow the order of calls)."""
 
 import hashlib
-import itertools
-import weakref
 
 import numpy as np
 
 from tf2_mapreduce.lazy_tf import tf
 
-__all__ = ["Digests", "value_bytes", "table_contents", "by_contents"]
+__all__ = ["Digests", "value_bytes", "digest_of"]
 
 # Attributes that name other ops or resources of the process, not what is computed:
 # colocation ("_class": "loc:@name"), other internal ones, and a table's shared name.
 _SKIPPED = ("shared_name",)
+# Ops that write a lookup table: what a table holds is also what they write, where the
+# function writes it (a table made in it is filled as it runs, not as it is traced). Those
+# that set all it holds (a KeyValueTensorInitializer's import among them) first.
+_INITIALIZERS = (
+    "InitializeTableV2",
+    "InitializeTableFromTextFileV2",
+    "InitializeTableFromDataset",
+    "LookupTableImportV2",
+)
+_WRITERS = _INITIALIZERS + ("LookupTableInsertV2", "LookupTableRemoveV2")
 
 
 def _kept(attrs):
@@ -31,69 +39,8 @@ def value_bytes(value) -> bytes:
     return array.tobytes()
 
 
-def table_contents(handle, dtypes):
-    """(keys, values, key dtype, value dtype) of the lookup table `handle` (eager), keys
-    sorted; read eagerly, if in a graph being traced too."""
-    with tf.init_scope():
-        keys, values = tf.raw_ops.LookupTableExportV2(table_handle=handle, Tkeys=dtypes[0], Tvalues=dtypes[1])
-    keys, values = keys.numpy(), values.numpy()
-    order = np.argsort(keys, kind="stable")  # exported in the order of a hash seeded per process
-    return keys[order], values[order], dtypes[0], dtypes[1]
-
-
-# Ops that read a table, and their attributes of its key and value dtypes, which the kernel
-# checks against the table's (an export of other dtypes aborts the process).
-_TABLE_DTYPES = {
-    "LookupTableFindV2": ("Tin", "Tout"),
-    "LookupTableInsertV2": ("Tin", "Tout"),
-    "LookupTableImportV2": ("Tin", "Tout"),
-    "LookupTableRemoveV2": ("Tin", None),
-    "LookupTableExportV2": ("Tkeys", "Tvalues"),
-}
-
-
-def _table_dtypes(placeholder):
-    """The key and value dtypes of the table whose captured handle `placeholder` gives, from
-    an op of its graph that reads it; None if no op says both (a resource of another kind)."""
-    todo, seen = list(placeholder.outputs[0].consumers()), set()
-    while todo:
-        op = todo.pop()
-        if op.name in seen:
-            continue
-        seen.add(op.name)
-        if op.type == "Identity":
-            todo += op.outputs[0].consumers()
-        elif op.type in _TABLE_DTYPES and None not in _TABLE_DTYPES[op.type]:
-            return tuple(op.get_attr(attr) for attr in _TABLE_DTYPES[op.type])
-    return None
-
-
-_unique = itertools.count()
-_tokens = {}  # {id of a resource handle: (a weak reference to it, its token)}
-
-
-def _token(handle) -> bytes:
-    """A token of the resource `handle` in this process: another resource's, never."""
-    known = _tokens.get(id(handle))
-    if known is None or known[0]() is not handle:
-        key = id(handle)
-        known = _tokens[key] = (weakref.ref(handle, lambda _: _tokens.pop(key, None)), b"%d" % next(_unique))
-    return known[1]
-
-
-def by_contents(placeholder, handle) -> bytes:
-    """A captured resource known by what it holds: a lookup table by its keys and values,
-    read now (the same table, the same digest in any process). Another (a variable) by a
-    token of its own in this process: no two resources alike, and what another process
-    named (a checkpoint) is not this."""
-    dtypes = _table_dtypes(placeholder)
-    if dtypes is None:
-        return _hash(b"resource of this process", _token(handle))
-    keys, values, _, _ = table_contents(handle, dtypes)
-    return _hash(b"table", repr(dtypes).encode(), value_bytes(keys), value_bytes(values))
-
-
-def _hash(*parts) -> bytes:
+def digest_of(*parts: bytes) -> bytes:
+    """One digest of byte strings, each known by its length too."""
     h = hashlib.sha256()
     for part in parts:
         h.update(len(part).to_bytes(8, "little"))
@@ -101,15 +48,32 @@ def _hash(*parts) -> bytes:
     return h.digest()
 
 
+def _writers(placeholder) -> list:
+    """The ops of its graph that write the table whose handle `placeholder` gives."""
+    todo, seen, writers = list(placeholder.outputs[0].consumers()), set(), []
+    while todo:
+        op = todo.pop()
+        if op.name in seen:
+            continue
+        seen.add(op.name)
+        if op.type == "Identity":
+            todo += op.outputs[0].consumers()
+        elif op.type in _WRITERS:
+            writers.append(op)
+    return writers
+
+
 class Digests:
     """Digests of the tensors of one graph. `roots`: {tensor ref: name} of the tensors it
     is computed from (the features, each analyzer's result), known by their names alone;
-    a captured constant is known by its value; a captured resource by `resources(its
-    placeholder, its handle)` (bytes), else by its dtype alone (its caller digests what it
-    holds). Digests of ops are kept: many tensors of one graph share their ancestors."""
+    a captured constant is known by its value; a captured resource by the ops of the graph
+    that write it (a table's initializer) and by `resources(its handle, whether such an
+    op fills it)` (bytes: what it held as traced, `captured.known`), else by its dtype
+    (its caller digests what it holds: a loaded transform_fn's tables). Digests of ops are
+    kept: many tensors of one graph share their ancestors."""
 
     def __init__(self, roots: dict, resources=None):
-        self._tensors = {ref: _hash(b"root", name.encode()) for ref, name in roots.items()}
+        self._tensors = {ref: digest_of(b"root", name.encode()) for ref, name in roots.items()}
         self._resources = resources
         self._ops = {}
         self._functions = {}
@@ -117,7 +81,7 @@ class Digests:
     def add_root(self, ref, name: str) -> None:
         """`ref` (a tensor's) known by `name` alone from now on: nothing computed from it
         may have been digested before."""
-        self._tensors[ref] = _hash(b"root", name.encode())
+        self._tensors[ref] = digest_of(b"root", name.encode())
 
     def of(self, tensors) -> str:
         """One digest of `tensors` (Tensors, SparseTensors or RaggedTensors), in order."""
@@ -125,12 +89,12 @@ class Digests:
         for tensor in tensors:
             for component in tf.nest.flatten(tensor, expand_composites=True):
                 parts.append(self._tensor(component))
-        return _hash(*parts).hex()
+        return digest_of(*parts).hex()
 
     def _tensor(self, tensor) -> bytes:
         digest = self._tensors.get(tensor.ref())
         if digest is None:
-            digest = _hash(self._op(tensor.op), str(tensor.value_index).encode())
+            digest = digest_of(self._op(tensor.op), str(tensor.value_index).encode())
         return digest
 
     def _op(self, op) -> bytes:
@@ -160,7 +124,7 @@ class Digests:
             parts.append(self._captured(op))
         parts += [self._tensor(t) for t in op.inputs]
         parts += sorted(self._ops[c.name] for c in op.control_inputs)
-        return _hash(*parts)
+        return digest_of(*parts)
 
     def _captured(self, placeholder) -> bytes:
         """A placeholder that is no root: a value the function captured (a constant made
@@ -168,20 +132,29 @@ class Digests:
         for external, internal in getattr(placeholder.graph, "captures", ()):
             if internal.op is placeholder:
                 if hasattr(external, "numpy") and external.dtype != tf.resource:
-                    return _hash(b"captured", value_bytes(external.numpy()), str(external.dtype).encode())
-                if external.dtype == tf.resource and self._resources is not None and hasattr(external, "numpy"):
-                    return _hash(b"captured resource", self._resources(placeholder, external))
-                return _hash(b"captured", str(external.dtype).encode())
-        return _hash(b"placeholder", placeholder.name.encode())
+                    return digest_of(b"captured", value_bytes(external.numpy()), str(external.dtype).encode())
+                if external.dtype == tf.resource:
+                    return self._resource(placeholder, external)
+                return digest_of(b"captured", str(external.dtype).encode())
+        return digest_of(b"placeholder", placeholder.name.encode())
+
+    def _resource(self, placeholder, handle) -> bytes:
+        writers = _writers(placeholder)
+        held = str(handle.dtype).encode()
+        if self._resources is not None and hasattr(handle, "numpy"):
+            held = self._resources(handle, any(op.type in _INITIALIZERS for op in writers))
+        # Its writers read its handle: they are digested with what it held as the handle's digest.
+        self._ops[placeholder.name] = held = digest_of(b"captured resource", held)
+        return digest_of(held, *sorted(self._op(op) for op in writers))
 
     def _attr(self, graph, value) -> bytes:
         """An attribute's value; one naming a function (a loop's body), its function's digest."""
         kind = value.WhichOneof("value")
         if kind == "func":
             attrs = [name.encode() + self._attr(graph, v) for name, v in sorted(value.func.attr.items())]
-            return _hash(b"func", self._function(graph, value.func.name), *attrs)
+            return digest_of(b"func", self._function(graph, value.func.name), *attrs)
         if kind == "list" and value.list.func:
-            return _hash(b"funcs", *[self._function(graph, f.name) for f in value.list.func])
+            return digest_of(b"funcs", *[self._function(graph, f.name) for f in value.list.func])
         return value.SerializeToString(deterministic=True)
 
     def _function(self, graph, name) -> bytes:
@@ -191,7 +164,7 @@ class Digests:
             found = graph._get_function(name) if hasattr(graph, "_get_function") else None
             definition = getattr(found, "definition", None)
             if definition is None:
-                self._functions[name] = _hash(b"function", name.encode())
+                self._functions[name] = digest_of(b"function", name.encode())
             else:
                 self._functions[name] = self._function_definition(graph, definition)
         return self._functions[name]
@@ -206,4 +179,4 @@ class Digests:
             for name, value in _kept(node.attr):
                 parts += [name.encode(), self._attr(graph, value)]
         parts += [("%s=%s" % item).encode() for item in sorted(definition.ret.items())]
-        return _hash(*parts)
+        return digest_of(*parts)

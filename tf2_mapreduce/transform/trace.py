@@ -13,8 +13,8 @@ import numpy as np
 
 from tf2_mapreduce.errors import UsageError
 from tf2_mapreduce.lazy_tf import tf
-from tf2_mapreduce.transform import as_written, kinds
-from tf2_mapreduce.transform.digest import Digests, by_contents
+from tf2_mapreduce.transform import as_written, captured, kinds
+from tf2_mapreduce.transform.digest import Digests
 
 __all__ = [
     "Call",
@@ -99,7 +99,7 @@ class Analysis:
         for feature, tensor in inputs.items():
             for i, part in enumerate(tf.nest.flatten(tensor, expand_composites=True)):
                 roots[part.ref()] = "feature %s %d" % (feature, i)
-        named = Digests(roots, resources=by_contents)
+        named = Digests(roots, resources=captured.known)
         results = [(ref, call, "analyzer ") for ref, call in self.stand_ins.items()]
         results += [(ref, call, "vocabulary size ") for ref, call in self.sizes.items()]
         # In call order: a call reads the results of calls before it only, each known by
