@@ -112,17 +112,19 @@ def _numeric(values, counts, is_float, exact=None):
 
 
 class _Strings:
-    """A bytes feature's values as they stream in: a bounded heap of the most frequent,
-    and every count (for the distinct values and the ranks)."""
+    """A bytes feature's values as they stream in: a bounded heap of the most frequent, and
+    how many values and distinct values there were (no memory a distinct value)."""
 
     def __init__(self):
         self.heap = []  # (count, inverted order key, value): the least frequent on top
-        self.counts = []
+        self.total = 0
+        self.unique = 0
         self.length = 0
         self.invalid_utf8 = 0
 
     def add(self, value, count):
-        self.counts.append(count)
+        self.total += count
+        self.unique += 1
         self.length += len(value) * count
         try:
             value.decode("utf-8")
@@ -136,15 +138,13 @@ class _Strings:
             heapq.heapreplace(self.heap, entry)
 
     def finish(self):
-        counts = np.array(self.counts, np.int64)
-        total = int(counts.sum())
         ranked = [(value, count) for count, _, value in sorted(self.heap, reverse=True)]
         return StringStats(
-            count=total,
-            unique=len(counts),
+            count=self.total,
+            unique=self.unique,
             invalid_utf8_count=self.invalid_utf8,
             top_values=ranked[:NUM_TOP_VALUES],
-            avg_length=self.length / total if total else 0.0,
+            avg_length=self.length / self.total if self.total else 0.0,
             rank_histogram=[(rank, value, count) for rank, (value, count) in enumerate(ranked)],
         )
 
