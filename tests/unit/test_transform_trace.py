@@ -157,17 +157,58 @@ def test_calls_over_two_tables_are_named_by_what_each_table_holds(made):
     assert traced.calls[0].counts != traced.calls[1].counts  # nor one count of both
     other = analysis.trace_calls(_tables_fn([1.0, 2.0], [10.0, 21.0], made=made), SPEC)
     assert [call.name for call in other.calls][1] != b and other.computation != traced.computation
-    if made == "read in map_fn":
-        return  # a map_fn's function is named by a count of the process: its names differ each trace
-    # The same tables made again (another trace, another process) give the same names, the
-    # same computation: what a resume is checked by. One filled as traced is known by what
-    # it holds: its keys given in another order too.
-    again = _tables_fn([1.0, 2.0], [20.0, 10.0], b_keys=(b"b", b"a"), made=made)
-    if made == "in the function":
-        again = _tables_fn([1.0, 2.0], [10.0, 20.0], made=made)
-    again = analysis.trace_calls(again, SPEC)
-    assert [call.name for call in again.calls] == [a, b] and again.computation == traced.computation
-    assert [call.name for call in other.calls][0] == a
+    # The same tables made again (another trace, another process): a table made under
+    # tf.init_scope and only read is known by what it holds, its keys given in another
+    # order too, so a resume is the same computation. Any other (filled as the function
+    # runs, passed into a function) is opaque: named anew each trace, a resume refused.
+    again = analysis.trace_calls(_tables_fn([1.0, 2.0], [20.0, 10.0], b_keys=(b"b", b"a"), made=made), SPEC)
+    same = [call.name for call in again.calls] == [a, b] and again.computation == traced.computation
+    assert same == (made == "init_scope")
+
+
+def _written_fn(write):
+    """A function reading a table under tf.init_scope twice, with `write(table)` between."""
+
+    def fn(inputs):
+        s = tf.strings.as_string(inputs["x"])
+        with tf.init_scope():
+            table = tf.lookup.experimental.MutableHashTable(tf.string, tf.float32, -1.0)
+            table.insert(tf.constant([b"a"]), tf.constant([1.0]))
+        before = tf.ensure_shape(table.lookup(s), [None])
+        write(table)
+        after = tf.ensure_shape(table.lookup(s), [None])
+        return {"a": before - tft.mean(before), "b": after - tft.mean(after)}
+
+    return fn
+
+
+@pytest.mark.parametrize(
+    "write",
+    [
+        lambda table: table.insert(tf.constant([b"a"]), tf.constant([100.0])),
+        lambda table: tf.raw_ops.LookupTableImportV2(
+            table_handle=table.resource_handle, keys=tf.constant([b"b"]), values=tf.constant([2.0])
+        ),
+    ],
+)
+def test_reads_of_a_table_the_function_writes_are_never_named_alike(write):
+    # Named before TensorFlow orders a table's reads and writes: a read is known by its ops
+    # alone, which are the same before a write and after it.
+    before, after = [call.name for call in analysis.trace_calls(_written_fn(write), SPEC).calls]
+    assert before != after
+
+
+def test_a_table_kept_by_the_function_from_an_earlier_trace_is_traced_again():
+    kept = []
+
+    def fn(inputs):
+        if not kept:  # made in the first trace, filled as the function runs
+            kept.append(tf.lookup.StaticHashTable(tf.lookup.KeyValueTensorInitializer([b"a"], [1.0]), -1.0))
+        looked_up = kept[0].lookup(tf.strings.as_string(inputs["x"]))
+        return {"a": looked_up - tft.mean(looked_up)}
+
+    first, second = analysis.trace_calls(fn, SPEC), analysis.trace_calls(fn, SPEC)
+    assert first.computation != second.computation  # not read as it was traced: opaque
 
 
 _NAMES_IN_A_PROCESS = """

@@ -133,7 +133,7 @@ def trace_calls(preprocessing_fn, feature_spec, given=dict) -> Traced:
     digest = []
 
     def traced(inputs):
-        with trace.tracing(analysis), captured.noting_tables():
+        with trace.tracing(analysis), captured.noting_tables() as tables:
             outputs = outputs_checked(preprocessing_fn(given(inputs)))
         # What tf.Examples cannot hold is refused here, before any pass.
         schemas.transformed(outputs, {}, {name for name, out in outputs.items() if analysis.depends_on_a_result(out)})
@@ -142,7 +142,7 @@ def trace_calls(preprocessing_fn, feature_spec, given=dict) -> Traced:
             for name in named:
                 if named.count(name) > 1:
                     raise trace.NotSupported("two vocabularies are named %s: give each its own vocab_filename" % name)
-        digest.append(analysis.named(inputs, outputs))
+        digest.append(analysis.named(inputs, outputs, tables))
         by_name = {}
         for call in analysis.calls:  # the first of a name: it reads only what calls before it give
             by_name.setdefault(call.name, call.values)

@@ -2,6 +2,7 @@
 and a whole transform, are known in any process (names follow the order of calls)."""
 
 import hashlib
+import os
 
 import numpy as np
 
@@ -12,16 +13,9 @@ __all__ = ["Digests", "value_bytes", "digest_of"]
 # Attributes that name other ops or resources of the process, not what is computed:
 # colocation ("_class": "loc:@name"), other internal ones, and a table's shared name.
 _SKIPPED = ("shared_name",)
-# Ops that write a lookup table: what a table holds is also what they write, where the
-# function writes it (a table made in it is filled as it runs, not as it is traced). Those
-# that set all it holds (a KeyValueTensorInitializer's import among them) first.
-_INITIALIZERS = (
-    "InitializeTableV2",
-    "InitializeTableFromTextFileV2",
-    "InitializeTableFromDataset",
-    "LookupTableImportV2",
-)
-_WRITERS = _INITIALIZERS + ("LookupTableInsertV2", "LookupTableRemoveV2")
+# What the ops that read a lookup table do not change: a table only these read holds what
+# it held as the function was traced.
+_READS = ("LookupTableFindV2", "LookupTableSizeV2", "LookupTableExportV2")
 
 
 def _kept(attrs):
@@ -48,9 +42,10 @@ def digest_of(*parts: bytes) -> bytes:
     return h.digest()
 
 
-def _writers(placeholder) -> list:
-    """The ops of its graph that write the table whose handle `placeholder` gives."""
-    todo, seen, writers = list(placeholder.outputs[0].consumers()), set(), []
+def _only_read(placeholder) -> bool:
+    """Whether every op of its graph that the captured handle `placeholder` reaches (through
+    Identity ops) only reads the table: none writes it, nor passes it into a function."""
+    todo, seen = list(placeholder.outputs[0].consumers()), set()
     while todo:
         op = todo.pop()
         if op.name in seen:
@@ -58,23 +53,26 @@ def _writers(placeholder) -> list:
         seen.add(op.name)
         if op.type == "Identity":
             todo += op.outputs[0].consumers()
-        elif op.type in _WRITERS:
-            writers.append(op)
-    return writers
+        elif op.type not in _READS:
+            return False
+    return True
 
 
 class Digests:
     """Digests of the tensors of one graph. `roots`: {tensor ref: name} of the tensors it
     is computed from (the features, each analyzer's result), known by their names alone;
-    a captured constant is known by its value; a captured resource by the ops of the graph
-    that write it (a table's initializer) and by `resources(its handle, whether such an
-    op fills it)` (bytes: what it held as traced, `captured.known`), else by its dtype
-    (its caller digests what it holds: a loaded transform_fn's tables). Digests of ops are
-    kept: many tensors of one graph share their ancestors."""
+    a captured constant is known by its value. A captured resource: with `resources` (a
+    `captured.Tables`' `known`), a table the function only reads by what it holds; any
+    other resource, and one the graph makes, is opaque: each op that reads it is unlike any
+    other (it may read what another wrote), here and in any other process, so that no two
+    are taken for one and nothing named after them is resumed. Without `resources`, a
+    resource is known by its dtype (its caller digests what the tables hold: a loaded
+    transform_fn's). Digests of ops are kept: many tensors of one graph share their ancestors."""
 
     def __init__(self, roots: dict, resources=None):
         self._tensors = {ref: digest_of(b"root", name.encode()) for ref, name in roots.items()}
         self._resources = resources
+        self._opaque = set()  # names of the ops whose resource outputs are opaque
         self._ops = {}
         self._functions = {}
 
@@ -118,6 +116,8 @@ class Digests:
 
     def _own(self, op) -> bytes:
         parts = [op.type.encode()]
+        if self._resources is not None and self._is_opaque(op):
+            parts.append(os.urandom(16))
         for name, value in _kept(op.node_def.attr):
             parts += [name.encode(), self._attr(op.graph, value)]
         if op.type == "Placeholder":
@@ -133,19 +133,23 @@ class Digests:
             if internal.op is placeholder:
                 if hasattr(external, "numpy") and external.dtype != tf.resource:
                     return digest_of(b"captured", value_bytes(external.numpy()), str(external.dtype).encode())
-                if external.dtype == tf.resource:
-                    return self._resource(placeholder, external)
+                if external.dtype == tf.resource and self._resources is not None:
+                    held = self._resources(external) if _only_read(placeholder) else None
+                    if held is None:
+                        self._opaque.add(placeholder.name)
+                        return digest_of(b"opaque resource")
+                    return digest_of(b"captured table", held)
                 return digest_of(b"captured", str(external.dtype).encode())
         return digest_of(b"placeholder", placeholder.name.encode())
 
-    def _resource(self, placeholder, handle) -> bytes:
-        writers = _writers(placeholder)
-        held = str(handle.dtype).encode()
-        if self._resources is not None and hasattr(handle, "numpy"):
-            held = self._resources(handle, any(op.type in _INITIALIZERS for op in writers))
-        # Its writers read its handle: they are digested with what it held as the handle's digest.
-        self._ops[placeholder.name] = held = digest_of(b"captured resource", held)
-        return digest_of(held, *sorted(self._op(op) for op in writers))
+    def _is_opaque(self, op) -> bool:
+        """Whether `op` reads an opaque resource, or makes one (a table made in the graph):
+        noted as opaque too if it passes one on (an Identity, a function's call)."""
+        reads = any(t.dtype == tf.resource and t.op.name in self._opaque for t in op.inputs)
+        gives = any(t.dtype == tf.resource for t in op.outputs)
+        if gives and (reads or op.type != "Placeholder"):
+            self._opaque.add(op.name)
+        return reads or (gives and op.type != "Placeholder")
 
     def _attr(self, graph, value) -> bytes:
         """An attribute's value; one naming a function (a loop's body), its function's digest."""

@@ -13,7 +13,7 @@ import numpy as np
 
 from tf2_mapreduce.errors import UsageError
 from tf2_mapreduce.lazy_tf import tf
-from tf2_mapreduce.transform import as_written, captured, kinds
+from tf2_mapreduce.transform import as_written, kinds
 from tf2_mapreduce.transform.digest import Digests
 
 __all__ = [
@@ -90,16 +90,17 @@ class Analysis:
         """Whether `output` (a Tensor, SparseTensor or RaggedTensor) is computed from an analyzer's result."""
         return any(self._depends_on_a_result(part) for part in tf.nest.flatten(output, expand_composites=True))
 
-    def named(self, inputs, outputs) -> str:
+    def named(self, inputs, outputs, tables) -> str:
         """Names each call by what it computes from `inputs` (the traced function's
         features: {name: tensor}), and returns a digest of what `outputs` ({name: tensor})
         compute from them and from the analyzers' results: names and digest are the same
-        in every process that traces the same computation, whatever the order of calls."""
+        in every process that traces the same computation, whatever the order of calls.
+        `tables`: the lookup tables made as it was traced (`captured.Tables`)."""
         roots = {}
         for feature, tensor in inputs.items():
             for i, part in enumerate(tf.nest.flatten(tensor, expand_composites=True)):
                 roots[part.ref()] = "feature %s %d" % (feature, i)
-        named = Digests(roots, resources=captured.known)
+        named = Digests(roots, resources=tables.known)
         results = [(ref, call, "analyzer ") for ref, call in self.stand_ins.items()]
         results += [(ref, call, "vocabulary size ") for ref, call in self.sizes.items()]
         # In call order: a call reads the results of calls before it only, each known by
