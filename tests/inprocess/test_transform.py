@@ -443,6 +443,31 @@ def test_analyzers_over_two_captured_tables_count_each_tables_values(inprocess, 
         assert [row[name + "_id"][0] for row in got] == [terms.index(str(v).encode()) for v in looked_up], name
 
 
+def test_a_table_filled_from_a_file_of_the_users_runs_exactly_and_keeps_no_checkpoint_no_rerun_could_resume(
+    inprocess, raw, tmp_path, caplog
+):
+    # Filled as the function runs from a file its trace knows by name only: the file may
+    # change before a rerun, which could then not be told from this run.
+    own = tmp_path / "own.txt"
+    own.write_bytes(b"a\nb\n")
+
+    def own_file_fn(inputs):
+        lines = tf.lookup.TextFileInitializer(
+            str(own), tf.string, tf.lookup.TextFileIndex.WHOLE_LINE, tf.int64, tf.lookup.TextFileIndex.LINE_NUMBER
+        )
+        looked_up = tf.lookup.StaticHashTable(lines, -1).lookup(inputs["s"])
+        return {"s_sum": looked_up * 0 + tft.sum(looked_up)}
+
+    checkpoints, out = tmp_path / "checkpoints", str(tmp_path / "out")
+    with caplog.at_level("WARNING", logger="tf2_mapreduce"):
+        transform = mr.Transform(own_file_fn, SPEC, num_shards=1)
+        inprocess.run(transform, [raw[0]], output_dir=out, checkpoint_dir=str(checkpoints))
+    total = sum({b"a": 0, b"b": 1}.get(row["s"][0], -1) for row in parsed(raw[1]))
+    assert {row["s_sum"][0] for row in data_rows(out)} == {total}
+    assert "passes keep no checkpoint" in caplog.text
+    assert not [path for path in checkpoints.rglob("*") if "analyze" in str(path) or "transform" in str(path)]
+
+
 def test_a_table_of_the_users_on_a_vocabulary_reads_that_vocabulary_not_a_file_of_its_name(
     inprocess, raw, tmp_path, monkeypatch
 ):

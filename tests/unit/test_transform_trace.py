@@ -158,12 +158,14 @@ def test_calls_over_two_tables_are_named_by_what_each_table_holds(made):
     other = analysis.trace_calls(_tables_fn([1.0, 2.0], [10.0, 21.0], made=made), SPEC)
     assert [call.name for call in other.calls][1] != b and other.computation != traced.computation
     # The same tables made again (another trace, another process): a table made under
-    # tf.init_scope and only read is known by what it holds, its keys given in another
-    # order too, so a resume is the same computation. Any other (filled as the function
-    # runs, passed into a function) is opaque: named anew each trace, a resume refused.
-    again = analysis.trace_calls(_tables_fn([1.0, 2.0], [20.0, 10.0], b_keys=(b"b", b"a"), made=made), SPEC)
+    # tf.init_scope and only read is known by what it holds (its keys given in another
+    # order too), one made in the function by what fills it, so a resume is the same
+    # computation. One passed into a function is opaque: named anew each trace, no resume.
+    keys = (b"b", b"a") if made == "init_scope" else (b"a", b"b")
+    again = _tables_fn([1.0, 2.0], [20.0, 10.0] if made == "init_scope" else [10.0, 20.0], b_keys=keys, made=made)
+    again = analysis.trace_calls(again, SPEC)
     same = [call.name for call in again.calls] == [a, b] and again.computation == traced.computation
-    assert same == (made == "init_scope")
+    assert same == traced.resumable == again.resumable == (made != "read in map_fn")
 
 
 def _written_fn(write):
@@ -194,8 +196,9 @@ def _written_fn(write):
 def test_reads_of_a_table_the_function_writes_are_never_named_alike(write):
     # Named before TensorFlow orders a table's reads and writes: a read is known by its ops
     # alone, which are the same before a write and after it.
-    before, after = [call.name for call in analysis.trace_calls(_written_fn(write), SPEC).calls]
-    assert before != after
+    traced = analysis.trace_calls(_written_fn(write), SPEC)
+    before, after = [call.name for call in traced.calls]
+    assert before != after and not traced.resumable
 
 
 def test_a_table_kept_by_the_function_from_an_earlier_trace_is_traced_again():
@@ -208,7 +211,8 @@ def test_a_table_kept_by_the_function_from_an_earlier_trace_is_traced_again():
         return {"a": looked_up - tft.mean(looked_up)}
 
     first, second = analysis.trace_calls(fn, SPEC), analysis.trace_calls(fn, SPEC)
-    assert first.computation != second.computation  # not read as it was traced: opaque
+    assert first.resumable and not second.resumable  # filled by the first trace's graph: opaque
+    assert first.computation != second.computation
 
 
 _NAMES_IN_A_PROCESS = """

@@ -82,11 +82,14 @@ class Traced:
     call order, named, each with its phase, their values left out), `phases` (how many), a
     digest of the whole computation (`computation`: `Analysis.named`), and `function`, what
     each distinct call reads (by name, sorted) as a function of the raw features (an
-    `Importable`; those of the first phase only are computed from the raw features alone)."""
+    `Importable`; those of the first phase only are computed from the raw features alone).
+    `resumable`: whether another process names them alike (no opaque resource read:
+    `digest.Digests`), so that a checkpoint of its passes can be resumed."""
 
     calls: list
     computation: str
     function: Importable
+    resumable: bool = True
 
     @property
     def phases(self) -> int:
@@ -156,7 +159,7 @@ def trace_calls(preprocessing_fn, feature_spec, given=dict) -> Traced:
     except Exception as e:  # noqa: BLE001 - the user's function: what it raised, in one line
         said = raised_by_user_code(e) + _features_there(e, feature_spec)
         raise UsageError("{setting:preprocessing_fn}: failed when traced: %s" % said) from e
-    traced = Traced(analysis.calls, digest[0], graph)
+    traced = Traced(analysis.calls, digest[0], graph, analysis.resumable)
     outputs = traced.outputs()
     # What each call reads needs, as the steps run it: TensorFlow orders the stateful ops of
     # a resource (a lookup in a table made of a vocabulary's file) by control edges, added

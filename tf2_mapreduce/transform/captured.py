@@ -27,6 +27,7 @@ class Tables:
 
     def __init__(self):
         self._dtypes = {}  # {id of a handle (a tensor is not hashable): (the handle, its dtypes)}
+        self._filled_by = {}  # {id of a handle: the op of the traced graph that fills it}
 
     def note(self, made) -> None:
         """Notes the tables among `made` (resources) whose export is (keys, values), a key a
@@ -36,20 +37,35 @@ class Tables:
         for table in made:
             if isinstance(table, exportable):
                 self._dtypes[id(table.resource_handle)] = (table.resource_handle, (table.key_dtype, table.value_dtype))
+                # A table made in the function (not under tf.init_scope) is filled by an op of
+                # the graph, which tf.lookup keeps (private) as the one that fills it.
+                filling = getattr(table, "_init_op", None)
+                if isinstance(filling, tf.Operation):
+                    self._filled_by[id(table.resource_handle)] = filling.name
+
+    def dtypes(self, handle) -> tuple | None:
+        """The key and value dtypes of the table `handle`, if made in this trace."""
+        entry = self._dtypes.get(id(handle))
+        return entry[1] if entry is not None and entry[0] is handle else None
+
+    def filled_by(self, handle) -> str | None:
+        """The name of the op of the traced graph that fills the table `handle`, made in this
+        trace in the function; None for another."""
+        return self._filled_by.get(id(handle)) if self.dtypes(handle) is not None else None
 
     def known(self, handle) -> bytes | None:
         """What the table `handle` (eager), captured and only read by the function, holds:
         its dtypes, keys and values, read now (about 1.7 s a million). None for a resource
         not made in this trace (a table made at import, or in an earlier trace and kept: it
         may have been written since), or not yet filled (one made in the function)."""
-        entry = self._dtypes.get(id(handle))
-        if entry is None or entry[0] is not handle:
+        dtypes = self.dtypes(handle)
+        if dtypes is None or self.filled_by(handle) is not None:
             return None
         try:
-            keys, values, _, _ = table_contents(handle, entry[1])
+            keys, values, _, _ = table_contents(handle, dtypes)
         except tf.errors.OpError:
             return None
-        return digest_of(b"table", repr(entry[1]).encode(), value_bytes(keys), value_bytes(values))
+        return digest_of(b"table", repr(dtypes).encode(), value_bytes(keys), value_bytes(values))
 
 
 @contextlib.contextmanager

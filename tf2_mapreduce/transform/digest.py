@@ -16,6 +16,10 @@ _SKIPPED = ("shared_name",)
 # What the ops that read a lookup table do not change: a table only these read holds what
 # it held as the function was traced.
 _READS = ("LookupTableFindV2", "LookupTableSizeV2", "LookupTableExportV2")
+# Initializers whose inputs say all a table made in the function holds: its keys and values,
+# or a file's path (one an analyzer gives: a vocabulary, whose contents its name ties).
+_FILLED_BY_INPUTS = ("LookupTableImportV2", "InitializeTableV2")
+_FILLED_FROM_A_FILE = "InitializeTableFromTextFileV2"
 
 
 def _kept(attrs):
@@ -42,10 +46,10 @@ def digest_of(*parts: bytes) -> bytes:
     return h.digest()
 
 
-def _only_read(placeholder) -> bool:
-    """Whether every op of its graph that the captured handle `placeholder` reaches (through
-    Identity ops) only reads the table: none writes it, nor passes it into a function."""
-    todo, seen = list(placeholder.outputs[0].consumers()), set()
+def _writers(placeholder) -> list:
+    """The ops of its graph that the captured handle `placeholder` reaches (through Identity
+    ops) and do not only read the table: those that write it, or pass it into a function."""
+    todo, seen, writers = list(placeholder.outputs[0].consumers()), set(), []
     while todo:
         op = todo.pop()
         if op.name in seen:
@@ -54,16 +58,16 @@ def _only_read(placeholder) -> bool:
         if op.type == "Identity":
             todo += op.outputs[0].consumers()
         elif op.type not in _READS:
-            return False
-    return True
+            writers.append(op)
+    return writers
 
 
 class Digests:
     """Digests of the tensors of one graph. `roots`: {tensor ref: name} of the tensors it
     is computed from (the features, each analyzer's result), known by their names alone;
     a captured constant is known by its value. A captured resource: with `resources` (a
-    `captured.Tables`' `known`), a table the function only reads by what it holds; any
-    other resource, and one the graph makes, is opaque: each op that reads it is unlike any
+    `captured.Tables`), a table the function only reads by what it holds, one made in the
+    function by the op that fills it; any other resource, and one the graph makes, is opaque: each op that reads it is unlike any
     other (it may read what another wrote), here and in any other process, so that no two
     are taken for one and nothing named after them is resumed. Without `resources`, a
     resource is known by its dtype (its caller digests what the tables hold: a loaded
@@ -75,6 +79,11 @@ class Digests:
         self._opaque = set()  # names of the ops whose resource outputs are opaque
         self._ops = {}
         self._functions = {}
+
+    @property
+    def opaque(self) -> bool:
+        """Whether what was digested reads an opaque resource: named anew each trace."""
+        return bool(self._opaque)
 
     def add_root(self, ref, name: str) -> None:
         """`ref` (a tensor's) known by `name` alone from now on: nothing computed from it
@@ -134,13 +143,42 @@ class Digests:
                 if hasattr(external, "numpy") and external.dtype != tf.resource:
                     return digest_of(b"captured", value_bytes(external.numpy()), str(external.dtype).encode())
                 if external.dtype == tf.resource and self._resources is not None:
-                    held = self._resources(external) if _only_read(placeholder) else None
-                    if held is None:
-                        self._opaque.add(placeholder.name)
-                        return digest_of(b"opaque resource")
-                    return digest_of(b"captured table", held)
+                    return self._table(placeholder, external)
                 return digest_of(b"captured", str(external.dtype).encode())
         return digest_of(b"placeholder", placeholder.name.encode())
+
+    def _table(self, placeholder, handle) -> bytes:
+        """A captured resource: a table only read, by what it held as traced; a table made
+        in the function, by the op that fills it; any other, opaque."""
+        writers, tables = _writers(placeholder), self._resources
+        held = None
+        if not writers:
+            held = tables.known(handle)
+        elif [op.name for op in writers] == [tables.filled_by(handle)] and self._fills_alike(writers[0]):
+            # Its filling reads its handle: digested with the table's dtypes as the handle's digest.
+            self._ops[placeholder.name] = digest_of(b"table filled as it runs", repr(tables.dtypes(handle)).encode())
+            held = self._op(writers[0])
+        if held is None:
+            self._opaque.add(placeholder.name)
+            return digest_of(b"opaque resource")
+        return digest_of(b"captured table", held)
+
+    def _fills_alike(self, op) -> bool:
+        """Whether what the initializer `op` fills a table with is what its digest says: its
+        inputs, or a file an analyzer wrote (not one of the user's, which may change)."""
+        if op.type in _FILLED_BY_INPUTS:
+            return True
+        if op.type != _FILLED_FROM_A_FILE:
+            return False
+        todo, seen = [op.inputs[1]], set()
+        while todo:
+            tensor = todo.pop()
+            if tensor.ref() in self._tensors:
+                return True
+            if tensor.op.name not in seen:
+                seen.add(tensor.op.name)
+                todo += list(tensor.op.inputs)
+        return False
 
     def _is_opaque(self, op) -> bool:
         """Whether `op` reads an opaque resource, or makes one (a table made in the graph):

@@ -11,7 +11,7 @@ import hashlib
 import shutil
 import tempfile
 
-from tf2_mapreduce import storage
+from tf2_mapreduce import log, storage
 from tf2_mapreduce.errors import UsageError
 from tf2_mapreduce.jobs.stats import Stats
 from tf2_mapreduce.jobs.transform import check_apart
@@ -127,6 +127,13 @@ def run(transform, run_pass, inputs, output_dir=None, claimed=None, **options):
     fn = transform.preprocessing_fn
     traced = analysis.trace_calls(fn, spec)
     calls = traced.calls
+    if not traced.resumable and options.get("checkpoint_dir"):
+        log.warning(
+            "{setting:preprocessing_fn} reads a lookup table it writes, or fills from a file of its own, or a "
+            "variable: what it holds is not known to another process, which could not resume this run, so its "
+            "passes keep no checkpoint (make such a table under tf.init_scope(), or from a tft.vocabulary file)"
+        )
+        options = pass_["options"] = {**options, "checkpoint_dir": None}
     early.check_saves(fn, raw_schema, spec, calls)
     identity = {"preprocessing_fn": fingerprint(spec, calls, traced.computation)}
     values = [None] * len(calls)

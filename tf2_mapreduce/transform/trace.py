@@ -66,6 +66,7 @@ class Analysis:
         self.stand_ins = {}  # {stand-in tensor ref: its call}
         self.sizes = {}  # {stand-in tensor ref: the call of the vocabulary whose size it stands for}
         self._stand_ins = {}  # {stand-in op name: the call whose result it stands for}
+        self.resumable = True  # whether `named` gave names another process gives too
 
     def record(self, call, values, result):
         call.values = values
@@ -100,7 +101,7 @@ class Analysis:
         for feature, tensor in inputs.items():
             for i, part in enumerate(tf.nest.flatten(tensor, expand_composites=True)):
                 roots[part.ref()] = "feature %s %d" % (feature, i)
-        named = Digests(roots, resources=tables.known)
+        named = Digests(roots, resources=tables)
         results = [(ref, call, "analyzer ") for ref, call in self.stand_ins.items()]
         results += [(ref, call, "vocabulary size ") for ref, call in self.sizes.items()]
         # In call order: a call reads the results of calls before it only, each known by
@@ -114,7 +115,9 @@ class Analysis:
                 if of is call:
                     named.add_root(ref, what + call.name)
         names = sorted(outputs)
-        return hashlib.sha256(repr(names).encode() + named.of([outputs[n] for n in names]).encode()).hexdigest()
+        digest = hashlib.sha256(repr(names).encode() + named.of([outputs[n] for n in names]).encode()).hexdigest()
+        self.resumable = not named.opaque
+        return digest
 
     def results_among(self, names) -> list:
         """The calls whose results (their stand-ins, a vocabulary's size too) are among the ops `names`."""
