@@ -83,8 +83,10 @@ def test_wordfreq_matches_counter_on_two_ps(inprocess, zipf):
 
 def test_wordfreq_output_round_trips_with_escaping(inprocess, zipf, tmp_path, monkeypatch):
     files, oracle = zipf
-    # Small chunks and runs: the table is fetched in pieces and sorted through disk.
+    # Small chunks and runs: the table is fetched in pieces (of at most 3000 keys, and of
+    # about 8 KB of them: a few hundred words) and sorted through disk.
     monkeypatch.setattr(tables, "CHUNK", 3000)
+    monkeypatch.setattr(tables, "CHUNK_BYTES", 8000)
     monkeypatch.setattr(sorted_runs, "RUN_BYTES", 4000 * 80)
     result = run(inprocess, mr.WordFreq(), files)
     ordered = sorted(oracle.items(), key=lambda kv: (-kv[1], kv[0]))

@@ -11,9 +11,13 @@ from tf2_mapreduce.errors import ClusterError
 from tf2_mapreduce.state.base import CheckpointState, Figures, destroy, run_function
 from tf2_mapreduce.state.count_table import RunTable
 
-__all__ = ["KeyTables", "CHUNK"]
+__all__ = ["KeyTables", "CHUNK", "CHUNK_BYTES"]
 
-CHUNK = 200_000  # table entries fetched from a ps at a time
+CHUNK = 200_000  # table entries fetched from a ps at a time, at most
+# And about this many bytes of keys: a chunk of keys a kilobyte each (a vocabulary of long
+# terms) was 200 MB held twice, as a tensor and as numpy's, on the coordinator.
+CHUNK_BYTES = 16 << 20
+_FIRST_CHUNK = 1_000  # entries fetched before the keys' width is known
 
 
 # How a per-key shard's one table holds everything a commit changes: the job's keys, a
@@ -290,10 +294,15 @@ class KeyTables:
         self._readable()
         sizes = self._make_views(tf.constant(min_count, tf.int64))
         for chunk_fn, size in zip(self._chunks, sizes):
-            size = int(size)
-            for start in range(0, size, CHUNK):
-                keys, counts = chunk_fn(tf.constant(start), tf.constant(min(start + CHUNK, size)))
-                yield from zip(keys.numpy().tolist(), counts.numpy().tolist())
+            size, start, step = int(size), 0, min(_FIRST_CHUNK, CHUNK)
+            while start < size:
+                end = min(start + step, size)
+                keys, counts = chunk_fn(tf.constant(start), tf.constant(end))
+                keys, counts, start = keys.numpy().tolist(), counts.numpy().tolist(), end
+                # As many as CHUNK_BYTES of keys as wide as these, on average, hold.
+                width = max(1, sum(map(len, keys)) // max(1, len(keys)))
+                step = max(1, min(CHUNK, CHUNK_BYTES // width))
+                yield from zip(keys, counts)
 
     def top(self, k, min_count=1):
         """The `k` keys with the largest counts, ties by key bytes, as [(key, count)].
