@@ -13,6 +13,7 @@ import time
 
 from benchmarks import REPO
 from benchmarks.options import FLAGS
+from benchmarks.scale_examples import WIDE_TERM_BYTES, WIDE_TERMS_DISTINCT, WIDE_TERMS_EXAMPLES
 
 __all__ = ["MB", "PARTS", "SMALL_EXAMPLES", "WIDE_EXAMPLES", "make_corpus", "scale_sizes"]
 
@@ -207,17 +208,24 @@ def scale_sizes() -> list[int]:
 
 def make_scale_examples(directory: str) -> list[str]:
     """The scale part: `benchmarks.scale_examples`' examples at each of `scale_sizes` (half
-    as many distinct terms), a directory each, unless they are there; returns their paths."""
+    as many distinct terms), and with `--scale_wide_terms` those of a vocabulary over 2 GiB,
+    a directory each, unless they are there; returns their paths."""
+    sizes = [("%d" % examples, examples, examples // 2, 11) for examples in scale_sizes()]
+    if FLAGS.scale_wide_terms:
+        wide = (WIDE_TERMS_EXAMPLES, WIDE_TERMS_DISTINCT, WIDE_TERM_BYTES)
+        sizes.append(("wide-terms-%d" % WIDE_TERMS_EXAMPLES, *wide))
     paths = []
-    for examples in scale_sizes():
-        into = os.path.join(directory, "%d" % examples)
-        spec = {"examples": examples, "distinct": examples // 2, "version": 1}
+    for name, examples, distinct, term_bytes in sizes:
+        into = os.path.join(directory, name)
+        spec = {"examples": examples, "distinct": distinct, "version": 1}
+        if term_bytes != 11:  # the spec of the examples made before terms had a width
+            spec["term_bytes"] = term_bytes
         stamp = os.path.join(into, "examples.json")
         if not _is_made(stamp, spec):
             shutil.rmtree(into, ignore_errors=True)
             started = time.monotonic()
             command = [sys.executable, "-m", "benchmarks.scale_examples", "--output_dir", into]
-            command += ["--examples=%d" % examples, "--distinct=%d" % (examples // 2)]
+            command += ["--examples=%d" % examples, "--distinct=%d" % distinct, "--term_bytes=%d" % term_bytes]
             subprocess.run(command, check=True, cwd=REPO, stdout=subprocess.DEVNULL)
             _stamp(stamp, spec)
             print("made %d scale examples in %.0f s" % (examples, time.monotonic() - started), flush=True)

@@ -25,6 +25,7 @@ __all__ = [
     "SCALE_ONCE",
     "SCALE_TWICE",
     "SCALE_TFT",
+    "SCALE_WIDE_TERMS",
     "TRANSFORM_TFT",
     "KERAS_FEW",
     "KERAS_FEW_OURS",
@@ -71,6 +72,8 @@ TRANSFORM_NARROW = "transform: a vocabulary of 1,000 terms"
 SCALE_ONCE = "transform at scale: a process per task, N examples"
 SCALE_TWICE = "transform at scale: a process per task, 2N examples"
 SCALE_TFT = "transform at scale: tf.Transform 1.21, DirectRunner"
+# A whole vocabulary over 2 GiB, more than a GraphDef holds: terms of 1,000 bytes.
+SCALE_WIDE_TERMS = "transform at scale: a process per task, a vocabulary over 2 GiB"
 # The transform_keras part: the transform part's function, ours whole against Keras's
 # preprocessing layers' adapt of the same analyzers alone, over 3 shards and over all of them.
 KERAS_FEW_OURS = "transform, 3 shards: a process per task"

@@ -6,6 +6,8 @@ import tempfile
 
 from absl import flags
 
+from benchmarks.scale_examples import WIDE_TERM_BYTES, WIDE_TERMS_DISTINCT, WIDE_TERMS_EXAMPLES
+
 __all__ = ["FLAGS"]
 
 FLAGS = flags.FLAGS
@@ -64,6 +66,12 @@ flags.DEFINE_integer(
     0,
     "tf.Transform's size in the transform_scale part (the largest it finishes: docs/performance.md); 0: not run.",
     lower_bound=0,
+)
+flags.DEFINE_boolean(
+    "scale_wide_terms",
+    True,
+    "The transform_scale part also runs %d examples of %d distinct terms of %d bytes: a whole vocabulary "
+    "over 2 GiB, more than a GraphDef holds." % (WIDE_TERMS_EXAMPLES, WIDE_TERMS_DISTINCT, WIDE_TERM_BYTES),
 )
 flags.DEFINE_integer(
     "transform_shards",

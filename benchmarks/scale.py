@@ -15,7 +15,7 @@ import numpy as np
 
 from benchmarks import REPO, scale_examples
 from benchmarks.corpora import scale_sizes
-from benchmarks.names import SCALE_ONCE, SCALE_TFT, SCALE_TWICE
+from benchmarks.names import SCALE_ONCE, SCALE_TFT, SCALE_TWICE, SCALE_WIDE_TERMS
 from benchmarks.options import FLAGS
 from benchmarks.scale_examples import BUCKETS, TOP_K
 from benchmarks.timing import Contender, Run, measure
@@ -132,9 +132,12 @@ def _checked(command: list[str], paths: list[str], pythonpath: str, work: str) -
     try:
         seconds, rss, stdout = measure(command + ["--output_dir", output_dir], env)
         problems = exact(paths, output_dir)
+        whole = os.path.join(output_dir, "transform_fn", "assets", "whole")
+        vocabulary_bytes = os.path.getsize(whole) if os.path.exists(whole) else 0
     finally:
         shutil.rmtree(work, ignore_errors=True)
     found = {"examples": len(paths) and _examples(paths), "exact": not problems, "problems": problems[:3]}
+    found["vocabulary_bytes"] = vocabulary_bytes
     printed = PASS_LINE.search(stdout)
     if printed:
         found["map_seconds"] = float(printed.group(2))
@@ -143,7 +146,7 @@ def _checked(command: list[str], paths: list[str], pythonpath: str, work: str) -
 
 def _examples(paths: list[str]) -> int:
     """The examples of a size, by its directory's name (`corpora.make_scale_examples`)."""
-    return int(os.path.basename(os.path.dirname(paths[0])))
+    return int(os.path.basename(os.path.dirname(paths[0])).rsplit("-", 1)[-1])
 
 
 def _schema(work: str) -> str:
@@ -182,11 +185,14 @@ def run_scale_tft(paths: list[str]) -> Run:
 def scale_contenders(paths: list[str]) -> list[Contender]:
     """Ours at N examples and at 2N, and tf.Transform at its size if it runs (`corpora.scale_sizes`)."""
     sizes = scale_sizes()
-    by_size = {size: [p for p in paths if _examples([p]) == size] for size in sizes}
+    by_size = {size: [p for p in paths if os.path.basename(os.path.dirname(p)) == "%d" % size] for size in sizes}
     contenders = [
         (SCALE_ONCE, lambda: run_scale(by_size[sizes[-2]])),
         (SCALE_TWICE, lambda: run_scale(by_size[sizes[-1]])),
     ]
+    wide_terms = [p for p in paths if os.path.basename(os.path.dirname(p)).startswith("wide-terms-")]
+    if wide_terms:
+        contenders.append((SCALE_WIDE_TERMS, lambda: run_scale(wide_terms)))
     if FLAGS.scale_tft_examples:
         contenders.insert(0, (SCALE_TFT, lambda: run_scale_tft(by_size[sizes[0]])))
     return contenders

@@ -15,6 +15,7 @@ from benchmarks.names import (
     POOL_FREQ,
     SCALE_ONCE,
     SCALE_TWICE,
+    SCALE_WIDE_TERMS,
     STATS,
     STATS_ALL,
     STATS_ALL_TASKS,
@@ -178,6 +179,15 @@ def _others(by: Rows) -> list[Check]:
         )
         peak = max(once["rss"].get("main", 0), twice["rss"].get("main", 0))  # the coordinator
         checks.append(("transform_scale: coordinator peak RSS < 1000 MB", "%.0f MB" % peak, peak < 1000))
+    if ("transform_scale", SCALE_WIDE_TERMS) in by:
+        wide = by["transform_scale", SCALE_WIDE_TERMS]["result"]
+        checks.append(
+            (
+                "transform_scale: a whole vocabulary over 2 GiB applied exactly",
+                "%d bytes, %s" % (wide["vocabulary_bytes"], "exact" if wide["exact"] else "not exact"),
+                wide["exact"] and wide["vocabulary_bytes"] > 2**31,
+            )
+        )
     if ("tiny", DEFAULT) in by:
         peak = by["tiny", DEFAULT]["rss"].get("main", 0)  # the coordinator: the command itself
         checks.append(("tiny: coordinator peak RSS (1M files: < 1500 MB)", "%.0f MB" % peak, None))
