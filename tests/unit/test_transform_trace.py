@@ -201,6 +201,25 @@ def test_reads_of_a_table_the_function_writes_are_never_named_alike(write):
     assert before != after and not traced.resumable
 
 
+@pytest.mark.parametrize(
+    "varies",
+    [
+        lambda x: x + tf.random.uniform(tf.shape(x)),  # unseeded: other values each run
+        lambda x: tf.py_function(lambda v: v * 2.0, [x], tf.float32),  # known by a token of the process
+        lambda x: x + tf.cast(tf.strings.length(tf.io.read_file(__file__)), tf.float32),  # a file, by its path
+        lambda x: tf.map_fn(lambda v: v + tf.random.uniform([]), x),  # in a function of the library
+    ],
+)
+def test_what_a_trace_cannot_tell_is_never_named_alike_nor_resumed(varies):
+    def fn(inputs):
+        a, b = tf.ensure_shape(varies(inputs["x"]), [None]), tf.ensure_shape(varies(inputs["x"]), [None])
+        return {"a": a - tft.mean(a), "b": b - tft.mean(b)}
+
+    traced = analysis.trace_calls(fn, SPEC)
+    a, b = [call.name for call in traced.calls]
+    assert a != b and not traced.resumable
+
+
 def test_a_table_kept_by_the_function_from_an_earlier_trace_is_traced_again():
     kept = []
 

@@ -1,5 +1,6 @@
-"""How a lookup table that a preprocessing_fn captures is known across processes: one it
-makes under tf.init_scope as it is traced, and only reads, by what it holds."""
+"""The lookup tables a preprocessing_fn makes as it is traced, for `digest.Digests` to know
+them across processes: one made under tf.init_scope by what it holds, one made in the
+function by the op that fills it."""
 
 import contextlib
 

@@ -20,6 +20,26 @@ _READS = ("LookupTableFindV2", "LookupTableSizeV2", "LookupTableExportV2")
 # or a file's path (one an analyzer gives: a vocabulary, whose contents its name ties).
 _FILLED_BY_INPUTS = ("LookupTableImportV2", "InitializeTableV2")
 _FILLED_FROM_A_FILE = "InitializeTableFromTextFileV2"
+# Stateful ops whose outputs are still what their inputs say: a table's reads and fillings
+# (of a table known by what it holds or by what fills it; salted through an opaque one),
+# checks, prints, and the calls of functions whose bodies are digested.
+_STATEFUL_ALIKE = _READS + _FILLED_BY_INPUTS + (_FILLED_FROM_A_FILE,)
+_STATEFUL_ALIKE += ("Assert", "Print", "PrintV2", "NoOp", "If", "While", "Case", "StatefulPartitionedCall")
+# Ops whose outputs depend on what no digest sees: a Python function's body (known by a
+# token of the process), a file's bytes (known by its path).
+_UNSEEN = ("PyFunc", "PyFuncStateless", "EagerPyFunc", "ReadFile", "MatchingFiles")
+_UNSEEN_SUFFIXES = ("RecordDataset", "RecordDatasetV2", "LineDataset", "LineDatasetV2")
+
+
+def _varies(op_type: str) -> bool:
+    """Whether an op of `op_type` may give other outputs for the same inputs: one of
+    `_UNSEEN`, or one TensorFlow says is stateful (a random op unseeded, a clock...)."""
+    from tensorflow.python.framework import op_def_registry  # private: what a FunctionDef's node is
+
+    if op_type in _UNSEEN or op_type.endswith(_UNSEEN_SUFFIXES):
+        return True
+    op_def = op_def_registry.get(op_type)
+    return op_def is not None and op_def.is_stateful and op_type not in _STATEFUL_ALIKE
 
 
 def _kept(attrs):
@@ -48,7 +68,8 @@ def digest_of(*parts: bytes) -> bytes:
 
 def _writers(placeholder) -> list:
     """The ops of its graph that the captured handle `placeholder` reaches (through Identity
-    ops) and do not only read the table: those that write it, or pass it into a function."""
+    ops) and do not only read the table: those that write it, pass it into a function, or
+    do anything else with it."""
     todo, seen, writers = list(placeholder.outputs[0].consumers()), set(), []
     while todo:
         op = todo.pop()
@@ -62,33 +83,48 @@ def _writers(placeholder) -> list:
     return writers
 
 
+def _called_by(node) -> set:
+    """The names of the functions a FunctionDef's `node` may call: its op, its attributes'."""
+    names = {node.op}
+    for value in node.attr.values():
+        names.update([value.func.name] if value.WhichOneof("value") == "func" else [f.name for f in value.list.func])
+    return names
+
+
 class Digests:
     """Digests of the tensors of one graph. `roots`: {tensor ref: name} of the tensors it
     is computed from (the features, each analyzer's result), known by their names alone;
-    a captured constant is known by its value. A captured resource: with `resources` (a
-    `captured.Tables`), a table the function only reads by what it holds, one made in the
-    function by the op that fills it; any other resource, and one the graph makes, is opaque: each op that reads it is unlike any
-    other (it may read what another wrote), here and in any other process, so that no two
-    are taken for one and nothing named after them is resumed. Without `resources`, a
-    resource is known by its dtype (its caller digests what the tables hold: a loaded
-    transform_fn's). Digests of ops are kept: many tensors of one graph share their ancestors."""
+    a captured constant is known by its value. With `resources` (a `captured.Tables`), a
+    captured table the function only reads is known by what it holds, one made in the
+    function by the op that fills it; any other resource, and one the graph makes, is
+    opaque, and so is an op whose outputs may vary for the same inputs (`_varies`): each
+    op that reads an opaque resource or varies is unlike any other, here and in any other
+    process, so that no two are taken for one and nothing named after them is resumed
+    (`opaque`). Without `resources`, a resource is known by its dtype (its caller digests
+    what the tables hold: a loaded transform_fn's). Digests of ops are kept: many tensors
+    of one graph share their ancestors."""
 
     def __init__(self, roots: dict, resources=None):
         self._tensors = {ref: digest_of(b"root", name.encode()) for ref, name in roots.items()}
         self._resources = resources
-        self._opaque = set()  # names of the ops whose resource outputs are opaque
+        self._opaque = set()  # names of the ops whose resource outputs are opaque, or that vary
+        self._varying = set()  # names of the functions whose bodies vary (`_varies`)
+        self._files = set()  # refs of the roots that are paths of files their names tie
         self._ops = {}
         self._functions = {}
 
     @property
     def opaque(self) -> bool:
-        """Whether what was digested reads an opaque resource: named anew each trace."""
+        """Whether what was digested reads an opaque resource or varies: named anew each trace."""
         return bool(self._opaque)
 
-    def add_root(self, ref, name: str) -> None:
+    def add_root(self, ref, name: str, names_a_file: bool = False) -> None:
         """`ref` (a tensor's) known by `name` alone from now on: nothing computed from it
-        may have been digested before."""
+        may have been digested before. `names_a_file`: it is the path of a file its name
+        ties (a vocabulary's), which a table may be filled from."""
         self._tensors[ref] = digest_of(b"root", name.encode())
+        if names_a_file:
+            self._files.add(ref)
 
     def of(self, tensors) -> str:
         """One digest of `tensors` (Tensors, SparseTensors or RaggedTensors), in order."""
@@ -125,7 +161,8 @@ class Digests:
 
     def _own(self, op) -> bytes:
         parts = [op.type.encode()]
-        if self._resources is not None and self._is_opaque(op):
+        if self._resources is not None and (self._is_opaque(op) or _varies(op.type)):
+            self._opaque.add(op.name)
             parts.append(os.urandom(16))
         for name, value in _kept(op.node_def.attr):
             parts += [name.encode(), self._attr(op.graph, value)]
@@ -173,31 +210,38 @@ class Digests:
         todo, seen = [op.inputs[1]], set()
         while todo:
             tensor = todo.pop()
-            if tensor.ref() in self._tensors:
+            if tensor.ref() in self._files:
                 return True
-            if tensor.op.name not in seen:
+            if tensor.ref() not in self._tensors and tensor.op.name not in seen:
                 seen.add(tensor.op.name)
                 todo += list(tensor.op.inputs)
         return False
 
     def _is_opaque(self, op) -> bool:
-        """Whether `op` reads an opaque resource, or makes one (a table made in the graph):
-        noted as opaque too if it passes one on (an Identity, a function's call)."""
+        """Whether `op` reads an opaque resource (and passes it on, if it gives a resource:
+        an Identity, a function's call), or makes one (a table made in the graph)."""
         reads = any(t.dtype == tf.resource and t.op.name in self._opaque for t in op.inputs)
-        gives = any(t.dtype == tf.resource for t in op.outputs)
-        if gives and (reads or op.type != "Placeholder"):
-            self._opaque.add(op.name)
-        return reads or (gives and op.type != "Placeholder")
+        makes = any(t.dtype == tf.resource for t in op.outputs) and op.type not in ("Placeholder", "Identity")
+        return reads or makes
 
     def _attr(self, graph, value) -> bytes:
         """An attribute's value; one naming a function (a loop's body), its function's digest."""
         kind = value.WhichOneof("value")
         if kind == "func":
             attrs = [name.encode() + self._attr(graph, v) for name, v in sorted(value.func.attr.items())]
-            return digest_of(b"func", self._function(graph, value.func.name), *attrs)
+            return digest_of(b"func", self._called(graph, value.func.name), *attrs)
         if kind == "list" and value.list.func:
-            return digest_of(b"funcs", *[self._function(graph, f.name) for f in value.list.func])
+            return digest_of(b"funcs", *[self._called(graph, f.name) for f in value.list.func])
         return value.SerializeToString(deterministic=True)
+
+    def _called(self, graph, name) -> bytes:
+        """A function called, by `_function`; one whose body varies, salted at each call:
+        no two calls of it alike (the function's own digest is one for all its calls)."""
+        digest = self._function(graph, name)
+        if self._resources is not None and name in self._varying:
+            self._opaque.add("function " + name)
+            return digest_of(digest, os.urandom(16))
+        return digest
 
     def _function(self, graph, name) -> bytes:
         """A function of `graph`'s library, by its body (its name holds a number of the
@@ -206,9 +250,12 @@ class Digests:
             found = graph._get_function(name) if hasattr(graph, "_get_function") else None
             definition = getattr(found, "definition", None)
             if definition is None:
+                self._varying.add(name)  # by a name of the process alone: its body is not known
                 self._functions[name] = digest_of(b"function", name.encode())
             else:
                 self._functions[name] = self._function_definition(graph, definition)
+                if any(_varies(node.op) or self._varying & _called_by(node) for node in definition.node_def):
+                    self._varying.add(name)
         return self._functions[name]
 
     def _function_definition(self, graph, definition) -> bytes:
@@ -217,7 +264,9 @@ class Digests:
         signature.name = ""  # a number of the process in it
         parts = [signature.SerializeToString(deterministic=True)]
         for node in sorted(definition.node_def, key=lambda n: n.name):
-            parts += [node.name.encode(), node.op.encode(), *[i.encode() for i in node.input]]
+            # A node calling a function of the library: its body, not its name of the process.
+            called = self._function(graph, node.op) if graph._get_function(node.op) is not None else b""
+            parts += [node.name.encode(), node.op.encode(), called, *[i.encode() for i in node.input]]
             for name, value in _kept(node.attr):
                 parts += [name.encode(), self._attr(graph, value)]
         parts += [("%s=%s" % item).encode() for item in sorted(definition.ret.items())]

@@ -129,9 +129,10 @@ def run(transform, run_pass, inputs, output_dir=None, claimed=None, **options):
     calls = traced.calls
     if not traced.resumable and options.get("checkpoint_dir"):
         log.warning(
-            "{setting:preprocessing_fn} reads a lookup table it writes, or fills from a file of its own, or a "
-            "variable: what it holds is not known to another process, which could not resume this run, so its "
-            "passes keep no checkpoint (make such a table under tf.init_scope(), or from a tft.vocabulary file)"
+            "{setting:preprocessing_fn} computes what its trace cannot tell from another process's (a lookup table "
+            "it writes, fills from a file of its own, passes into a tf.map_fn or tf.cond, or did not make in this "
+            "trace; a variable; an unseeded random op; a Python function; a file it reads): another process could "
+            "not resume this run, so its passes keep no checkpoint"
         )
         options = pass_["options"] = {**options, "checkpoint_dir": None}
     early.check_saves(fn, raw_schema, spec, calls)

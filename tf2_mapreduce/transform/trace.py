@@ -113,7 +113,9 @@ class Analysis:
             call.counts = kinds.counting(call, computed.decode())
             for ref, of, what in results:
                 if of is call:
-                    named.add_root(ref, what + call.name)
+                    named.add_root(
+                        ref, what + call.name, names_a_file=what == "analyzer " and call.kind == kinds.VOCABULARY
+                    )
         names = sorted(outputs)
         digest = hashlib.sha256(repr(names).encode() + named.of([outputs[n] for n in names]).encode()).hexdigest()
         self.resumable = not named.opaque
