@@ -24,7 +24,8 @@ _FILLED_FROM_A_FILE = "InitializeTableFromTextFileV2"
 # (of a table known by what it holds or by what fills it; salted through an opaque one),
 # checks, prints, and the calls of functions whose bodies are digested.
 _STATEFUL_ALIKE = _READS + _FILLED_BY_INPUTS + (_FILLED_FROM_A_FILE,)
-_STATEFUL_ALIKE += ("Assert", "Print", "PrintV2", "NoOp", "If", "While", "Case", "StatefulPartitionedCall")
+_STATEFUL_ALIKE += ("Assert", "CheckNumerics", "CheckNumericsV2", "Print", "PrintV2", "NoOp")
+_STATEFUL_ALIKE += ("If", "While", "Case", "StatefulPartitionedCall")
 # Ops whose outputs depend on what no digest sees: a Python function's body (known by a
 # token of the process), a file's bytes (known by its path).
 _UNSEEN = ("PyFunc", "PyFuncStateless", "EagerPyFunc", "ReadFile", "MatchingFiles")
