@@ -127,14 +127,7 @@ def run(transform, run_pass, inputs, output_dir=None, claimed=None, **options):
     fn = transform.preprocessing_fn
     traced = analysis.trace_calls(fn, spec)
     calls = traced.calls
-    if not traced.resumable and options.get("checkpoint_dir"):
-        log.warning(
-            "{setting:preprocessing_fn} computes what its trace cannot tell from another process's (a lookup table "
-            "it writes, fills from a file of its own, passes into a tf.map_fn or tf.cond, or did not make in this "
-            "trace; a variable; an unseeded random op; a Python function; a file it reads): another process could "
-            "not resume this run, so its passes keep no checkpoint"
-        )
-        options = pass_["options"] = {**options, "checkpoint_dir": None}
+    options = pass_["options"] = _resumable_options(traced, options)
     early.check_saves(fn, raw_schema, spec, calls)
     identity = {"preprocessing_fn": fingerprint(spec, calls, traced.computation)}
     values = [None] * len(calls)
@@ -169,6 +162,20 @@ def run(transform, run_pass, inputs, output_dir=None, claimed=None, **options):
             return _transform_pass(applied, spec, identity, (made, saved.WRITTEN), summary, **pass_)
         finally:
             shutil.rmtree(made, ignore_errors=True)
+
+
+def _resumable_options(traced, options) -> dict:
+    """`options`, but for a function no other process could resume (`traced.resumable`):
+    then without a checkpoint directory, which it says."""
+    if traced.resumable or not options.get("checkpoint_dir"):
+        return options
+    log.warning(
+        "{setting:preprocessing_fn} computes what its trace cannot tell from another process's (a lookup table "
+        "it writes, fills from a file of its own, passes into a tf.map_fn or tf.cond, or did not make in this "
+        "trace; a variable; an unseeded random op; a Python function; a file it reads): another process could "
+        "not resume this run, so its passes keep no checkpoint"
+    )
+    return {**options, "checkpoint_dir": None}
 
 
 def _files_into(output_dir) -> str:
