@@ -1,10 +1,10 @@
 """Dataset statistics from the counts of a statistics table, as they stream in: a feature's
 figures (`statistics`) are made once all its counts are in, exactly, in any order."""
 
-import array
 import functools
 import heapq
 import math
+import operator
 
 import numpy as np
 
@@ -21,6 +21,7 @@ from tf2_mapreduce.reducers.statistics.model import (
     NumericStats,
     StringStats,
 )
+from tf2_mapreduce.reducers.statistics.numbers import Held, Numbers
 
 __all__ = ["Builder", "FloatSums"]
 
@@ -62,49 +63,89 @@ def _buckets(buckets):
     return [(_python(low), _python(high), count) for low, high, count in buckets]
 
 
-def _numeric(values, counts, is_float, exact=None):
-    """`NumericStats` of sorted distinct `values` (int64 or float32) with `counts`; for a
-    float feature, `values` are buckets and `exact` its `FloatSums`."""
-    total = int(counts.sum())
-    error = FLOAT_ERROR if is_float else 0.0
-    nan = pos_inf = neg_inf = 0
-    if is_float:
-        nan = int(counts[np.isnan(values)].sum())
-        pos_inf = int(counts[values == np.inf].sum())
-        neg_inf = int(counts[values == -np.inf].sum())
+def _float_clipped(chunks, low, high):
+    """A float feature's bucket `chunks` without NaN, the finite values clipped to the exact
+    extremes `low` and `high` (a bucket is toward zero from its values: the extremes'
+    buckets may be beyond them)."""
+    for values, counts in chunks:
         keep = ~np.isnan(values)
         values, counts = values[keep], counts[keep]
-    finite = np.isfinite(values) if is_float else np.ones(len(values), bool)
-    n = int(counts[finite].sum())
-    zeros = int(counts[values == 0].sum())
-    mean = std_dev = low = high = None
+        if low is not None:
+            values = np.where(np.isfinite(values), np.clip(values, np.float32(low), np.float32(high)), values)
+        yield values, counts
+
+
+class _Counted:
+    """A number feature's values in a first pass over them in order: how many there are
+    (`total`, and of them `zeros`, `nan`, `pos_inf`, `neg_inf`), the least and greatest
+    finite one (`low`, `high`), and for an int64 feature their exact sum and sum of squares."""
+
+    def __init__(self, numbers):
+        is_float = numbers.kind == "f"
+        self.total = self.zeros = self.nan = self.pos_inf = self.neg_inf = self.sums = self.squares = 0
+        self.low = self.high = None
+        for values, counts in numbers.chunks():
+            self.total += int(counts.sum())
+            self.zeros += int(counts[values == 0].sum())
+            finite = values
+            if is_float:
+                self.nan += int(counts[np.isnan(values)].sum())
+                self.pos_inf += int(counts[values == np.inf].sum())
+                self.neg_inf += int(counts[values == -np.inf].sum())
+                finite = values[np.isfinite(values)]
+            if len(finite):
+                self.low = finite[0] if self.low is None else self.low
+                self.high = finite[-1]
+            if not is_float:
+                scaled, weights = values.tolist(), counts.tolist()
+                self.sums += sum(map(operator.mul, scaled, weights))
+                self.squares += sum(v * v * c for v, c in zip(scaled, weights))
+
+
+def _numeric(numbers, exact):
+    """`NumericStats` of a feature's `numbers.Numbers`, in two passes over its values in
+    order (`_Counted`, then their figures); for a float feature, the values are buckets
+    and `exact` its `FloatSums`."""
+    is_float = numbers.kind == "f"
+    counted = _Counted(numbers)
+    total, zeros, nan, pos_inf, neg_inf = counted.total, counted.zeros, counted.nan, counted.pos_inf, counted.neg_inf
+    low, high = counted.low, counted.high
+    n = total - nan - pos_inf - neg_inf
+    mean = std_dev = None
+    edges = (low, high)  # of the standard histogram: the least and greatest finite value ranked
     if n:
         if is_float:
             moments = exact.moments
             low, high = exact.extremes.low, exact.extremes.high
-            # A bucket is toward zero from its values: the extremes' buckets may be beyond them.
-            values = np.where(finite, np.clip(values, np.float32(low), np.float32(high)), values)
+            edges = tuple(np.clip(edges, np.float32(low), np.float32(high)))
         else:
-            scaled, weights = [int(v) for v in values.tolist()], [int(c) for c in counts.tolist()]
             moments = Moments()
-            moments.add_sum(0, sum(v * c for v, c in zip(scaled, weights)))
-            moments.add_square(0, sum(v * v * c for v, c in zip(scaled, weights)))
-            low, high = _python(values[0]), _python(values[-1])
+            moments.add_sum(0, counted.sums)
+            moments.add_square(0, counted.squares)
+            low, high = _python(low), _python(high)
         mean, variance = moments.mean_and_var(n)
         mean, std_dev = float(mean), math.sqrt(float(variance))
-    ranked = len(values) > 0  # values but NaN: infinities are values of the quantiles
+    ranked = total - nan  # infinities are values of the quantiles
+    median = None
+    quantiles, histogram, quantiles_histogram = [], [], []
+    if ranked:
+        chunks = _float_clipped(numbers.chunks(), low if n else None, high) if is_float else numbers.chunks()
+        bounds, median, standard = histograms.figures(chunks, ranked, *edges, neg_inf=neg_inf, pos_inf=pos_inf)
+        quantiles = [_python(v) for v in bounds[0]]
+        histogram, quantiles_histogram = _buckets(standard), _buckets(histograms.shared(*bounds))
+        median = _python(median)
     return NumericStats(
         count=total,
-        quantile_error=error,
+        quantile_error=FLOAT_ERROR if is_float else 0.0,
         mean=mean,
         std_dev=std_dev,
         num_zeros=zeros,
         min=low,
         max=high,
-        median=_python(histograms.median(values, counts)) if ranked else None,
-        quantiles=[_python(v) for v in histograms.quantiles(values, counts)[0]] if ranked else [],
-        histogram=_buckets(histograms.standard_histogram(values, counts)) if ranked else [],
-        quantiles_histogram=_buckets(histograms.quantiles_histogram(values, counts)) if ranked else [],
+        median=median,
+        quantiles=quantiles,
+        histogram=histogram,
+        quantiles_histogram=quantiles_histogram,
         num_nan=nan,
         num_pos_inf=pos_inf,
         num_neg_inf=neg_inf,
@@ -170,9 +211,7 @@ class _Feature:
 
     def __init__(self):
         self.examples = {}  # kind -> {number of values: examples}
-        # kind -> (the payloads end to end, their counts): 12 bytes a value where a list of
-        # bytes objects and one of ints took 80 (an embedding's 500,000 buckets: 88 MB).
-        self.numbers = {}
+        self.numbers = {}  # kind -> `Numbers`
         self.strings = _Strings()
         self.exact = FloatSums()
 
@@ -186,8 +225,9 @@ class Builder:
     examples are left out of its figures, counted in `left_out`, and said in `problems`
     (one line per such feature, for the run to fail with unless on_error="skip")."""
 
-    def __init__(self, decode, features=()):
+    def __init__(self, decode, features=(), held: Held | None = None):
         self.decode = decode
+        self.held = held or Held()
         self.num_examples = 0
         self.named = tuple(features)
         self.features = {name: _Feature() for name in self.named}
@@ -217,22 +257,24 @@ class Builder:
         if kind == "b":
             self._feature(name).strings.add(payload, count)
             return
-        payloads, counts = self.number_values(name, kind)
-        payloads += payload
-        counts.append(count)
+        self.number_values(name, kind).add(payload, count)
 
-    def number_values(self, name, kind):
-        """(payloads, counts), a bytearray and an array of int64, that `add_value` adds an
-        "f" or "i" value of `name` to: adding there is the same, a method call less."""
+    def number_values(self, name, kind) -> Numbers:
+        """The `Numbers` that `add_value` adds an "f" or "i" value of `name` to."""
         found = self._feature(name).numbers.get(kind)
         if found is None:
-            found = self._feature(name).numbers[kind] = (bytearray(), array.array("q"))
+            found = self._feature(name).numbers[kind] = Numbers(kind, self.decode, self.held)
         return found
 
     def finish(self) -> DatasetStats:
-        return DatasetStats(
-            self.num_examples, {name: self._finish(name, self.features[name]) for name in sorted(self.features)}
-        )
+        """The statistics; the values spilled to disk are removed, whatever happens."""
+        try:
+            return DatasetStats(
+                self.num_examples, {name: self._finish(name, self.features[name]) for name in sorted(self.features)}
+            )
+        finally:
+            for numbers in self.held.members:
+                numbers.close()
 
     def _kind(self, name, feature):
         """The feature's kind, and {type: examples} of the lists of other kinds (empty
@@ -273,12 +315,7 @@ class Builder:
         if kind == "b":
             string = feature.strings.finish()
         elif kind in ("i", "f"):
-            payloads, counts = feature.numbers.get(kind, (b"", ()))
-            values = self.decode(kind, payloads)
-            counts = np.asarray(counts, np.int64)
-            # -0.0 before 0.0: values that compare equal must not come in the order the keys did.
-            order = np.lexsort((~np.signbit(values), values))
-            numeric = _numeric(values[order], counts[order], kind == "f", feature.exact)
+            numeric = _numeric(self.number_values(name, kind), feature.exact)
         return FeatureStats(
             name=name,
             type=KIND_NAMES[kind] if kind else None,

@@ -38,17 +38,19 @@ class Statistics(ExampleCounts):
         numbers = {}
         floats, ints = space.PAYLOAD_BYTES["f"], space.PAYLOAD_BYTES["i"]
         for key, count in state.entries():
-            values = numbers.get(key[:-floats]) or numbers.get(key[:-ints])
-            if values is not None:
-                payloads, counts, width = values
-                payloads += key[-width:]
-                counts.append(count)
+            found = numbers.get(key[:-floats]) or numbers.get(key[:-ints])
+            if found is not None:  # as `Numbers.add` does, a method call less
+                values, width = found
+                values.payloads += key[-width:]
+                values.counts.append(count)
+                if len(values.counts) >= values.limit:
+                    values.spill()
                 continue
             record, name, kind, payload = space.split(key)
             if record == b"v":
                 builder.add_value(name, kind, payload, count)
                 if kind in space.PAYLOAD_BYTES:
-                    numbers[key[: -len(payload)]] = (*builder.number_values(name, kind), len(payload))
+                    numbers[key[: -len(payload)]] = (builder.number_values(name, kind), len(payload))
             elif record == b"n":
                 builder.add_lengths(name, kind, int(payload), count)
             elif record == b"s":

@@ -1,0 +1,94 @@
+"""An int64 feature's values spilled to disk in sorted runs and merged
+(`reducers.statistics.numbers`): the same statistics as when held whole, checked against
+the sorted multiset itself, and nothing left on disk."""
+
+import math
+import os
+import random
+import struct
+
+import numpy as np
+import pytest
+
+from tf2_mapreduce.reducers.statistics import numbers as numbers_module
+from tf2_mapreduce.reducers.statistics.builder import Builder
+from tf2_mapreduce.reducers.statistics.keys import StatKeys
+from tf2_mapreduce.reducers.statistics.numbers import Held
+
+
+def int_payload(value):
+    return struct.pack(">Q", (value & (2**64 - 1)) ^ (1 << 63))
+
+
+def counted(seed, size):
+    """`size` distinct int64 values (the extremes, 0 and ties of rank among them) with counts."""
+    rng = random.Random(seed)
+    values = {-(2**63), 2**63 - 1, 0}
+    while len(values) < size:
+        values.add(rng.choice([rng.randint(-(2**63), 2**63 - 1), rng.randint(-50, 50), rng.randint(0, 10**6)]))
+    values = list(values)
+    rng.shuffle(values)  # the table's order: any
+    return [(v, rng.choice([1, 1, 2, 7, 1000])) for v in values]
+
+
+def stats_of(pairs, held, names=("ids",)):
+    builder = Builder(StatKeys.numbers, held=held)
+    builder.add_examples(sum(c for _, c in pairs))
+    for name in names:
+        builder.add_lengths(name, "i", 1, sum(c for _, c in pairs))
+        for value, count in pairs:
+            builder.add_value(name, "i", int_payload(value), count)
+    return builder.finish()
+
+
+@pytest.fixture
+def small_runs(monkeypatch):
+    """Runs of a few values, read a few at a time: many runs, many merged chunks."""
+    monkeypatch.setattr(numbers_module, "_LEAST_RUN", 7)
+    monkeypatch.setattr(numbers_module, "BLOCK", 5)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_spilled_runs_give_the_figures_of_the_values_held_whole(small_runs, tmp_path, seed):
+    pairs = counted(seed, random.Random(seed).randint(20, 400))
+    whole = stats_of(pairs, Held()).features["ids"].numeric
+    spilled = stats_of(pairs, Held(limit=40, directory=str(tmp_path))).features["ids"].numeric
+    assert spilled == whole
+    ordered = sorted(v for v, c in pairs for _ in range(c))
+    n = len(ordered)
+    assert (spilled.count, spilled.min, spilled.max) == (n, ordered[0], ordered[-1])
+    assert spilled.num_zeros == ordered.count(0) and spilled.median == ordered[n // 2]
+    assert spilled.quantiles == [ordered[min(k * n // 10, n - 1)] for k in range(11)]
+    assert spilled.mean == pytest.approx(math.fsum(ordered) / n, rel=1e-9)
+    assert os.listdir(tmp_path) == []  # the runs removed
+
+
+def test_features_share_what_is_held_and_each_spills_its_own(small_runs, tmp_path):
+    pairs = counted(11, 300)
+    held = Held(limit=60, directory=str(tmp_path))
+    builder = Builder(StatKeys.numbers, held=held)
+    for name in ("a", "b", "c"):
+        builder.add_lengths(name, "i", 1, sum(c for _, c in pairs))
+    for name, (value, count) in ((name, pair) for pair in pairs for name in ("a", "b", "c")):
+        builder.add_value(name, "i", int_payload(value), count)
+        assert sum(len(member.counts) for member in held.members) <= 60
+    runs = [len(member._runs) for member in held.members]
+    stats = builder.finish()
+    assert min(runs) > 1
+    assert stats.features["a"].numeric == stats.features["b"].numeric == stats.features["c"].numeric
+    assert stats.features["a"].numeric == stats_of(pairs, Held(), names=("a",)).features["a"].numeric
+    assert os.listdir(tmp_path) == []
+
+
+def test_merged_chunks_come_in_order_and_hold_every_value(small_runs, tmp_path):
+    pairs = counted(3, 250)
+    builder = Builder(StatKeys.numbers, held=Held(limit=30, directory=str(tmp_path)))
+    for value, count in pairs:
+        builder.add_value("ids", "i", int_payload(value), count)
+    chunks = list(builder.number_values("ids", "i").chunks())
+    values = np.concatenate([v for v, _ in chunks])
+    counts = np.concatenate([c for _, c in chunks])
+    assert len(chunks) > 10 and max(len(v) for v, _ in chunks) <= 5 * len(builder.number_values("ids", "i")._runs) + 30
+    assert values.tolist() == sorted(v for v, _ in pairs)
+    assert counts.tolist() == [dict(pairs)[v] for v in values.tolist()]
+    builder.finish()
