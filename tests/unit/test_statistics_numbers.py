@@ -6,6 +6,7 @@ import math
 import os
 import random
 import struct
+import tempfile
 
 import numpy as np
 import pytest
@@ -43,9 +44,9 @@ def stats_of(pairs, held, names=("ids",)):
 
 @pytest.fixture
 def small_runs(monkeypatch):
-    """Runs of a few values, read a few at a time: many runs, many merged chunks."""
-    monkeypatch.setattr(numbers_module, "_LEAST_RUN", 7)
-    monkeypatch.setattr(numbers_module, "BLOCK", 5)
+    """Runs merged a few values at a time, 3 at once: many chunks, runs merged into runs."""
+    monkeypatch.setattr(numbers_module, "MERGE_ROWS", 5)
+    monkeypatch.setattr(numbers_module, "FAN_IN", 3)
 
 
 @pytest.mark.parametrize("seed", range(6))
@@ -64,20 +65,27 @@ def test_spilled_runs_give_the_figures_of_the_values_held_whole(small_runs, tmp_
 
 
 def test_features_share_what_is_held_and_each_spills_its_own(small_runs, tmp_path):
+    """A large feature among many small ones, their keys interleaved or one after the
+    other: never more held than the limit, chunks never larger than the merge reads."""
     pairs = counted(11, 300)
-    held = Held(limit=60, directory=str(tmp_path))
-    builder = Builder(StatKeys.numbers, held=held)
-    for name in ("a", "b", "c"):
-        builder.add_lengths(name, "i", 1, sum(c for _, c in pairs))
-    for name, (value, count) in ((name, pair) for pair in pairs for name in ("a", "b", "c")):
-        builder.add_value(name, "i", int_payload(value), count)
-        assert sum(len(member.counts) for member in held.members) <= 60
-    runs = [len(member._runs) for member in held.members]
-    stats = builder.finish()
-    assert min(runs) > 1
-    assert stats.features["a"].numeric == stats.features["b"].numeric == stats.features["c"].numeric
-    assert stats.features["a"].numeric == stats_of(pairs, Held(), names=("a",)).features["a"].numeric
-    assert os.listdir(tmp_path) == []
+    small = [("small%d" % k, counted(k, 3)) for k in range(40)]
+    for interleaved in (True, False):
+        held = Held(limit=60, directory=str(tmp_path))
+        builder = Builder(StatKeys.numbers, held=held)
+        added = [(name, pair) for name, values in small for pair in values] + [("big", pair) for pair in pairs]
+        if interleaved:
+            random.Random(1).shuffle(added)
+        for name, (value, count) in added:
+            builder.add_lengths(name, "i", 1, count)
+            builder.add_value(name, "i", int_payload(value), count)
+            assert held.size == sum(len(member.counts) for member in held.members) <= 60
+        chunks = list(builder.number_values("big", "i").chunks())
+        assert max(len(values) for values, _ in chunks) <= 5
+        stats = builder.finish()
+        assert stats.features["big"].numeric == stats_of(pairs, Held(), names=("big",)).features["big"].numeric
+        for name, values in small:
+            assert stats.features[name].numeric == stats_of(values, Held(), names=(name,)).features[name].numeric
+        assert os.listdir(tmp_path) == [] and held.size == 0
 
 
 def test_merged_chunks_come_in_order_and_hold_every_value(small_runs, tmp_path):
@@ -88,7 +96,39 @@ def test_merged_chunks_come_in_order_and_hold_every_value(small_runs, tmp_path):
     chunks = list(builder.number_values("ids", "i").chunks())
     values = np.concatenate([v for v, _ in chunks])
     counts = np.concatenate([c for _, c in chunks])
-    assert len(chunks) > 10 and max(len(v) for v, _ in chunks) <= 5 * len(builder.number_values("ids", "i")._runs) + 30
+    assert len(chunks) > 10 and max(len(v) for v, _ in chunks) <= 5
     assert values.tolist() == sorted(v for v, _ in pairs)
     assert counts.tolist() == [dict(pairs)[v] for v in values.tolist()]
+    assert [np.concatenate([v for v, _ in builder.number_values("ids", "i").chunks()]).tolist()] == [values.tolist()]
     builder.finish()
+
+
+def test_statistics_are_made_once(tmp_path):
+    builder = Builder(StatKeys.numbers, held=Held(directory=str(tmp_path)))
+    builder.add_lengths("x", "i", 1, 1)
+    builder.add_value("x", "i", int_payload(5), 1)
+    assert builder.finish().features["x"].numeric.count == 1
+    with pytest.raises(RuntimeError, match="once"):
+        builder.finish()
+
+
+class _FailingTable:
+    """A statistics table whose reading fails after `after` keys of one int64 feature."""
+
+    def __init__(self, after):
+        self.after = after
+
+    def entries(self):
+        for value, count in counted(5, self.after):
+            yield b"v2:idi" + int_payload(value), count  # a value of int64 feature "id" (`StatKeys`)
+        raise OSError("the table could not be read")
+
+
+def test_a_failed_read_leaves_no_run_on_disk(monkeypatch, tmp_path):
+    from tf2_mapreduce.reducers.statistics.reducer import Statistics
+
+    monkeypatch.setattr(numbers_module, "HELD_VALUES", 10)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    with pytest.raises(OSError, match="could not be read"):
+        Statistics().collect(_FailingTable(100), None, None)
+    assert os.listdir(tmp_path) == []

@@ -228,6 +228,7 @@ class Builder:
     def __init__(self, decode, features=(), held: Held | None = None):
         self.decode = decode
         self.held = held or Held()
+        self.finished = False
         self.num_examples = 0
         self.named = tuple(features)
         self.features = {name: _Feature() for name in self.named}
@@ -267,14 +268,21 @@ class Builder:
         return found
 
     def finish(self) -> DatasetStats:
-        """The statistics; the values spilled to disk are removed, whatever happens."""
+        """The statistics, once; then, whatever happens, `close`."""
+        if self.finished:
+            raise RuntimeError("the statistics of a Builder are made once")
+        self.finished = True
         try:
             return DatasetStats(
                 self.num_examples, {name: self._finish(name, self.features[name]) for name in sorted(self.features)}
             )
         finally:
-            for numbers in self.held.members:
-                numbers.close()
+            self.close()
+
+    def close(self) -> None:
+        """Forgets the values held and removes those spilled to disk."""
+        for numbers in list(self.held.members):
+            numbers.close()
 
     def _kind(self, name, feature):
         """The feature's kind, and {type: examples} of the lists of other kinds (empty

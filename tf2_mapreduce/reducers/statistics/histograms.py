@@ -16,7 +16,8 @@ PARTS = 10  # buckets of TFDV's histograms, and quantiles asked for (its default
 class Ranked:
     """What one pass over sorted distinct values in chunks finds: the value of each of
     `ranks` (0-based, in a multiset of the values with their counts) and the count of the
-    values up to it, and the count of the values at most each of `edges`. Pure."""
+    values up to it, and the count of the values at most each of `edges`, filled a chunk
+    at a time (`add`)."""
 
     def __init__(self, ranks, edges=()):
         ranks = np.asarray(ranks, dtype=np.int64)
@@ -63,7 +64,7 @@ def figures(chunks, n, low, high, neg_inf=0, pos_inf=0, parts=PARTS):
     `standard_histogram` give them, of the sorted distinct values in `chunks` ((values,
     counts) each, ascending; NaN left out, infinities in), in one pass over them: `n`
     values in all, `neg_inf` and `pos_inf` of them infinite, `low` and `high` the least and
-    greatest finite one as float64 (None if none is)."""
+    greatest finite one (None if none is), the histogram's edges made from them as float64."""
     ranks = [min(k * n // parts, n - 1) for k in range(parts + 1)] + [n // 2]
     edges = None if low is None else _edges(np.float64(low), np.float64(high), parts)
     counted = edges is not None and np.isfinite(edges).all()

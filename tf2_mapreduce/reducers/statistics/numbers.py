@@ -8,53 +8,56 @@ import tempfile
 
 import numpy as np
 
-__all__ = ["HELD_VALUES", "BLOCK", "Numbers", "Held"]
+__all__ = ["HELD_VALUES", "MERGE_ROWS", "FAN_IN", "Numbers", "Held"]
 
 # Values of int64 features held in memory together (16 bytes each, with their counts);
-# more are sorted and spilled. A float feature is counted by its bucket, at most 2 x 256 x
-# 1024 values (`model.FLOAT_BITS`): never spilled.
+# past it, the feature holding the most sorts them into a run on disk. A float feature
+# is counted by its bucket, at most 2 x 256 x 1024 values (`model.FLOAT_BITS`): never
+# spilled, and not counted here.
 HELD_VALUES = 4 << 20
-_LEAST_RUN = 1 << 16  # a feature's share of HELD_VALUES is never smaller: runs stay few
-BLOCK = 1 << 16  # values a run is read at a time as runs are merged
+MERGE_ROWS = 1 << 20  # values read from the runs merged at once, in all (16 MB), and at most a chunk's
+FAN_IN = 64  # runs merged at once; more are first merged into runs of their own
 _ROW = 16  # bytes of a run's row on disk: value, count
 
 
 class Held:
-    """The features' `Numbers` that share `HELD_VALUES` (`limit`) and spill to `directory`
-    (by default the system's temporary one): each holds at most an equal share."""
+    """What the int64 features' `Numbers` sharing it hold in memory together (`size`, in
+    values), and at most (`limit`, by default `HELD_VALUES`): `spill` once `size`
+    reaches it. Runs go to `directory` (by default the system's temporary one)."""
 
     def __init__(self, limit: int | None = None, directory: str | None = None):
         self.limit, self.directory = limit or HELD_VALUES, directory
+        self.size = 0
         self.members = []
 
-    def join(self, numbers) -> None:
-        self.members.append(numbers)
-        spilling = [member for member in self.members if member.spills]
-        for member in spilling:
-            member.limit = max(_LEAST_RUN, self.limit // len(spilling))
+    def spill(self) -> None:
+        """Spills the member holding the most values."""
+        max(self.members, key=lambda member: len(member.counts) if member.spills else -1).spill()
 
 
 class Numbers:
     """The distinct values of one feature of `kind` ("i" int64 or "f" float32), each added
-    once: its payload appended to `payloads` and its count to `counts` (`add`, or there
-    directly: a method call less a value), then `spill` once `counts` holds `limit`.
-    `decode(kind, payloads)` gives the values. `chunks()`: every value in ascending order
-    (a float's -0.0 before 0.0, NaN last), as (values, counts) arrays of at most about
-    `BLOCK` values each but where nothing was spilled; as often as asked until `close`."""
+    once (`add`; or as it does, a method call less: its payload appended to `payloads`,
+    its count to `counts`, and for an int64 feature (`spills`) the held values counted in
+    `held`, spilled when they reach its limit). `decode(kind, payloads)` gives the
+    values. `chunks()`: every value in ascending order (a float's -0.0 before 0.0, NaN
+    last), as (values, counts) arrays, of at most `MERGE_ROWS` values where any were
+    spilled; as often as asked until `close`."""
 
     def __init__(self, kind: str, decode, held: Held):
         self.kind, self._decode = kind, decode
         self.spills = kind == "i"
         self.payloads, self.counts = bytearray(), array.array("q")
-        self.limit = 1 << 62
-        self._held, self._runs, self._directory = held, [], None
-        held.join(self)
+        self.held, self._runs, self._directory, self._made = held, [], None, 0
+        held.members.append(self)
 
     def add(self, payload, count) -> None:
         self.payloads += payload
         self.counts.append(count)
-        if len(self.counts) >= self.limit:
-            self.spill()
+        if self.spills:
+            self.held.size += 1
+            if self.held.size >= self.held.limit:
+                self.held.spill()
 
     def _sorted_held(self):
         values = self._decode(self.kind, bytes(self.payloads))
@@ -65,74 +68,92 @@ class Numbers:
             order = np.argsort(values, kind="stable")
         return values[order], counts[order]
 
+    def _forget_held(self):
+        if self.spills:
+            self.held.size -= len(self.counts)
+        del self.payloads[:]
+        del self.counts[:]
+
+    def _new_run(self):
+        if self._directory is None:
+            self._directory = tempfile.mkdtemp(prefix="tf2_mapreduce-numbers-", dir=self.held.directory)
+        path = os.path.join(self._directory, "%d.run" % self._made)
+        self._made += 1
+        return path
+
     def spill(self) -> None:
         """Writes the values held as a sorted run on disk, and holds none."""
         if not self.spills or not self.counts:
             return
-        if self._directory is None:
-            self._directory = tempfile.mkdtemp(prefix="tf2_mapreduce-numbers-", dir=self._held.directory)
-        path = os.path.join(self._directory, "%d.run" % len(self._runs))
+        path = self._new_run()
         np.stack(self._sorted_held(), axis=1).tofile(path)
         self._runs.append(path)
-        del self.payloads[:]
-        del self.counts[:]
+        self._forget_held()
 
     def chunks(self):
         if not self._runs:
             if self.counts:
                 yield self._sorted_held()
             return
-        runs = [_Run(path) for path in self._runs]
-        if self.counts:
-            runs.append(_Run(rows=np.stack(self._sorted_held(), axis=1)))
-        yield from _merged(runs)
+        self.spill()
+        while len(self._runs) > FAN_IN:  # a buffer a run merged: their number is bounded
+            path = self._new_run()
+            with open(path, "wb") as f:
+                for values, counts in _merged([_Run(run) for run in self._runs[:FAN_IN]]):
+                    np.stack((values, counts), axis=1).tofile(f)
+            for run in self._runs[:FAN_IN]:
+                os.remove(run)
+            self._runs = self._runs[FAN_IN:] + [path]
+        yield from _merged([_Run(path) for path in self._runs])
 
     def close(self) -> None:
+        self._forget_held()
         self._runs = []
-        del self.payloads[:]
-        del self.counts[:]
+        if self in self.held.members:
+            self.held.members.remove(self)
         if self._directory is not None:
             shutil.rmtree(self._directory, ignore_errors=True)
             self._directory = None
 
 
 class _Run:
-    """A sorted run's rows (value, count), int64, read `BLOCK` rows at a time from its file
-    `path` (read, not mapped: mapped pages would count in the process's memory), or
-    held (`rows`)."""
+    """A sorted run's rows (value, count), int64, from its file `path`: `buffer` holds
+    those read and not yet merged, `fill` reads the next ones (read, not mapped: mapped
+    pages would count in the process's memory)."""
 
-    def __init__(self, path=None, rows=None):
-        self._path, self._rows = path, rows
-        self.length = len(rows) if path is None else os.path.getsize(path) // _ROW
-        self.at = 0
-        self._block, self._block_at = None, -1
+    def __init__(self, path):
+        self._path = path
+        self._length = os.path.getsize(path) // _ROW
+        self._read = 0
+        self.buffer = np.empty((0, 2), dtype=np.int64)
 
-    def block(self) -> np.ndarray:
-        """The rows of the next `BLOCK` from `at`."""
-        if self._path is None:
-            return self._rows[self.at : self.at + BLOCK]
-        if self._block_at != self.at:
-            count = 2 * min(BLOCK, self.length - self.at)
-            self._block = np.fromfile(self._path, dtype=np.int64, count=count, offset=self.at * _ROW).reshape(-1, 2)
-            self._block_at = self.at
-        return self._block
+    def fill(self, rows: int) -> None:
+        """Reads the next `rows` rows if the buffer is empty."""
+        if len(self.buffer) or self._read >= self._length:
+            return
+        count = min(rows, self._length - self._read)
+        self.buffer = np.fromfile(self._path, dtype=np.int64, count=2 * count, offset=self._read * _ROW).reshape(-1, 2)
+        self._read += count
 
 
 def _merged(runs):
     """(values, counts) chunks of `runs` (`_Run`s of sorted distinct values; no value in two
-    runs) merged in ascending order: each chunk holds what every run has up to the least of
-    the last values of their next blocks, so that no later value comes before it."""
+    runs) merged in ascending order, `MERGE_ROWS` rows read at most: each chunk holds what
+    every run has read up to the least of their last values read, so that no later value
+    comes before it."""
+    share = max(1, MERGE_ROWS // max(1, len(runs)))
     while True:
-        live = [run for run in runs if run.at < run.length]
+        for run in runs:
+            run.fill(share)
+        live = [run for run in runs if len(run.buffer)]
         if not live:
             return
-        blocks = [run.block() for run in live]
-        bound = min(block[-1, 0] for block in blocks)
+        bound = min(run.buffer[-1, 0] for run in live)
         taken = []
-        for run, block in zip(live, blocks):
-            count = int(np.searchsorted(block[:, 0], bound, side="right"))
-            taken.append(block[:count])
-            run.at += count
+        for run in live:
+            count = int(np.searchsorted(run.buffer[:, 0], bound, side="right"))
+            taken.append(run.buffer[:count])
+            run.buffer = run.buffer[count:]
         rows = np.concatenate(taken)
         rows = rows[np.argsort(rows[:, 0], kind="stable")]
         yield rows[:, 0], rows[:, 1]

@@ -37,31 +37,37 @@ class Statistics(ExampleCounts):
         # kind letter after the name's netstring differs.
         numbers = {}
         floats, ints = space.PAYLOAD_BYTES["f"], space.PAYLOAD_BYTES["i"]
-        for key, count in state.entries():
-            found = numbers.get(key[:-floats]) or numbers.get(key[:-ints])
-            if found is not None:  # as `Numbers.add` does, a method call less
-                values, width = found
-                values.payloads += key[-width:]
-                values.counts.append(count)
-                if len(values.counts) >= values.limit:
-                    values.spill()
-                continue
-            record, name, kind, payload = space.split(key)
-            if record == b"v":
-                builder.add_value(name, kind, payload, count)
-                if kind in space.PAYLOAD_BYTES:
-                    numbers[key[: -len(payload)]] = (builder.number_values(name, kind), len(payload))
-            elif record == b"n":
-                builder.add_lengths(name, kind, int(payload), count)
-            elif record == b"s":
-                builder.float_sums(name).add_sum(payload[:1].decode(), payload[1], count)
-            elif record == b"q":
-                builder.float_sums(name).add_square(int(payload[:1]), payload[1], count)
-            elif record in (b"<", b">"):
-                builder.float_sums(name).add_extreme(float(space.numbers(kind, payload)[0]))
-            else:
-                builder.add_examples(count)
-        stats = builder.finish()
+        held = builder.held
+        try:
+            for key, count in state.entries():
+                found = numbers.get(key[:-floats]) or numbers.get(key[:-ints])
+                if found is not None:  # as `Numbers.add` does, a method call less
+                    values, width = found
+                    values.payloads += key[-width:]
+                    values.counts.append(count)
+                    if values.spills:
+                        held.size += 1
+                        if held.size >= held.limit:
+                            held.spill()
+                    continue
+                record, name, kind, payload = space.split(key)
+                if record == b"v":
+                    builder.add_value(name, kind, payload, count)
+                    if kind in space.PAYLOAD_BYTES:
+                        numbers[key[: -len(payload)]] = (builder.number_values(name, kind), len(payload))
+                elif record == b"n":
+                    builder.add_lengths(name, kind, int(payload), count)
+                elif record == b"s":
+                    builder.float_sums(name).add_sum(payload[:1].decode(), payload[1], count)
+                elif record == b"q":
+                    builder.float_sums(name).add_square(int(payload[:1]), payload[1], count)
+                elif record in (b"<", b">"):
+                    builder.float_sums(name).add_extreme(float(space.numbers(kind, payload)[0]))
+                else:
+                    builder.add_examples(count)
+            stats = builder.finish()
+        finally:
+            builder.close()  # the values spilled to disk, if the table's reading failed
         absent = tuple(
             name
             for name in self.features
