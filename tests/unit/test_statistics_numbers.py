@@ -110,6 +110,25 @@ def test_statistics_are_made_once(tmp_path):
     assert builder.finish().features["x"].numeric.count == 1
     with pytest.raises(RuntimeError, match="once"):
         builder.finish()
+    closed = Builder(StatKeys.numbers, held=Held(directory=str(tmp_path)))
+    closed.add_value("x", "i", int_payload(5), 1)
+    closed.close()
+    with pytest.raises(RuntimeError, match="after close"):
+        closed.finish()
+
+
+def test_builders_sharing_what_is_held_keep_their_own_values(small_runs, tmp_path):
+    held = Held(limit=30, directory=str(tmp_path))
+    first, second = Builder(StatKeys.numbers, held=held), Builder(StatKeys.numbers, held=held)
+    pairs = counted(8, 100)
+    for builder, name in ((first, "a"), (second, "b")):
+        builder.add_lengths(name, "i", 1, sum(c for _, c in pairs))
+        for value, count in pairs:
+            builder.add_value(name, "i", int_payload(value), count)
+    whole = stats_of(pairs, Held()).features["ids"].numeric
+    assert first.finish().features["a"].numeric == whole
+    assert second.finish().features["b"].numeric == whole
+    assert os.listdir(tmp_path) == [] and held.size == 0
 
 
 class _FailingTable:

@@ -270,7 +270,7 @@ class Builder:
     def finish(self) -> DatasetStats:
         """The statistics, once; then, whatever happens, `close`."""
         if self.finished:
-            raise RuntimeError("the statistics of a Builder are made once")
+            raise RuntimeError("the statistics of a Builder are made once, and not after close")
         self.finished = True
         try:
             return DatasetStats(
@@ -280,9 +280,11 @@ class Builder:
             self.close()
 
     def close(self) -> None:
-        """Forgets the values held and removes those spilled to disk."""
-        for numbers in list(self.held.members):
-            numbers.close()
+        """Forgets its features' values held, and removes those spilled to disk."""
+        self.finished = True
+        for feature in self.features.values():
+            for numbers in feature.numbers.values():
+                numbers.close()
 
     def _kind(self, name, feature):
         """The feature's kind, and {type: examples} of the lists of other kinds (empty

@@ -41,8 +41,8 @@ class Numbers:
     its count to `counts`, and for an int64 feature (`spills`) the held values counted in
     `held`, spilled when they reach its limit). `decode(kind, payloads)` gives the
     values. `chunks()`: every value in ascending order (a float's -0.0 before 0.0, NaN
-    last), as (values, counts) arrays, of at most `MERGE_ROWS` values where any were
-    spilled; as often as asked until `close`."""
+    last), as (values, counts) arrays of at most `MERGE_ROWS` values each; as often as
+    asked until `close`."""
 
     def __init__(self, kind: str, decode, held: Held):
         self.kind, self._decode = kind, decode
@@ -92,8 +92,9 @@ class Numbers:
 
     def chunks(self):
         if not self._runs:
-            if self.counts:
-                yield self._sorted_held()
+            values, counts = self._sorted_held()
+            for start in range(0, len(values), MERGE_ROWS):
+                yield values[start : start + MERGE_ROWS], counts[start : start + MERGE_ROWS]
             return
         self.spill()
         while len(self._runs) > FAN_IN:  # a buffer a run merged: their number is bounded
