@@ -95,19 +95,19 @@ def _called_by(node) -> set:
 class Digests:
     """Digests of the tensors of one graph. `roots`: {tensor ref: name} of the tensors it
     is computed from (the features, each analyzer's result), known by their names alone;
-    a captured constant is known by its value. With `resources` (a `captured.Tables`), a
+    a captured constant is known by its value. With `tables` (a `captured.Tables`), a
     captured table the function only reads is known by what it holds, one made in the
     function by the op that fills it; any other resource, and one the graph makes, is
     opaque, and so is an op whose outputs may vary for the same inputs (`_varies`): each
     op that reads an opaque resource or varies is unlike any other, here and in any other
     process, so that no two are taken for one and nothing named after them is resumed
-    (`opaque`). Without `resources`, a resource is known by its dtype (its caller digests
+    (`opaque`). Without `tables`, a resource is known by its dtype (its caller digests
     what the tables hold: a loaded transform_fn's). Digests of ops are kept: many tensors
     of one graph share their ancestors."""
 
-    def __init__(self, roots: dict, resources=None):
+    def __init__(self, roots: dict, tables=None):
         self._tensors = {ref: digest_of(b"root", name.encode()) for ref, name in roots.items()}
-        self._resources = resources
+        self._tables = tables
         self._opaque = set()  # names of the ops whose resource outputs are opaque, or that vary
         self._varying = set()  # names of the functions whose bodies vary (`_varies`)
         self._files = set()  # refs of the roots that are paths of files their names tie
@@ -162,7 +162,7 @@ class Digests:
 
     def _own(self, op) -> bytes:
         parts = [op.type.encode()]
-        if self._resources is not None and (self._is_opaque(op) or _varies(op.type)):
+        if self._tables is not None and (self._is_opaque(op) or _varies(op.type)):
             self._opaque.add(op.name)
             parts.append(os.urandom(16))
         for name, value in _kept(op.node_def.attr):
@@ -175,12 +175,12 @@ class Digests:
 
     def _captured(self, placeholder) -> bytes:
         """A placeholder that is no root: a value the function captured (a constant made
-        outside it, by its value; a resource, as `resources` says), else the placeholder's name."""
+        outside it, by its value; a resource, as `tables` says), else the placeholder's name."""
         for external, internal in getattr(placeholder.graph, "captures", ()):
             if internal.op is placeholder:
                 if hasattr(external, "numpy") and external.dtype != tf.resource:
                     return digest_of(b"captured", value_bytes(external.numpy()), str(external.dtype).encode())
-                if external.dtype == tf.resource and self._resources is not None:
+                if external.dtype == tf.resource and self._tables is not None:
                     return self._table(placeholder, external)
                 return digest_of(b"captured", str(external.dtype).encode())
         return digest_of(b"placeholder", placeholder.name.encode())
@@ -188,7 +188,7 @@ class Digests:
     def _table(self, placeholder, handle) -> bytes:
         """A captured resource: a table only read, by what it held as traced; a table made
         in the function, by the op that fills it; any other, opaque."""
-        writers, tables = _writers(placeholder), self._resources
+        writers, tables = _writers(placeholder), self._tables
         held = None
         if not writers:
             held = tables.known(handle)
@@ -239,7 +239,7 @@ class Digests:
         """A function called, by `_function`; one whose body varies, salted at each call:
         no two calls of it alike (the function's own digest is one for all its calls)."""
         digest = self._function(graph, name)
-        if self._resources is not None and name in self._varying:
+        if self._tables is not None and name in self._varying:
             self._opaque.add("function " + name)
             return digest_of(digest, os.urandom(16))
         return digest

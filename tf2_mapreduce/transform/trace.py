@@ -101,7 +101,7 @@ class Analysis:
         for feature, tensor in inputs.items():
             for i, part in enumerate(tf.nest.flatten(tensor, expand_composites=True)):
                 roots[part.ref()] = "feature %s %d" % (feature, i)
-        named = Digests(roots, resources=tables)
+        named = Digests(roots, tables=tables)
         results = [(ref, call, "analyzer ") for ref, call in self.stand_ins.items()]
         results += [(ref, call, "vocabulary size ") for ref, call in self.sizes.items()]
         # In call order: a call reads the results of calls before it only, each known by
