@@ -17,13 +17,12 @@ from helpers.oracles import oracle_counter, oracle_words
 from helpers.processes import INPROCESS_PS, REPO, job_run, run_job
 
 import tf2_mapreduce as mr
-from tf2_mapreduce import native
+from tf2_mapreduce import native, spilling
 from tf2_mapreduce.cluster import spec as cluster_spec
 from tf2_mapreduce.errors import Interrupted
 from tf2_mapreduce.inputs.listing import expand
 from tf2_mapreduce.inputs.plan import Plan
 from tf2_mapreduce.outputs import files as output
-from tf2_mapreduce.outputs import sorted_runs
 from tf2_mapreduce.state import key_tables as tables
 from tf2_mapreduce.state.base import Figures
 
@@ -87,7 +86,7 @@ def test_wordfreq_output_round_trips_with_escaping(inprocess, zipf, tmp_path, mo
     # about 8 KB of them: a few hundred words) and sorted through disk.
     monkeypatch.setattr(tables, "CHUNK", 3000)
     monkeypatch.setattr(tables, "CHUNK_BYTES", 8000)
-    monkeypatch.setattr(sorted_runs, "RUN_BYTES", 4000 * 80)
+    monkeypatch.setattr(spilling, "RUN_BYTES", 4000 * 80)
     result = run(inprocess, mr.WordFreq(), files)
     ordered = sorted(oracle.items(), key=lambda kv: (-kv[1], kv[0]))
     tsv = str(tmp_path / "vocab.tsv")

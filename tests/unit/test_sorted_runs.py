@@ -3,6 +3,7 @@ sharing a limit."""
 
 import random
 
+from tf2_mapreduce import spilling
 from tf2_mapreduce.outputs import sorted_runs
 
 
@@ -59,7 +60,7 @@ def test_tf_transforms_order_as_bytes_sorts_as_its_key_vocabulary_by_vocabulary(
 
 def test_sorted_runs_sharing_a_limit_hold_at_most_it_together():
     rng = random.Random(8)
-    held = sorted_runs.Held(700)
+    held = spilling.Held(700)
     runs = [sorted_runs.SortedRuns(held=held) for _ in range(3)]
     added = [[], [], []]
     for _ in range(2000):
@@ -76,7 +77,7 @@ def test_sorted_runs_sharing_a_limit_hold_at_most_it_together():
 
 def test_the_largest_run_spills_not_the_one_added_to(tmp_path):
     # One sort holding nearly the whole limit must not make another spill an entry a run.
-    held = sorted_runs.Held(1000 * 70, directory=str(tmp_path))
+    held = spilling.Held(1000 * 70, directory=str(tmp_path))
     first, second = sorted_runs.SortedRuns(held=held), sorted_runs.SortedRuns(held=held)
     for n in range(990):
         first.add((b"%03d" % n, 1))
@@ -89,7 +90,7 @@ def test_the_largest_run_spills_not_the_one_added_to(tmp_path):
 
 
 def test_more_runs_than_merged_at_once_are_merged_in_stages(monkeypatch):
-    monkeypatch.setattr(sorted_runs, "FAN_IN", 4)
+    monkeypatch.setattr(spilling, "FAN_IN", 4)
     rng = random.Random(9)
     entries = [(bytes([rng.randrange(256), rng.randrange(256)]), rng.randint(1, 50)) for _ in range(5000)]
     with sorted_runs.SortedRuns(run_bytes=50 * 70) as runs:

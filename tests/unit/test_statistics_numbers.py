@@ -11,10 +11,12 @@ import tempfile
 import numpy as np
 import pytest
 
+from tf2_mapreduce import spilling
 from tf2_mapreduce.reducers.statistics import numbers as numbers_module
 from tf2_mapreduce.reducers.statistics.builder import Builder
 from tf2_mapreduce.reducers.statistics.keys import StatKeys
-from tf2_mapreduce.reducers.statistics.numbers import Held
+from tf2_mapreduce.reducers.statistics.numbers import VALUE_BYTES
+from tf2_mapreduce.spilling import Held
 
 
 def int_payload(value):
@@ -46,14 +48,14 @@ def stats_of(pairs, held, names=("ids",)):
 def small_runs(monkeypatch):
     """Runs merged a few values at a time, 3 at once: many chunks, runs merged into runs."""
     monkeypatch.setattr(numbers_module, "MERGE_ROWS", 5)
-    monkeypatch.setattr(numbers_module, "FAN_IN", 3)
+    monkeypatch.setattr(spilling, "FAN_IN", 3)
 
 
 @pytest.mark.parametrize("seed", range(6))
 def test_spilled_runs_give_the_figures_of_the_values_held_whole(small_runs, tmp_path, seed):
     pairs = counted(seed, random.Random(seed).randint(20, 400))
     whole = stats_of(pairs, Held()).features["ids"].numeric
-    spilled = stats_of(pairs, Held(limit=40, directory=str(tmp_path))).features["ids"].numeric
+    spilled = stats_of(pairs, Held(limit=40 * VALUE_BYTES, directory=str(tmp_path))).features["ids"].numeric
     assert spilled == whole
     ordered = sorted(v for v, c in pairs for _ in range(c))
     n = len(ordered)
@@ -70,7 +72,7 @@ def test_features_share_what_is_held_and_each_spills_its_own(small_runs, tmp_pat
     pairs = counted(11, 300)
     small = [("small%d" % k, counted(k, 3)) for k in range(40)]
     for interleaved in (True, False):
-        held = Held(limit=60, directory=str(tmp_path))
+        held = Held(limit=60 * VALUE_BYTES, directory=str(tmp_path))
         builder = Builder(StatKeys.numbers, held=held)
         added = [(name, pair) for name, values in small for pair in values] + [("big", pair) for pair in pairs]
         if interleaved:
@@ -78,7 +80,7 @@ def test_features_share_what_is_held_and_each_spills_its_own(small_runs, tmp_pat
         for name, (value, count) in added:
             builder.add_lengths(name, "i", 1, count)
             builder.add_value(name, "i", int_payload(value), count)
-            assert held.size == sum(len(member.counts) for member in held.members) <= 60
+            assert held.size == VALUE_BYTES * sum(len(member.counts) for member in held.members) <= 60 * VALUE_BYTES
         chunks = list(builder.number_values("big", "i").chunks())
         assert max(len(values) for values, _ in chunks) <= 5
         stats = builder.finish()
@@ -90,7 +92,7 @@ def test_features_share_what_is_held_and_each_spills_its_own(small_runs, tmp_pat
 
 def test_merged_chunks_come_in_order_and_hold_every_value(small_runs, tmp_path):
     pairs = counted(3, 250)
-    builder = Builder(StatKeys.numbers, held=Held(limit=30, directory=str(tmp_path)))
+    builder = Builder(StatKeys.numbers, held=Held(limit=30 * VALUE_BYTES, directory=str(tmp_path)))
     for value, count in pairs:
         builder.add_value("ids", "i", int_payload(value), count)
     chunks = list(builder.number_values("ids", "i").chunks())
@@ -118,7 +120,7 @@ def test_statistics_are_made_once(tmp_path):
 
 
 def test_builders_sharing_what_is_held_keep_their_own_values(small_runs, tmp_path):
-    held = Held(limit=30, directory=str(tmp_path))
+    held = Held(limit=30 * VALUE_BYTES, directory=str(tmp_path))
     first, second = Builder(StatKeys.numbers, held=held), Builder(StatKeys.numbers, held=held)
     pairs = counted(8, 100)
     for builder, name in ((first, "a"), (second, "b")):
@@ -146,7 +148,7 @@ class _FailingTable:
 def test_a_failed_read_leaves_no_run_on_disk(monkeypatch, tmp_path):
     from tf2_mapreduce.reducers.statistics.reducer import Statistics
 
-    monkeypatch.setattr(numbers_module, "HELD_VALUES", 10)
+    monkeypatch.setattr(spilling, "RUN_BYTES", 10 * VALUE_BYTES)
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     with pytest.raises(OSError, match="could not be read"):
         Statistics().collect(_FailingTable(100), None, None)

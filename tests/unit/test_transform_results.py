@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tf2_mapreduce.outputs import sorted_runs
+from tf2_mapreduce import spilling
 from tf2_mapreduce.transform import analysis, kinds
 from tf2_mapreduce.transform.trace import Call
 
@@ -18,8 +18,8 @@ from tf2_mapreduce.transform.trace import Call
 @pytest.fixture(params=[7 * 80, None], ids=["spilled", "in_memory"])
 def run_bytes(request, monkeypatch):
     if request.param:
-        monkeypatch.setattr(sorted_runs, "RUN_BYTES", request.param)
-        monkeypatch.setattr(sorted_runs, "FAN_IN", 3)  # merged in stages too
+        monkeypatch.setattr(spilling, "RUN_BYTES", request.param)
+        monkeypatch.setattr(spilling, "FAN_IN", 3)  # merged in stages too
     return request.param
 
 

@@ -8,13 +8,13 @@ import shutil
 import struct
 import tempfile
 
+from tf2_mapreduce import spilling
 from tf2_mapreduce.reducers.keys import MOST_FIRST_BYTES, count_of, most_first
+from tf2_mapreduce.spilling import Held
 
-__all__ = ["Order", "BY_COUNT", "COUNT", "Held", "SortedRuns", "sorted_entries", "RUN_BYTES", "FAN_IN"]
+__all__ = ["Order", "BY_COUNT", "COUNT", "SortedRuns", "sorted_entries"]
 
-RUN_BYTES = 64 << 20  # entries sorted in memory at a time; more spill to sorted runs on disk
 _ENTRY = 64  # what an entry held costs beside its bytes: its bytes object and list slot
-FAN_IN = 64  # runs merged at once
 _LENGTH = struct.Struct(">I")  # an encoded entry's length, then its bytes
 
 
@@ -51,38 +51,29 @@ def _read_run(path):
             yield f.read(_LENGTH.unpack(header)[0])
 
 
-class Held:
-    """What `SortedRuns` sharing it may hold in memory together (`limit`, bytes, by default
-    `RUN_BYTES`) and hold (`size`), and where they spill (`directory`; by default the
-    system's temporary one): one that takes them past it spills the largest run of them."""
-
-    def __init__(self, limit: int | None = None, directory: str | None = None):
-        self.limit, self.directory, self.size = limit or RUN_BYTES, directory, 0
-        self.members = []
-
-
 class SortedRuns:
     """(key bytes, count) entries taken one at a time (`add`) and given back once in
     `order` (`sorted`; an `Order`, by default `BY_COUNT`), holding at most `run_bytes` of
-    them in memory (each encoded: a bytes object), or with `held` (a `Held`) at most its
-    limit together with the others sharing it: more are sorted in runs spilled to a
-    temporary directory, then merged, `FAN_IN` runs at a time. `close` (or leaving a
+    them in memory (each encoded: a bytes object), or with `held` (a `spilling.Held`) at
+    most its limit together with the others sharing it: more are sorted in runs spilled
+    to its directory, then merged, `spilling.FAN_IN` runs at a time. `close` (or leaving a
     `with` block) removes the runs."""
 
     def __init__(self, run_bytes: int | None = None, order: Order = BY_COUNT, held: Held | None = None):
         self._held, self._order = held or Held(run_bytes), order
-        self._run, self._size, self._runs, self._directory = [], 0, [], None
+        self._run, self.held_bytes, self._runs, self._directory = [], 0, [], None
         self._held.members.append(self)
 
     def add(self, entry) -> None:
         data = self._order.encode(entry)
         self._run.append(data)
-        self._size += len(data) + _ENTRY
+        self.held_bytes += len(data) + _ENTRY
         self._held.size += len(data) + _ENTRY
         if self._held.size >= self._held.limit:
-            max(self._held.members, key=lambda member: member._size)._spill()
+            self._held.spill()
 
-    def _spill(self):
+    def spill(self) -> None:
+        """Writes the entries held as a sorted run on disk, and holds none."""
         if self._directory is None:
             self._directory = tempfile.mkdtemp(prefix="tf2_mapreduce-sort-", dir=self._held.directory)
         self._run.sort()
@@ -90,18 +81,19 @@ class SortedRuns:
         self._forget()
 
     def _forget(self):
-        self._held.size -= self._size
-        self._run, self._size = [], 0
+        self._held.size -= self.held_bytes
+        self._run, self.held_bytes = [], 0
 
     def sorted(self):
         """Every entry added, in order: an iterator, valid until `close`."""
         if not self._runs:
             self._run.sort()
             return map(self._order.decode, self._run)
-        self._spill()
-        while len(self._runs) > FAN_IN:  # a file open and a buffer a run merged at once
-            merged = heapq.merge(*(_read_run(path) for path in self._runs[:FAN_IN]))
-            self._runs = self._runs[FAN_IN:] + [_write_run(merged, self._directory)]
+        self.spill()
+        fan_in = spilling.FAN_IN
+        while len(self._runs) > fan_in:
+            merged = heapq.merge(*(_read_run(path) for path in self._runs[:fan_in]))
+            self._runs = self._runs[fan_in:] + [_write_run(merged, self._directory)]
         return map(self._order.decode, heapq.merge(*(_read_run(path) for path in self._runs)))
 
     def close(self) -> None:

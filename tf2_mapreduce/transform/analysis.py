@@ -5,11 +5,11 @@ streamed from the ps tasks in bounded memory."""
 
 from dataclasses import dataclass
 
+from tf2_mapreduce import spilling
 from tf2_mapreduce.errors import Error, UsageError, raised_by_user_code
 from tf2_mapreduce.inputs.formats import TFRECORD
 from tf2_mapreduce.jobs.base import Job
 from tf2_mapreduce.lazy_tf import tf
-from tf2_mapreduce.outputs import sorted_runs
 from tf2_mapreduce.reducers import Vocabularies
 from tf2_mapreduce.transform import captured, kinds, trace
 from tf2_mapreduce.transform import schema as schemas
@@ -217,7 +217,7 @@ def results(calls, entries, directory) -> list:
     `kinds.Kind` makes it, in memory bounded whatever the distinct values: a vocabulary is
     written into `directory` as its terms are sorted. Blocking."""
     # What every sink sorts is held within one limit, and spilled into `directory`.
-    sinks, held = {}, sorted_runs.Held(directory=directory)
+    sinks, held = {}, spilling.Held(directory=directory)
     takers = {}  # {what is counted: the sinks of the calls that count it}
     try:
         for call in calls:  # calls of a name compute the same: one result

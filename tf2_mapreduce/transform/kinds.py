@@ -82,7 +82,7 @@ class Kind:
     def sink(self, call, directory, held):
         """What takes the call's (key, count) one at a time (`add`) and then gives its
         result (`result()`), then lets go of what it holds (`close()`, whatever happened);
-        a file it writes goes into `directory`; entries it sorts share `held` (a `sorted_runs.Held`). Of a kind that counts a few keys (a batch's, a power of
+        a file it writes goes into `directory`; entries it sorts share `held` (a `spilling.Held`). Of a kind that counts a few keys (a batch's, a power of
         two's), the entries held, then `result`."""
         return _Kept(call)
 

@@ -21,7 +21,8 @@ from tf2_mapreduce.reducers.statistics.model import (
     NumericStats,
     StringStats,
 )
-from tf2_mapreduce.reducers.statistics.numbers import Held, Numbers
+from tf2_mapreduce.reducers.statistics.numbers import Numbers
+from tf2_mapreduce.spilling import Held
 
 __all__ = ["Builder", "FloatSums"]
 

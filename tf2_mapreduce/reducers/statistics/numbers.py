@@ -1,5 +1,6 @@
 """A number feature's distinct values and their counts as they stream in, held up to a
-limit shared by the features and spilled to disk in sorted runs, given back in order."""
+limit shared by the features (`spilling.Held`) and spilled to disk in sorted runs, given
+back in order."""
 
 import array
 import os
@@ -8,38 +9,23 @@ import tempfile
 
 import numpy as np
 
-__all__ = ["HELD_VALUES", "MERGE_ROWS", "FAN_IN", "Numbers", "Held"]
+from tf2_mapreduce import spilling
+from tf2_mapreduce.spilling import Held
 
-# Values of int64 features held in memory together (16 bytes each, with their counts);
-# past it, the feature holding the most sorts them into a run on disk. A float feature
-# is counted by its bucket, at most 2 x 256 x 1024 values (`model.FLOAT_BITS`): never
-# spilled, and not counted here.
-HELD_VALUES = 4 << 20
+__all__ = ["VALUE_BYTES", "MERGE_ROWS", "Numbers"]
+
+# What an int64 value held costs in its `spilling.Held` (its payload and count), and a row
+# of a run on disk (value, count). A float feature is counted by its bucket, at most 2 x
+# 256 x 1024 values (`model.FLOAT_BITS`): never spilled, and not counted there.
+VALUE_BYTES = 16
 MERGE_ROWS = 1 << 20  # values read from the runs merged at once, in all (16 MB), and at most a chunk's
-FAN_IN = 64  # runs merged at once; more are first merged into runs of their own
-_ROW = 16  # bytes of a run's row on disk: value, count
-
-
-class Held:
-    """What the int64 features' `Numbers` sharing it hold in memory together (`size`, in
-    values), and at most (`limit`, by default `HELD_VALUES`): `spill` once `size`
-    reaches it. Runs go to `directory` (by default the system's temporary one)."""
-
-    def __init__(self, limit: int | None = None, directory: str | None = None):
-        self.limit, self.directory = limit or HELD_VALUES, directory
-        self.size = 0
-        self.members = []
-
-    def spill(self) -> None:
-        """Spills the member holding the most values."""
-        max(self.members, key=lambda member: len(member.counts) if member.spills else -1).spill()
 
 
 class Numbers:
     """The distinct values of one feature of `kind` ("i" int64 or "f" float32), each added
     once (`add`; or as it does, a method call less: its payload appended to `payloads`,
-    its count to `counts`, and for an int64 feature (`spills`) the held values counted in
-    `held`, spilled when they reach its limit). `decode(kind, payloads)` gives the
+    its count to `counts`, and for an int64 feature (`spills`) `VALUE_BYTES` added to what
+    `held` (a `spilling.Held`) holds, spilled when that reaches its limit). `decode(kind, payloads)` gives the
     values. `chunks()`: every value in ascending order (a float's -0.0 before 0.0, NaN
     last), as (values, counts) arrays of at most `MERGE_ROWS` values each; as often as
     asked until `close`."""
@@ -55,9 +41,14 @@ class Numbers:
         self.payloads += payload
         self.counts.append(count)
         if self.spills:
-            self.held.size += 1
+            self.held.size += VALUE_BYTES
             if self.held.size >= self.held.limit:
                 self.held.spill()
+
+    @property
+    def held_bytes(self) -> int:
+        """What it holds in `held`'s count: none for a float feature, never spilled."""
+        return VALUE_BYTES * len(self.counts) if self.spills else 0
 
     def _sorted_held(self):
         values = self._decode(self.kind, bytes(self.payloads))
@@ -69,8 +60,7 @@ class Numbers:
         return values[order], counts[order]
 
     def _forget_held(self):
-        if self.spills:
-            self.held.size -= len(self.counts)
+        self.held.size -= self.held_bytes
         del self.payloads[:]
         del self.counts[:]
 
@@ -97,14 +87,15 @@ class Numbers:
                 yield values[start : start + MERGE_ROWS], counts[start : start + MERGE_ROWS]
             return
         self.spill()
-        while len(self._runs) > FAN_IN:  # a buffer a run merged: their number is bounded
+        fan_in = spilling.FAN_IN
+        while len(self._runs) > fan_in:  # a buffer a run merged: their number is bounded
             path = self._new_run()
             with open(path, "wb") as f:
-                for values, counts in _merged([_Run(run) for run in self._runs[:FAN_IN]]):
+                for values, counts in _merged([_Run(run) for run in self._runs[:fan_in]]):
                     np.stack((values, counts), axis=1).tofile(f)
-            for run in self._runs[:FAN_IN]:
+            for run in self._runs[:fan_in]:
                 os.remove(run)
-            self._runs = self._runs[FAN_IN:] + [path]
+            self._runs = self._runs[fan_in:] + [path]
         yield from _merged([_Run(path) for path in self._runs])
 
     def close(self) -> None:
@@ -124,7 +115,7 @@ class _Run:
 
     def __init__(self, path):
         self._path = path
-        self._length = os.path.getsize(path) // _ROW
+        self._length = os.path.getsize(path) // VALUE_BYTES
         self._read = 0
         self.buffer = np.empty((0, 2), dtype=np.int64)
 
@@ -133,7 +124,9 @@ class _Run:
         if len(self.buffer) or self._read >= self._length:
             return
         count = min(rows, self._length - self._read)
-        self.buffer = np.fromfile(self._path, dtype=np.int64, count=2 * count, offset=self._read * _ROW).reshape(-1, 2)
+        self.buffer = np.fromfile(self._path, dtype=np.int64, count=2 * count, offset=self._read * VALUE_BYTES).reshape(
+            -1, 2
+        )
         self._read += count
 
 

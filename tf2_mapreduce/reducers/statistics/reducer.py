@@ -8,6 +8,7 @@ from tf2_mapreduce.reducers.base import NO_FILES, Collected
 from tf2_mapreduce.reducers.keys import ExampleCounts
 from tf2_mapreduce.reducers.statistics.builder import Builder
 from tf2_mapreduce.reducers.statistics.keys import StatKeys
+from tf2_mapreduce.reducers.statistics.numbers import VALUE_BYTES
 
 __all__ = ["Statistics"]
 
@@ -46,7 +47,7 @@ class Statistics(ExampleCounts):
                     values.payloads += key[-width:]
                     values.counts.append(count)
                     if values.spills:
-                        held.size += 1
+                        held.size += VALUE_BYTES
                         if held.size >= held.limit:
                             held.spill()
                     continue
