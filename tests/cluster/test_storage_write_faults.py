@@ -101,6 +101,7 @@ def run_in_bucket(server, args, env, name, faults):
 def test_cut_uploads_lost_answers_and_stalls_leave_the_bytes_of_local_disk(written, tmp_path):
     server, args, env, on_disk, records = written
     staging = "data/cut/.tf2_mapreduce-staging-*"
+    joined = "data/cut/.tf2_mapreduce-pieces/join-*"  # a data/ shard, written by a worker, then renamed
     # The manifest moved into place: its copy done, then its delete done with the answer
     # lost, and answered 503 past the client's retries; tried again, no source is left.
     unanswered_then_503 = [
@@ -110,6 +111,8 @@ def test_cut_uploads_lost_answers_and_stalls_leave_the_bytes_of_local_disk(writt
     faults = [
         # Cut for 2 s: past the client's retries, a map step meets an outage and is run again.
         Fault(CUT, kinds=("upload",), objects="data/cut/.tf2_mapreduce-pieces/*", after_bytes=300, seconds=2.0),
+        Fault(CUT, kinds=("upload",), objects=joined, after_bytes=200, times=2),
+        Fault(RESET, kinds=("copy", "delete"), objects=joined, share=0.5, times=4, seed=7),
         Fault(CUT, kinds=("upload",), objects=staging, after_bytes=200, share=0.5, times=8, seed=1),
         Fault(STALL, kinds=("write", "upload"), objects=staging, stall=1.5, share=0.3, times=3, seed=2),
         # Done, then its answer lost: the client asks again what is already done.
@@ -126,20 +129,27 @@ def test_cut_uploads_lost_answers_and_stalls_leave_the_bytes_of_local_disk(writt
     assert_the_bytes_of_local_disk(server, "cut/", on_disk, records, tmp_path)
 
 
-def test_writes_stalled_past_the_storage_timeout_stop_with_exit_75_then_resume_to_the_same_bytes(written, tmp_path):
+# What the coordinator writes (the vocabularies, the SavedModel), and what the workers do (the
+# data/ shards, each written aside, then renamed).
+@pytest.mark.parametrize(
+    "name, stalled_objects", [("stalled", ".tf2_mapreduce-staging-*"), ("joins", ".tf2_mapreduce-pieces/join-*")]
+)
+def test_writes_stalled_past_the_storage_timeout_stop_with_exit_75_then_resume_to_the_same_bytes(
+    written, tmp_path, name, stalled_objects
+):
     server, args, env, on_disk, records = written
-    stalled = Fault(STALL, kinds=("write", "upload"), objects="data/stalled/.tf2_mapreduce-staging-*", stall=30.0)
+    stalled = Fault(STALL, kinds=("write", "upload"), objects="data/%s/%s" % (name, stalled_objects), stall=30.0)
     started = time.monotonic()
-    run = run_in_bucket(server, args + ["--storage_timeout", "3"], env, "stalled", [stalled])
+    run = run_in_bucket(server, args + ["--storage_timeout", "3"], env, name, [stalled])
     assert run.returncode == OUTAGE_EXIT, run.stderr
     assert time.monotonic() - started < 90
     assert stalled.hits > 0
     error = run.stderr.strip().splitlines()[-1]
-    assert re.match(r"tf2_mapreduce: error: gs://data/stalled/\S+: storage could not be reached", error), error
+    assert re.match(r"tf2_mapreduce: error: gs://data/%s/\S+: storage could not be reached" % name, error), error
     assert "run the same command" in error
-    placed = [name for name in bucket_files(server, "stalled/") if not name.startswith(".tf2_mapreduce-")]
+    placed = [f for f in bucket_files(server, name + "/") if not f.startswith(".tf2_mapreduce-")]
     assert placed == [], placed
-    rerun = run_in_bucket(server, args, env, "stalled", [])
+    rerun = run_in_bucket(server, args, env, name, [])
     assert rerun.returncode == 0, rerun.stderr
-    assert "resuming from gs://data/ckpt-stalled/" in rerun.stderr, rerun.stderr
-    assert_the_bytes_of_local_disk(server, "stalled/", on_disk, records, tmp_path)
+    assert "resuming from gs://data/ckpt-%s/" % name in rerun.stderr, rerun.stderr
+    assert_the_bytes_of_local_disk(server, name + "/", on_disk, records, tmp_path)

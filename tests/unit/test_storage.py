@@ -44,6 +44,12 @@ GAVE_UP = "All 3 retry attempts failed. The last failure: Error executing an HTT
             ),
             "HTTP 503",
         ),
+        # A native op's outage without an HTTP status (a local file system's UNAVAILABLE):
+        # its mark alone says so.
+        (
+            tf.errors.InternalError(None, None, OUTAGE_MARK + "mount point gone when writing /mnt/x.tmp\nmore"),
+            "mount point gone when writing /mnt/x.tmp",
+        ),
         # An upload whose session is gone (after an answer lost): the client starts it over,
         # then gives up (docs/runtime.md, G11). The 404 is the session's, not the object's.
         (

@@ -38,6 +38,7 @@ SOURCES = (
     "record_cuts.cc",
     "words.cc",
     "write_records.cc",
+    "join_files.cc",
     "source.cc",
     "example_wire.cc",
 )
@@ -199,7 +200,8 @@ def load():
     `tf2_mapreduce_read_files`, `tf2_mapreduce_file_sizes`, `tf2_mapreduce_count_words`,
     `tf2_mapreduce_word_counts`, `tf2_mapreduce_example_stat_keys`,
     `tf2_mapreduce_merge_counts`, the per-key table `tf2_mapreduce_key_count_table` and its
-    `tf2_mapreduce_key_count_commit`, and the dataset ops that `inputs.readers` wraps), or None
+    `tf2_mapreduce_key_count_commit`, the writers `tf2_mapreduce_write_records` and
+    `tf2_mapreduce_join_files`, and the dataset ops that `inputs.readers` wraps), or None
     where a job goes without it (`unavailable()` says why). Blocking: the first call on
     a machine builds it (tens of seconds, said on the log); later ones load it from the
     cache. Raises `UsageError` with `TF2_MAPREDUCE_NATIVE=require` if it cannot be had."""

@@ -155,4 +155,4 @@ def _(reducer: Statistics, result, output_dir, top_k, min_count, file_format, do
 
 @write_dir.register
 def _(reducer: Sink, result, output_dir, top_k, min_count, file_format, document):
-    return reducer.finalize_write(result._run.options.output_dir, result._state, output_dir)
+    return reducer.finalize_write(result._run.options.output_dir, result._state, output_dir, result._run.on_workers())

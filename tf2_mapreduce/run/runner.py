@@ -20,6 +20,7 @@ from tf2_mapreduce.outputs.result import Result
 from tf2_mapreduce.outputs.sinks import sink_of
 from tf2_mapreduce.run import failures, mapstep, ps_health, rounds
 from tf2_mapreduce.run.loop import DRAIN_TIMEOUT, TICK, Progress, RunLoop, StopRequest
+from tf2_mapreduce.run.on_workers import OnWorkers
 from tf2_mapreduce.run.options import Options
 from tf2_mapreduce.run.recovery import Recovery
 from tf2_mapreduce.run.run_state import RunState, how_to_resume
@@ -251,6 +252,14 @@ class JobRun:
             yield
         except tf.errors.OpError as e:
             raise self.recovery.cluster_failure(e, "before the result was read") from e
+
+    def on_workers(self) -> OnWorkers:
+        """What runs work on this run's workers after its map steps (a sink's
+        `finalize_write`), watched as its rounds are."""
+        return OnWorkers(self.coordinator, self.loop.stall, self._stopped_while_writing)
+
+    def _stopped_while_writing(self):
+        return self.loop.stopped(" while its output was written") if self._stop.requested else None
 
     @property
     def released(self) -> bool:

@@ -24,9 +24,9 @@ class Sink:
     3. `open_writer(output_dir)`: what each map step (`run.mapstep`) writes a piece's
        output with, on a worker, and the row it commits for the piece: written under
        a name of the step's own attempt, so a step run twice leaves whole files only.
-    4. `finalize_write(output_dir, state, staging)`, on the coordinator once every
-       piece is committed: the committed pieces' files joined into the result's files
-       in `staging`, which `outputs.directory.ResultDirectory` puts in place whole,
+    4. `finalize_write(output_dir, state, staging, workers)`, on the coordinator once
+       every piece is committed: the committed pieces' files joined into the result's
+       files in `staging` (by the run's workers: `run.on_workers.OnWorkers`), which `outputs.directory.ResultDirectory` puts in place whole,
        removing every piece's file.
     """
 
@@ -54,7 +54,7 @@ class Sink:
     def open_writer(self, output_dir: str):
         raise NotImplementedError
 
-    def finalize_write(self, output_dir: str, state, staging: str) -> dict:
+    def finalize_write(self, output_dir: str, state, staging: str, workers) -> dict:
         raise NotImplementedError
 
 

@@ -28,10 +28,10 @@ class Records(Sink):
     step's attempt (a random id) under the output directory (`pieces.pieces_dir`), then
     commits the piece's row (`pieces.PIECE_FIELDS`) to its slot (`state.slots`), so a
     step run twice leaves two whole files and one committed. Once every piece is
-    committed, `finalize_write` puts the committed files together into `num_shards`
-    files (0: one per `shards.SHARD_BYTES` of output, at least one), cut between pieces:
-    the bytes written depend on the inputs and `read_size` alone, never on the number of
-    tasks, faults or timing.
+    committed, `finalize_write` has the workers put the committed files together into
+    `num_shards` files (0: one per `shards.SHARD_BYTES` of output, at least one), cut
+    between pieces: the bytes written depend on the inputs and `read_size` alone, never on
+    the number of tasks, faults or timing.
     """
 
     num_shards: int = 0
@@ -105,8 +105,10 @@ class Records(Sink):
     def open_writer(self, output_dir: str) -> PieceWriter:
         return PieceWriter(pieces_dir(output_dir))
 
-    def finalize_write(self, output_dir: str, state, staging: str) -> dict:
-        """Writes the shards of the pieces committed in `state` into `staging/data/`
-        (`shards.write`); returns the summary: records, shards, bytes."""
+    def finalize_write(self, output_dir: str, state, staging: str, workers) -> dict:
+        """Has `workers` (`run.on_workers.OnWorkers`) write the shards of the pieces
+        committed in `state` into `staging/data/` (`shards.write`); returns the summary:
+        records, shards, bytes."""
         done = state.done()
-        return write(pieces_dir(output_dir), np.flatnonzero(done), state.values()[done], staging, self.num_shards)
+        rows = state.values()[done]
+        return write(pieces_dir(output_dir), np.flatnonzero(done), rows, staging, self.num_shards, workers)

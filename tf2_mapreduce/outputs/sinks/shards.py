@@ -1,6 +1,9 @@
 """The `Records` sink's shards: the committed pieces' files joined, in input order, into
-the GZIP'd TFRecord files of the result's `data/`, each one GZIP member, the same bytes every time."""
+the GZIP'd TFRecord files of the result's `data/`, each one GZIP member, the same bytes
+every time; the coordinator decides each shard's bytes, the workers copy them in parallel."""
 
+import functools
+import re
 import struct
 
 import numpy as np
@@ -8,7 +11,6 @@ import numpy as np
 from tf2_mapreduce import storage
 from tf2_mapreduce.errors import OutputError, cause_of
 from tf2_mapreduce.lazy_tf import tf
-from tf2_mapreduce.outputs.files import put_in_place
 from tf2_mapreduce.outputs.sinks.pieces import PIECE_FIELDS, SUFFIX, piece_path
 from tf2_mapreduce.paths import join
 
@@ -76,62 +78,87 @@ def cuts(sizes, num_shards: int) -> np.ndarray:
     return np.concatenate([[0], np.searchsorted(ends, shares, side="right"), [len(sizes)]]).astype(np.int64)
 
 
-def _read(path):
-    def read():
-        with tf.io.gfile.GFile(path, "rb") as f:
-            return f.read()
-
-    return storage.retrying(read, path)
+_PIECE_GONE = re.compile(r"tf2_mapreduce: piece file gone: (.+?): not found")  # native/join_files.cc
 
 
-def _write_shard(target, directory, pieces, rows):
-    """Writes the files of `pieces`, their `rows` ((bytes, attempt, parts, crc, length)
-    each, in order), as one GZIP member, the file `target`, written aside and put in place."""
-    temporary = target + ".tmp"
-    out = tf.io.gfile.GFile(temporary, "wb")
-    out.write(_GZIP_HEADER)
-    crc = length = 0
-    for piece, (size, attempt, parts, piece_crc, piece_length) in zip(pieces.tolist(), rows.tolist()):
-        written = 0
-        for part in range(parts):
-            path = piece_path(directory, piece, attempt, part)
-            try:
-                data = _read(path)
-            except tf.errors.NotFoundError:
-                raise OutputError(
-                    path,
-                    "a piece file committed by this run (or the run it resumed from) is gone; run the job again "
-                    "without its {setting:checkpoint_dir}",
-                ) from None
-            out.write(data)
-            written += len(data)
-        if written != size:
-            raise OutputError(path, "piece files of %d bytes were committed, %d found" % (size, written))
+def _join(paths, head, tail, temporary_dir, target):
+    """The bytes of the shard `target`, written on a worker (native/join_files.cc)."""
+    from tf2_mapreduce import native
+
+    return native.load().tf2_mapreduce_join_files(paths, head, tail, temporary_dir, target)
+
+
+@functools.cache
+def _joined():
+    scalar = tf.TensorSpec([], tf.string)
+    return tf.function(_join, input_signature=[tf.TensorSpec([None], tf.string)] + [scalar] * 4)
+
+
+def _shard(directory, pieces, rows):
+    """(the paths of the files of `pieces`, in order, the GZIP trailer of the shard
+    they make, their bytes): `rows` are theirs, (bytes, attempt, parts, crc, length)
+    each. Pure."""
+    paths, crc, length = [], 0, 0
+    for piece, (_, attempt, parts, piece_crc, piece_length) in zip(pieces.tolist(), rows.tolist()):
+        paths += [piece_path(directory, piece, attempt, part) for part in range(parts)]
         crc = crc32_combine(crc, piece_crc, piece_length)
         length += piece_length
-    out.write(_FINAL_BLOCK + struct.pack("<II", crc, length & 0xFFFFFFFF))
-    put_in_place(out, temporary, target)
+    return paths, _FINAL_BLOCK + struct.pack("<II", crc, length & 0xFFFFFFFF), int(rows[:, 0].sum())
 
 
-def write(directory, pieces, rows, staging, num_shards) -> dict:
-    """Writes the shards of a `Records` job into `staging/data/`: the committed `pieces`
-    (their ids, in order) and their `rows` (`pieces.PIECE_FIELDS`), read from their
-    files in `directory` (`pieces.pieces_dir`). Blocking; raises `OutputError` naming a file
-    that cannot be written or a piece's file that is gone. Returns the summary: records,
-    shards, bytes."""
+def _gone(error):
+    """The `OutputError` of a join that failed on a piece file gone (native/join_files.cc),
+    or None for another error."""
+    gone = _PIECE_GONE.search(error.message)
+    if gone is None:
+        return None
+    return OutputError(
+        gone.group(1),
+        "a piece file committed by this run (or the run it resumed from) is gone; run the job again "
+        "without its {setting:checkpoint_dir}",
+    )
+
+
+def write(directory, pieces, rows, staging, num_shards, workers) -> dict:
+    """Has `workers` (`run.on_workers.OnWorkers`) write the shards of a `Records` job into
+    `staging/data/`, in parallel: the committed `pieces` (their ids, in order) and their
+    `rows` (`pieces.PIECE_FIELDS`), read from their files in `directory`
+    (`pieces.pieces_dir`), where each shard is written before it is renamed into place.
+    The coordinator decides every byte (which pieces, the GZIP header and trailer); a
+    worker only copies, so a shard is the same whoever joins it and however often.
+    Blocking; raises `OutputError` naming a piece's file that is gone (or, from `workers`,
+    a file that cannot be written), `StorageOutage` past the storage's patience. Returns the summary:
+    records, shards, bytes."""
     pieces = np.asarray(pieces, dtype=np.int64)
     rows = np.asarray(rows, dtype=np.int64).reshape(-1, len(PIECE_FIELDS))
     bounds = cuts(rows[:, 1], num_shards)
     count = len(bounds) - 1
     data = join(staging, DATA)
+    arguments, sizes = [], []
+    for k in range(count):
+        chosen = slice(bounds[k], bounds[k + 1])
+        paths, tail, size = _shard(directory, pieces[chosen], rows[chosen, 1:])
+        arguments.append(
+            (
+                tf.constant(paths, tf.string, [len(paths)]),
+                _GZIP_HEADER,
+                tail,
+                directory,
+                join(data, shard_name(k, count)),
+            )
+        )
+        sizes.append(len(_GZIP_HEADER) + size + len(tail))
     try:
         storage.retrying(lambda: tf.io.gfile.makedirs(data), data)
-        for k in range(count):
-            chosen = slice(bounds[k], bounds[k + 1])
-            _write_shard(join(data, shard_name(k, count)), directory, pieces[chosen], rows[chosen, 1:])
-    except (OutputError, storage.StorageOutage):
-        raise
-    except Exception as e:  # noqa: BLE001 - OSError locally, TensorFlow's errors elsewhere
+    except tf.errors.OpError as e:
         raise OutputError(data, cause_of(e)) from None
-    framing = len(_GZIP_HEADER) + len(_FINAL_BLOCK) + 8
-    return {"records": int(rows[:, 0].sum()), "shards": count, "bytes": int(rows[:, 1].sum()) + framing * count}
+    try:
+        written = workers.each(_joined(), arguments, data)
+    except tf.errors.NotFoundError as e:
+        if _gone(e) is None:
+            raise
+        raise _gone(e) from None
+    for k, (size, made) in enumerate(zip(sizes, written)):
+        if int(made) != size:
+            raise OutputError(join(data, shard_name(k, count)), "%d bytes were to be written, %d were" % (size, made))
+    return {"records": int(rows[:, 0].sum()), "shards": count, "bytes": sum(sizes)}

@@ -1,0 +1,78 @@
+"""The native op a worker joins a data/ shard with (native/join_files.cc): a head, the
+files in order and a tail, put in place whole under the target's name; a file that is gone
+named as the coordinator says it; what a run again leaves. Against plain Python bytes."""
+
+import os
+import random
+
+import pytest
+import tensorflow as tf
+
+from tf2_mapreduce import native
+from tf2_mapreduce.outputs.sinks import shards
+from tf2_mapreduce.run import failures
+
+
+def join(paths, head, tail, temporary_dir, target):
+    return int(
+        native.load().tf2_mapreduce_join_files(
+            tf.constant(paths, tf.string, [len(paths)]), head, tail, temporary_dir, target
+        )
+    )
+
+
+def files(directory, sizes, seed=0):
+    """Files of `sizes` bytes of random bytes: (paths, their bytes)."""
+    rng = random.Random(seed)
+    paths, contents = [], []
+    for n, size in enumerate(sizes):
+        data = rng.randbytes(size)
+        path = os.path.join(directory, "piece-%d" % n)
+        with open(path, "wb") as f:
+            f.write(data)
+        paths.append(path)
+        contents.append(data)
+    return paths, contents
+
+
+@pytest.mark.parametrize("sizes", [[], [0], [1, 0, 7], [(4 << 20) - 1, 4 << 20, (4 << 20) + 1, 3]])
+def test_a_shard_is_the_head_the_files_in_order_and_the_tail(tmp_path, sizes):
+    paths, contents = files(str(tmp_path), sizes)
+    target = str(tmp_path / "part")
+    written = join(paths, b"HEAD", b"TAIL", str(tmp_path), target)
+    expected = b"HEAD" + b"".join(contents) + b"TAIL"
+    assert written == len(expected)
+    with open(target, "rb") as f:
+        assert f.read() == expected
+    # Written aside, then renamed: no temporary file is left beside the pieces.
+    assert sorted(os.listdir(tmp_path)) == sorted([os.path.basename(p) for p in paths] + ["part"])
+
+
+def test_run_again_it_replaces_the_shard_with_the_same_bytes(tmp_path):
+    paths, contents = files(str(tmp_path), [100, 200], seed=1)
+    target = str(tmp_path / "part")
+    with open(target, "wb") as f:
+        f.write(b"a shard cut short by a worker that died")
+    for _ in range(2):
+        join(paths, b"", b"", str(tmp_path), target)
+        with open(target, "rb") as f:
+            assert f.read() == b"".join(contents)
+
+
+def test_a_piece_file_gone_is_named_as_the_coordinator_reads_it(tmp_path):
+    paths, _ = files(str(tmp_path), [10])
+    gone = str(tmp_path / "a piece: gone")  # a space and a colon in its name
+    with pytest.raises(tf.errors.NotFoundError) as raised:
+        join(paths + [gone], b"", b"", str(tmp_path), str(tmp_path / "part"))
+    failure = shards._gone(raised.value)
+    assert failure.path == gone and "is gone" in str(failure)
+    assert not os.path.exists(tmp_path / "part")
+
+
+def test_a_target_that_cannot_be_written_fails_naming_it(tmp_path):
+    paths, _ = files(str(tmp_path), [10])
+    target = str(tmp_path / "no-such-dir" / "part")
+    with pytest.raises(tf.errors.FailedPreconditionError) as raised:
+        join(paths, b"", b"", str(tmp_path), target)
+    failure = failures.output_failure(raised.value.message)
+    assert failure.path == target, failure
