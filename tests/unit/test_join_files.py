@@ -1,6 +1,7 @@
 """The native op a worker joins a data/ shard with (native/join_files.cc): a head, the
 files in order and a tail, put in place whole under the target's name; a file that is gone
-named as the coordinator says it; what a run again leaves. Against plain Python bytes."""
+named as the coordinator says it; other sizes than committed refused; what a run again or
+a failed one leaves. Against plain Python bytes."""
 
 import os
 import random
@@ -13,12 +14,12 @@ from tf2_mapreduce.outputs.sinks import shards
 from tf2_mapreduce.run import failures
 
 
-def join(paths, head, tail, temporary_dir, target):
-    return int(
-        native.load().tf2_mapreduce_join_files(
-            tf.constant(paths, tf.string, [len(paths)]), head, tail, temporary_dir, target
-        )
-    )
+def join(paths, head, tail, temporary_dir, target, size=None):
+    """The op, told the size the files make (`size`: what they are, by default)."""
+    if size is None:
+        size = len(head) + sum(os.path.getsize(p) for p in paths if os.path.exists(p)) + len(tail)
+    files = tf.constant(paths, tf.string, [len(paths)])
+    return int(native.load().tf2_mapreduce_join_files(files, head, tail, size, temporary_dir, target))
 
 
 def files(directory, sizes, seed=0):
@@ -67,6 +68,17 @@ def test_a_piece_file_gone_is_named_as_the_coordinator_reads_it(tmp_path):
     failure = shards._gone(raised.value)
     assert failure.path == gone and "is gone" in str(failure)
     assert not os.path.exists(tmp_path / "part")
+    assert [name for name in os.listdir(tmp_path) if name.startswith("join-")] == []
+
+
+def test_files_of_other_sizes_than_committed_are_never_put_in_place(tmp_path):
+    paths, _ = files(str(tmp_path), [10, 20])
+    target = str(tmp_path / "part")
+    with pytest.raises(tf.errors.FailedPreconditionError) as raised:
+        join(paths, b"", b"", str(tmp_path), target, size=31)
+    failure = failures.output_failure(raised.value.message)
+    assert failure.path == target and "31 bytes were committed, 30 found" in failure.reason, failure
+    assert sorted(os.listdir(tmp_path)) == ["piece-0", "piece-1"]
 
 
 def test_a_target_that_cannot_be_written_fails_naming_it(tmp_path):
@@ -76,3 +88,25 @@ def test_a_target_that_cannot_be_written_fails_naming_it(tmp_path):
         join(paths, b"", b"", str(tmp_path), target)
     failure = failures.output_failure(raised.value.message)
     assert failure.path == target, failure
+
+
+def test_while_a_map_step_is_still_in_flight_this_process_joins_the_shards(tmp_path):
+    # TF's queue is held by a step stuck on a worker cut off: nothing is scheduled behind it.
+    from tf2_mapreduce.run.on_workers import OnWorkers
+
+    paths, contents = files(str(tmp_path), [5, 6, 7], seed=2)
+    here = OnWorkers(coordinator=None, stall=None, stopped=lambda: None, drained=lambda: False)
+    arguments = [
+        (
+            tf.constant(chosen, tf.string, [len(chosen)]),
+            b"H",
+            b"T",
+            2 + sum(map(os.path.getsize, chosen)),
+            str(tmp_path),
+            str(tmp_path / name),
+        )
+        for chosen, name in [(paths[:2], "a"), (paths[2:], "b")]
+    ]
+    assert here.each(shards._joined(), arguments, str(tmp_path)) == [13, 9]
+    assert (tmp_path / "a").read_bytes() == b"H" + contents[0] + contents[1] + b"T"
+    assert (tmp_path / "b").read_bytes() == b"H" + contents[2] + b"T"

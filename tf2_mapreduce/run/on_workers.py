@@ -4,8 +4,8 @@ job's shards joined where the pieces are (`outputs.sinks.shards`), in parallel.
 
 import threading
 
-from tf2_mapreduce import storage
-from tf2_mapreduce.errors import ClusterError
+from tf2_mapreduce import log, storage
+from tf2_mapreduce.errors import ClusterError, JobFailed
 from tf2_mapreduce.run.failures import output_failure
 from tf2_mapreduce.run.loop import TICK
 
@@ -13,71 +13,99 @@ __all__ = ["OnWorkers"]
 
 
 class OnWorkers:
-    """Runs a tf.function on the workers of a run's `coordinator`, once for each of its
-    arguments, watched as the run's rounds are: `stall` (`run.stall.StallWatch`) ends a
-    wait for workers that are all down, `stopped()` (the error of a stop asked for, or
-    None) one the user ends."""
+    """Runs a tf.function once for each of its arguments on the workers of a run's
+    `coordinator`, watched as the run's rounds are: `stall` (`run.stall.StallWatch`) ends
+    a wait for workers that are down, `stopped()` (the error of a stop asked for, or None)
+    one the user ends. `drained()` says whether the run's map steps have all ended: a step
+    stuck on a worker cut off from the network holds TF's queue (its join() waits for it,
+    and schedule() for that join) until TCP gives up, so the work is then done here."""
 
-    def __init__(self, coordinator, stall, stopped):
+    def __init__(self, coordinator, stall, stopped, drained):
         self.coordinator = coordinator
         self.stall = stall
         self.stopped = stopped
+        self.drained = drained
+        self._ended = threading.Event()
+        self._ended.set()
 
     def each(self, function, arguments: list, path: str) -> list:
         """[function(*args) for args in `arguments`], each run on a worker at least once
-        (ClusterCoordinator runs a closure again elsewhere when its worker fails): the
-        function must give the same result when run again. Blocking. Those that met an
-        outage of the storage (the native ops' `storage.OUTAGE_MARK`) are run again, with
-        the process's patience (`storage.retrying`, naming `path`), until it runs out
-        (`StorageOutage`); an output that cannot be written (`errors.CANNOT_WRITE`) is an
-        `OutputError`; any other error is raised as the first that failed raised it."""
+        (ClusterCoordinator runs a closure again elsewhere when its worker fails), or on
+        this process where a map step is still in flight: the function must give the same
+        result when run again. Blocking. Those that met an outage of the storage (the
+        native ops' `storage.OUTAGE_MARK`) are run again, with the process's patience
+        (`storage.retrying`, naming `path`), until it runs out (`StorageOutage`); an output
+        that cannot be written (`errors.CANNOT_WRITE`) is an `OutputError`; any other error
+        is raised as the first that failed raised it."""
         results = [None] * len(arguments)
         left = list(range(len(arguments)))
+        here = not self.drained()
+        if here:
+            log.info("a map step is still in flight on a worker: %d item(s) written by this process" % len(left))
 
         def attempt():
-            with self.coordinator.strategy.scope():
-                scheduled = [(i, self.coordinator.schedule(function, args=arguments[i])) for i in left]
-            error = self._joined([remote for _, remote in scheduled])
-            for i, remote in scheduled:
-                try:
-                    results[i] = remote.fetch()
-                    left.remove(i)
-                except Exception:  # noqa: BLE001, S110 - what failed is run again, or the error raised
-                    pass
+            error = (
+                self._here(function, arguments, left, results)
+                if here
+                else self._there(function, arguments, left, results)
+            )
             if error is not None:
                 raise output_failure(getattr(error, "message", "")) or error
+            if left:  # never without an error: another join() of the coordinator took it
+                raise JobFailed("%d of %d item(s) of %s were never done" % (len(left), len(arguments), path))
 
         storage.retrying(attempt, path)
         return results
 
-    def _joined(self, remotes):
-        """Waits for `remotes` (what `schedule` returned) to be done; returns the error
-        join() raised, or None. Raises `ClusterError` if none finished for the run's
-        worker_timeout while a worker was down (TF's join() would wait for them forever)."""
+    @staticmethod
+    def _here(function, arguments, left, results):
+        """Runs the items `left` in this process, in order, until one fails: its error, or None."""
+        for i in list(left):
+            try:
+                results[i] = function(*arguments[i]).numpy()
+            except Exception as e:  # noqa: BLE001 - handed to the caller
+                return e
+            left.remove(i)
+        return None
+
+    def _there(self, function, arguments, left, results):
+        """Runs the items `left` on the workers, scheduled and waited for on a thread while
+        this one watches: the error of the first that failed, or None. Raises the stop's
+        error, or `ClusterError` when none ended for the run's worker_timeout while a
+        worker was down (TF's join() would wait for them forever)."""
         finished = [0]
         outcome = {}
 
-        def wait():
+        def run():
             try:
-                for remote in remotes:
+                with self.coordinator.strategy.scope():
+                    scheduled = [(i, self.coordinator.schedule(function, args=arguments[i])) for i in left]
+                for i, remote in scheduled:
                     try:
-                        remote.fetch()
+                        results[i] = remote.fetch()
+                        left.remove(i)
                     except Exception:  # noqa: BLE001, S110 - join() raises the first error
                         pass
                     finished[0] += 1
                 self.coordinator.join()
             except Exception as e:  # noqa: BLE001 - handed to the caller
                 outcome["error"] = e
-            outcome["done"] = True
+            finally:
+                self._ended.set()
 
-        thread = threading.Thread(target=wait, name="tf2_mapreduce-on-workers", daemon=True)
-        thread.start()
-        while "done" not in outcome:
-            thread.join(TICK)
+        self._ended.clear()
+        threading.Thread(target=run, name="tf2_mapreduce-on-workers", daemon=True).start()
+        while not self._ended.wait(TICK):
             stopped = self.stopped()
             if stopped is not None:
                 raise stopped
-            stalled = self.stall.check(finished[0])
+            stalled = self.stall.check(finished[0], "nothing more was written")
             if stalled:
-                raise ClusterError(stalled[0] + "Start the workers again, then run the same command")
+                message, everyone = stalled
+                how = "Start the workers again" if everyone else "Restart the workers that are down"
+                raise ClusterError(message + how + ", then run the same command")
         return outcome.get("error")
+
+    def wait(self, timeout: float) -> bool:
+        """Whether no item is in flight on a worker, waiting up to `timeout` s. Blocking."""
+        return self._ended.wait(timeout)

@@ -144,6 +144,7 @@ class JobRun:
             lambda kind: mapstep.build(self.job, self.state, *kind, options.read_size, writer=self.writer)
         )
         self._round = None  # the round running, or the last one
+        self._on_workers = None  # what runs work on the workers after the rounds, once asked for
         self.first_schedule = None
 
     def run(self) -> Result:
@@ -240,8 +241,9 @@ class JobRun:
 
     def drained(self, timeout: float) -> bool:
         """Whether this run's last round has ended (no step of it scheduled or in flight),
-        waiting up to `timeout` s for it. Blocking."""
-        return self._round is None or self._round.wait(timeout)
+        and what it ran on the workers after it, waiting up to `timeout` s for each. Blocking."""
+        rounds = self._round is None or self._round.wait(timeout)
+        return rounds and (self._on_workers is None or self._on_workers.wait(timeout))
 
     @contextlib.contextmanager
     def reading_result(self):
@@ -256,7 +258,10 @@ class JobRun:
     def on_workers(self) -> OnWorkers:
         """What runs work on this run's workers after its map steps (a sink's
         `finalize_write`), watched as its rounds are."""
-        return OnWorkers(self.coordinator, self.loop.stall, self._stopped_while_writing)
+        if self._on_workers is None:
+            stall, stopped = self.loop.stall, self._stopped_while_writing
+            self._on_workers = OnWorkers(self.coordinator, stall, stopped, lambda: self.drained(0))
+        return self._on_workers
 
     def _stopped_while_writing(self):
         return self.loop.stopped(" while its output was written") if self._stop.requested else None

@@ -27,9 +27,10 @@ class StallWatch:
             if self.heartbeats.silent_for("worker", index) > WORKER_DOWN_AFTER
         ]
 
-    def check(self, pieces_done):
+    def check(self, pieces_done, doing: str = "no map step finished"):
         """None, or why the run stalled: (message, every worker down?) when no map step
-        finished for `worker_timeout` s while a worker is down. Non-blocking.
+        finished (`pieces_done` the same; `doing` says what did not) for `worker_timeout`
+        s while a worker is down. Non-blocking.
 
         TF's join() waits forever for failed workers; and until every failed worker
         is back, ClusterCoordinator does not re-admit the restarted ones (it rebuilds
@@ -55,7 +56,8 @@ class StallWatch:
         else:
             verb = "is" if len(down) == 1 else "are"
             which = "%d of %d workers %s down" % (len(down), self.cluster.num_workers, verb)
-        message = "no map step finished for %gs ({setting:worker_timeout}) and %s: %s. " % (
+        message = "%s for %gs ({setting:worker_timeout}) and %s: %s. " % (
+            doing,
             self.worker_timeout,
             which,
             detail,

@@ -81,17 +81,18 @@ def cuts(sizes, num_shards: int) -> np.ndarray:
 _PIECE_GONE = re.compile(r"tf2_mapreduce: piece file gone: (.+?): not found")  # native/join_files.cc
 
 
-def _join(paths, head, tail, temporary_dir, target):
-    """The bytes of the shard `target`, written on a worker (native/join_files.cc)."""
+def _join(paths, head, tail, size, temporary_dir, target):
+    """Writes the shard `target`, of `size` bytes, on a worker (native/join_files.cc)."""
     from tf2_mapreduce import native
 
-    return native.load().tf2_mapreduce_join_files(paths, head, tail, temporary_dir, target)
+    return native.load().tf2_mapreduce_join_files(paths, head, tail, size, temporary_dir, target)
 
 
 @functools.cache
 def _joined():
-    scalar = tf.TensorSpec([], tf.string)
-    return tf.function(_join, input_signature=[tf.TensorSpec([None], tf.string)] + [scalar] * 4)
+    text = tf.TensorSpec([], tf.string)
+    signature = [tf.TensorSpec([None], tf.string), text, text, tf.TensorSpec([], tf.int64), text, text]
+    return tf.function(_join, input_signature=signature)
 
 
 def _shard(directory, pieces, rows):
@@ -123,7 +124,8 @@ def write(directory, pieces, rows, staging, num_shards, workers) -> dict:
     """Has `workers` (`run.on_workers.OnWorkers`) write the shards of a `Records` job into
     `staging/data/`, in parallel: the committed `pieces` (their ids, in order) and their
     `rows` (`pieces.PIECE_FIELDS`), read from their files in `directory`
-    (`pieces.pieces_dir`), where each shard is written before it is renamed into place.
+    (`pieces.pieces_dir`), where each shard is written, checked to be of the bytes
+    committed, then renamed into place.
     The coordinator decides every byte (which pieces, the GZIP header and trailer); a
     worker only copies, so a shard is the same whoever joins it and however often.
     Blocking; raises `OutputError` naming a piece's file that is gone (or, from `workers`,
@@ -138,27 +140,18 @@ def write(directory, pieces, rows, staging, num_shards, workers) -> dict:
     for k in range(count):
         chosen = slice(bounds[k], bounds[k + 1])
         paths, tail, size = _shard(directory, pieces[chosen], rows[chosen, 1:])
-        arguments.append(
-            (
-                tf.constant(paths, tf.string, [len(paths)]),
-                _GZIP_HEADER,
-                tail,
-                directory,
-                join(data, shard_name(k, count)),
-            )
-        )
         sizes.append(len(_GZIP_HEADER) + size + len(tail))
+        target = join(data, shard_name(k, count))
+        files = tf.constant(paths, tf.string, [len(paths)])
+        arguments.append((files, _GZIP_HEADER, tail, tf.constant(sizes[-1], tf.int64), directory, target))
     try:
         storage.retrying(lambda: tf.io.gfile.makedirs(data), data)
     except tf.errors.OpError as e:
         raise OutputError(data, cause_of(e)) from None
     try:
-        written = workers.each(_joined(), arguments, data)
+        workers.each(_joined(), arguments, data)
     except tf.errors.NotFoundError as e:
         if _gone(e) is None:
             raise
         raise _gone(e) from None
-    for k, (size, made) in enumerate(zip(sizes, written)):
-        if int(made) != size:
-            raise OutputError(join(data, shard_name(k, count)), "%d bytes were to be written, %d were" % (size, made))
     return {"records": int(rows[:, 0].sum()), "shards": count, "bytes": sum(sizes)}
