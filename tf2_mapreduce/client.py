@@ -102,7 +102,7 @@ def _check_free(coordinator, running, runs):
         raise ClusterError("the cluster is not open: use it as a context manager (with Cluster...)")
     if running is not None:
         raise Error("job %s is still running on this cluster: wait for it first" % running)
-    if runs and not runs[-1].drained(runner.DRAIN_TIMEOUT):
+    if any(not run.drained(runner.DRAIN_TIMEOUT) for run in runs):
         raise ClusterError(
             "the map steps of the stopped job before are still running after %gs (a worker hangs?)"
             % runner.DRAIN_TIMEOUT
@@ -306,7 +306,8 @@ class Cluster:
         _check_free(self._coordinator, self._running and self._running.name, self._runs)
         prepared = job if isinstance(job, runner.Prepared) else self.prepare(job, inputs, **options)
         handle = JobHandle(prepared.job.name, on_progress, self)
-        run = runner.JobRun(prepared, self._coordinator, self.spec, self._heartbeats, handle._report)
+        busy = lambda: self._running is not None  # noqa: E731 - another job, when this one's result is written
+        run = runner.JobRun(prepared, self._coordinator, self.spec, self._heartbeats, handle._report, busy)
         self._runs.append(run)
         self._running = handle
         handle._start(run)

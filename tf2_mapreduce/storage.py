@@ -62,8 +62,15 @@ def outage_cause(error) -> str | None:
     None: TensorFlow's client giving up on a request that kept failing with a transient
     status (408, 429, 5xx), a transport error (refused, reset, timed out, cut short) or an
     upload's session lost, or such an error passed on without its retries, or one a
-    native op marked (`OUTAGE_MARK`). Pure."""
+    native op marked (`OUTAGE_MARK`: its judgement stands). Pure."""
     message = _message(error)
+    cause = _cause(message)
+    if cause is None and OUTAGE_MARK in message:
+        return message.split(OUTAGE_MARK, 1)[1].splitlines()[0].strip()[:120]
+    return cause
+
+
+def _cause(message):
     gave_up = _GAVE_UP.search(message)
     last = gave_up.group(1) if gave_up else message
     status = _HTTP_STATUS.search(last)
@@ -79,8 +86,6 @@ def outage_cause(error) -> str | None:
         return last.splitlines()[0].strip()[:120]
     if _CUT_SHORT in message:
         return "a response cut short"
-    if OUTAGE_MARK in message:  # a native op's own word for it (native/storage_status.h)
-        return message.split(OUTAGE_MARK, 1)[1].splitlines()[0].strip()[:120]
     return None
 
 

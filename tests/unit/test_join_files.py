@@ -95,7 +95,7 @@ def test_while_a_map_step_is_still_in_flight_this_process_joins_the_shards(tmp_p
     from tf2_mapreduce.run.on_workers import OnWorkers
 
     paths, contents = files(str(tmp_path), [5, 6, 7], seed=2)
-    here = OnWorkers(coordinator=None, stall=None, stopped=lambda: None, drained=lambda: False)
+    here = OnWorkers(coordinator=None, stall=None, stopped=lambda: None, free=lambda: False)
     arguments = [
         (
             tf.constant(chosen, tf.string, [len(chosen)]),

@@ -7,7 +7,7 @@ import threading
 from tf2_mapreduce import log, storage
 from tf2_mapreduce.errors import ClusterError, JobFailed
 from tf2_mapreduce.run.failures import output_failure
-from tf2_mapreduce.run.loop import TICK
+from tf2_mapreduce.run.loop import DRAIN_TIMEOUT, TICK
 
 __all__ = ["OnWorkers"]
 
@@ -16,22 +16,23 @@ class OnWorkers:
     """Runs a tf.function once for each of its arguments on the workers of a run's
     `coordinator`, watched as the run's rounds are: `stall` (`run.stall.StallWatch`) ends
     a wait for workers that are down, `stopped()` (the error of a stop asked for, or None)
-    one the user ends. `drained()` says whether the run's map steps have all ended: a step
-    stuck on a worker cut off from the network holds TF's queue (its join() waits for it,
-    and schedule() for that join) until TCP gives up, so the work is then done here."""
+    one the user ends. `free()` says whether TF's one queue of closures holds nothing else:
+    no map step of the run in flight (a step stuck on a worker cut off from the network
+    holds it, its join() waiting, and schedule() for that join, until TCP gives up), no
+    other job running; else the work is done in this process."""
 
-    def __init__(self, coordinator, stall, stopped, drained):
+    def __init__(self, coordinator, stall, stopped, free):
         self.coordinator = coordinator
         self.stall = stall
         self.stopped = stopped
-        self.drained = drained
+        self.free = free
         self._ended = threading.Event()
         self._ended.set()
 
     def each(self, function, arguments: list, path: str) -> list:
         """[function(*args) for args in `arguments`], each run on a worker at least once
         (ClusterCoordinator runs a closure again elsewhere when its worker fails), or on
-        this process where a map step is still in flight: the function must give the same
+        this process where the workers' queue is not `free`: the function must give the same
         result when run again. Blocking. Those that met an outage of the storage (the
         native ops' `storage.OUTAGE_MARK`) are run again, with the process's patience
         (`storage.retrying`, naming `path`), until it runs out (`StorageOutage`); an output
@@ -39,9 +40,9 @@ class OnWorkers:
         is raised as the first that failed raised it."""
         results = [None] * len(arguments)
         left = list(range(len(arguments)))
-        here = not self.drained()
+        here = not self.free()
         if here:
-            log.info("a map step is still in flight on a worker: %d item(s) written by this process" % len(left))
+            log.info("the workers are busy with other steps: %d item(s) written by this process" % len(left))
 
         def attempt():
             error = (
@@ -94,10 +95,12 @@ class OnWorkers:
                 self._ended.set()
 
         self._ended.clear()
+        self.stall.restart()
         threading.Thread(target=run, name="tf2_mapreduce-on-workers", daemon=True).start()
         while not self._ended.wait(TICK):
             stopped = self.stopped()
             if stopped is not None:
+                self._ended.wait(DRAIN_TIMEOUT)  # what is in flight cannot be cancelled: its end is waited for
                 raise stopped
             stalled = self.stall.check(finished[0], "nothing more was written")
             if stalled:

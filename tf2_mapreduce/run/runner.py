@@ -105,10 +105,12 @@ class JobRun:
     With a checkpoint directory the run resumes where a previous run of the same job
     stopped, and saves its state every `checkpoint_every` s, when stopped, and at the end.
     A job whose output is written (`sink`: `outputs.sinks.Sink`) has its map steps write
-    it into `options.output_dir` as they run, with the writer the sink opens for the run.
+    it into `options.output_dir` as they run, with the writer the sink opens for the run,
+    and its result's files joined on the workers (`on_workers`) unless `busy()` (another
+    job runs on the coordinator when the result is written).
     """
 
-    def __init__(self, prepared, coordinator, spec, heartbeats=None, on_progress=None):
+    def __init__(self, prepared, coordinator, spec, heartbeats=None, on_progress=None, busy=None):
         self.job, self.found, self.options = prepared.job, prepared.found, prepared.options
         options = self.options
         self.plan = Plan(self.found.files, options.read_size, self.job.format, options.on_error, options.compression)
@@ -145,6 +147,7 @@ class JobRun:
         )
         self._round = None  # the round running, or the last one
         self._on_workers = None  # what runs work on the workers after the rounds, once asked for
+        self._busy = busy or (lambda: False)  # whether another job runs on the coordinator now
         self.first_schedule = None
 
     def run(self) -> Result:
@@ -260,7 +263,8 @@ class JobRun:
         `finalize_write`), watched as its rounds are."""
         if self._on_workers is None:
             stall, stopped = self.loop.stall, self._stopped_while_writing
-            self._on_workers = OnWorkers(self.coordinator, stall, stopped, lambda: self.drained(0))
+            free = lambda: self.drained(0) and not self._busy()  # noqa: E731 - read when the work starts
+            self._on_workers = OnWorkers(self.coordinator, stall, stopped, free)
         return self._on_workers
 
     def _stopped_while_writing(self):

@@ -27,6 +27,10 @@ class StallWatch:
             if self.heartbeats.silent_for("worker", index) > WORKER_DOWN_AFTER
         ]
 
+    def restart(self) -> None:
+        """Counts progress from now, from none: for work other than the rounds' steps."""
+        self._progress = (-1, time.monotonic())
+
     def check(self, pieces_done, doing: str = "no map step finished"):
         """None, or why the run stalled: (message, every worker down?) when no map step
         finished (`pieces_done` the same; `doing` says what did not) for `worker_timeout`
