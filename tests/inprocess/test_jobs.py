@@ -23,7 +23,7 @@ from tf2_mapreduce.errors import Interrupted
 from tf2_mapreduce.inputs.listing import expand
 from tf2_mapreduce.inputs.plan import Plan
 from tf2_mapreduce.outputs import files as output
-from tf2_mapreduce.state import key_tables as tables
+from tf2_mapreduce.state import view_chunks
 from tf2_mapreduce.state.base import Figures
 
 run = run_job
@@ -84,8 +84,8 @@ def test_wordfreq_output_round_trips_with_escaping(inprocess, zipf, tmp_path, mo
     files, oracle = zipf
     # Small chunks and runs: the table is fetched in pieces (of at most 3000 keys, and of
     # about 8 KB of them: a few hundred words) and sorted through disk.
-    monkeypatch.setattr(tables, "CHUNK", 3000)
-    monkeypatch.setattr(tables, "CHUNK_BYTES", 8000)
+    monkeypatch.setattr(view_chunks, "CHUNK", 3000)
+    monkeypatch.setattr(view_chunks, "CHUNK_BYTES", 8000)
     monkeypatch.setattr(spilling, "RUN_BYTES", 4000 * 80)
     result = run(inprocess, mr.WordFreq(), files)
     ordered = sorted(oracle.items(), key=lambda kv: (-kv[1], kv[0]))

@@ -1,5 +1,6 @@
-"""The analyzers' results made of their counts streamed a (key, count) at a time, sorted
-through disk when they outgrow memory: against orders and ranks said here independently."""
+"""The analyzers' results made of their counts streamed a (key, count) at a time in order:
+sorted on the ps tasks by the native op, or here, through disk when they outgrow memory;
+against orders and ranks said here independently."""
 
 import collections
 import hashlib
@@ -9,18 +10,21 @@ import random
 import numpy as np
 import pytest
 import tensorflow as tf
+from helpers.counted import Counted
 
-from tf2_mapreduce import spilling
+from tf2_mapreduce import native, spilling
 from tf2_mapreduce.transform import analysis, kinds
 from tf2_mapreduce.transform.trace import Call
 
 
-@pytest.fixture(params=[7 * 80, None], ids=["spilled", "in_memory"])
-def run_bytes(request, monkeypatch):
-    if request.param:
-        monkeypatch.setattr(spilling, "RUN_BYTES", request.param)
+@pytest.fixture(params=["spilled", "in_memory", "native"])
+def counted(request, monkeypatch):
+    if request.param == "spilled":
+        monkeypatch.setattr(spilling, "RUN_BYTES", 7 * 80)
         monkeypatch.setattr(spilling, "FAN_IN", 3)  # merged in stages too
-    return request.param
+    if request.param == "native" and native.load() is None:
+        pytest.fail("the native ops are needed: %s" % native.unavailable())
+    return lambda entries: Counted(entries, native=request.param == "native")
 
 
 def _keys(values, dtype):
@@ -34,13 +38,13 @@ def _vocabulary_call(top_k=None, frequency_threshold=None):
 
 
 @pytest.mark.parametrize("top_k,threshold", [(None, None), (5, None), (None, 3), (4, 2), (1000, None)])
-def test_a_vocabulary_is_its_terms_written_in_tf_transforms_order(run_bytes, tmp_path, top_k, threshold):
+def test_a_vocabulary_is_its_terms_written_in_tf_transforms_order(counted, tmp_path, top_k, threshold):
     rng = random.Random(top_k or 0)
     alphabet = [b"\x00", b"a", b"b", b"\xff"]
     counts = collections.Counter(b"".join(rng.choices(alphabet, k=rng.randint(1, 3))) for _ in range(400))
     entries = [(("values:v", term), count) for term, count in counts.items()]
     rng.shuffle(entries)
-    (made,) = analysis.results([_vocabulary_call(top_k, threshold)], iter(entries), str(tmp_path))
+    (made,) = analysis.results([_vocabulary_call(top_k, threshold)], counted(entries), str(tmp_path))
     # tf.Transform's order: count descending, then the term's bytes descending.
     kept = sorted(((c, t) for t, c in counts.items() if not threshold or c >= threshold), reverse=True)
     terms = [t for _, t in kept][:top_k]
@@ -50,9 +54,9 @@ def test_a_vocabulary_is_its_terms_written_in_tf_transforms_order(run_bytes, tmp
     assert made.sha256 == hashlib.sha256(b"".join(t + b"\n" for t in terms)).hexdigest()
 
 
-def test_a_vocabulary_of_no_term_is_tf_transforms_one_dummy_term(tmp_path):
+def test_a_vocabulary_of_no_term_is_tf_transforms_one_dummy_term(counted, tmp_path):
     (made,) = analysis.results(
-        [_vocabulary_call(frequency_threshold=5)], iter([(("values:v", b"x"), 4)]), str(tmp_path)
+        [_vocabulary_call(frequency_threshold=5)], counted([(("values:v", b"x"), 4)]), str(tmp_path)
     )
     with open(made.path, "rb") as f:
         assert f.read() == kinds.EMPTY_VOCABULARY["string"] + b"\n"
@@ -60,7 +64,7 @@ def test_a_vocabulary_of_no_term_is_tf_transforms_one_dummy_term(tmp_path):
 
 
 @pytest.mark.parametrize("dtype", [tf.float32, tf.float64, tf.int64])
-def test_quantiles_are_the_values_at_their_ranks_of_every_value_sorted(run_bytes, dtype):
+def test_quantiles_are_the_values_at_their_ranks_of_every_value_sorted(counted, dtype):
     rng = np.random.default_rng(11)
     if dtype.is_integer:
         values = list(rng.integers(-(2**62), 2**62, 300)) + [-(2**63), 2**63 - 1, 0, -1, 5, 5]
@@ -73,7 +77,7 @@ def test_quantiles_are_the_values_at_their_ranks_of_every_value_sorted(run_bytes
     call = Call("quantiles", dtype, {"num_buckets": 7}, name="quantiles:q", counts="values:q")
     entries = [(("values:q", key), count) for key, count in counts.items()]
     random.Random(1).shuffle(entries)
-    (boundaries,) = analysis.results([call], iter(entries), None)
+    (boundaries,) = analysis.results([call], counted(entries), None)
     ordered = np.sort(values[~np.isnan(values)] if not dtype.is_integer else values)
     n = len(ordered)
     expected = np.array([[ordered[k * n // 7] for k in range(1, 7)]], np.float32)

@@ -12,6 +12,7 @@ import sys
 import numpy as np
 import pytest
 import tensorflow as tf
+from helpers.counted import Counted
 
 import tf2_mapreduce.transform as tft
 from tf2_mapreduce.transform import analysis, trace
@@ -113,7 +114,7 @@ def test_an_analyzers_result_has_the_dtype_and_shape_its_stand_in_promised(dtype
     spec = {"x": tf.io.FixedLenFeature([2], tf.float32)}
     traced = analysis.trace_calls(fn, spec)
     (call,) = traced.calls
-    (result,) = analysis.results(traced.calls, [], None)
+    (result,) = analysis.results(traced.calls, None, None)
     assert tf.constant(result).dtype == call.out and np.shape(result) == ((2,) if call.params else ())
     early.check_saves(fn, schemas.raw(spec), spec, traced.calls)
 
@@ -305,7 +306,7 @@ def test_calls_that_count_the_same_values_share_one_count_and_each_makes_its_res
         for name, keys in zip(job.reducer.features, counted)
         for key, count in collections.Counter(keys.numpy().tolist()).items()
     ]
-    made = analysis.results(traced.calls, entries, str(tmp_path))
+    made = analysis.results(traced.calls, Counted(entries), str(tmp_path))
     for column, (call, file) in zip([0, 0, 1], zip(traced.calls, made)):
         oracle = collections.Counter(row[column] for row in rows)
         terms = [term for _, term in sorted(((c, t) for t, c in oracle.items()), reverse=True)]

@@ -39,6 +39,7 @@ SOURCES = (
     "words.cc",
     "write_records.cc",
     "join_files.cc",
+    "sorted_entries.cc",
     "source.cc",
     "example_wire.cc",
 )
@@ -201,7 +202,7 @@ def load():
     `tf2_mapreduce_word_counts`, `tf2_mapreduce_example_stat_keys`,
     `tf2_mapreduce_merge_counts`, the per-key table `tf2_mapreduce_key_count_table` and its
     `tf2_mapreduce_key_count_commit`, the writers `tf2_mapreduce_write_records` and
-    `tf2_mapreduce_join_files`, and the dataset ops that `inputs.readers` wraps), or None
+    `tf2_mapreduce_join_files`, `tf2_mapreduce_sorted_entries` (a table's entries sorted on its ps), and the dataset ops that `inputs.readers` wraps), or None
     where a job goes without it (`unavailable()` says why). Blocking: the first call on
     a machine builds it (tens of seconds, said on the log); later ones load it from the
     cache. Raises `UsageError` with `TF2_MAPREDUCE_NATIVE=require` if it cannot be had."""

@@ -7,6 +7,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from tf2_mapreduce.errors import UsageError
+from tf2_mapreduce.outputs import sorted_runs
 from tf2_mapreduce.outputs.sinks import sink_of
 from tf2_mapreduce.reducers.base import PerFile
 
@@ -92,6 +93,29 @@ class Result:
         self._keyed("read")
         with self._reading():
             yield from self._reducer.entries(self._state, min_count)
+
+    def sorted_entries(self, feature: str, order, min_count: int = 1) -> sorted_runs.Sorted:
+        """`feature`'s (value bytes, count) with count >= `min_count`, in `order` (an
+        `outputs.sorted_runs.Order` of the native ops' (`order.native`): sorted on the ps
+        tasks and merged here; else sorted here), in chunks, and the sum of their counts,
+        for a job of a table of several features (`reducers.Vocabularies`). Blocking; in
+        bounded memory; the entries are valid until the next read of this result."""
+        self._keyed("read")
+        with self._reading():
+            made = None
+            if order.native is not None:
+                made = self._reducer.sorted_entries(self._state, feature, order.native, order.encode, min_count)
+        if made is None:
+            return sorted_runs.sorted_here(
+                ((term, count) for (name, term), count in self.entries(min_count) if name == feature), order
+            )
+        total, chunks = made
+
+        def read():
+            with self._reading():
+                yield from chunks
+
+        return sorted_runs.Sorted(total, read())
 
     def table(self, min_count: int = 1) -> dict:
         """The whole table as {key: count}, in local memory: for tables that fit."""

@@ -3,16 +3,19 @@ they do, held up to a limit shared by every sort of a job, spilled in runs, merg
 """
 
 import heapq
+import itertools
 import os
 import shutil
 import struct
 import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass
 
 from tf2_mapreduce import spilling
 from tf2_mapreduce.reducers.keys import MOST_FIRST_BYTES, count_of, most_first
 from tf2_mapreduce.spilling import Held
 
-__all__ = ["Order", "BY_COUNT", "COUNT", "SortedRuns", "sorted_entries"]
+__all__ = ["Order", "BY_COUNT", "COUNT", "SortedRuns", "Sorted", "sorted_here", "sorted_entries"]
 
 _ENTRY = 64  # what an entry held costs beside its bytes: its bytes object and list slot
 _LENGTH = struct.Struct(">I")  # an encoded entry's length, then its bytes
@@ -21,8 +24,15 @@ _LENGTH = struct.Struct(">I")  # an encoded entry's length, then its bytes
 class Order:
     """An order of (key bytes, count) entries, as bytes: `encode(entry)` sorts bytewise as
     the entry does, and `decode` gives the entry back; sorting bytes needs no Python
-    comparison of tuples (a third of the time). This one: count descending (any int64),
-    then key bytes ascending."""
+    comparison of tuples (a third of the time); an entry it does not `keep` is left out.
+    `native`: the native ops' number for it, which encodes as it does
+    (`native/sorted_entries.cc`), or None. This one: count descending (any int64), then
+    key bytes ascending."""
+
+    native = None
+
+    def keeps(self, entry) -> bool:
+        return True
 
     def encode(self, entry) -> bytes:
         key, count = entry
@@ -110,6 +120,47 @@ class SortedRuns:
 
     def __exit__(self, *exc):
         self.close()
+
+
+@dataclass
+class Sorted:
+    """Entries in an order, in chunks (`chunks`, an iterator of (keys, counts) lists, read
+    once), and the sum of their counts (`total`)."""
+
+    total: int
+    chunks: Iterator
+
+    def close(self) -> None:
+        """Lets go of what the chunks not read hold (a generator's runs, its reads)."""
+        close = getattr(self.chunks, "close", None)
+        if close is not None:
+            close()
+
+
+_CHUNK = 10_000  # entries a chunk of `sorted_here`
+
+
+def sorted_here(entries, order: Order) -> Sorted:
+    """The (key bytes, count) `entries` that `order` keeps, sorted here in bounded memory
+    (`SortedRuns`). Blocking until every entry is taken; its runs are removed once its
+    entries are read, or left unread and let go."""
+    runs, total = SortedRuns(order=order), 0
+    try:
+        for entry in entries:
+            if order.keeps(entry):
+                runs.add(entry)
+                total += entry[1]
+    except BaseException:
+        runs.close()
+        raise
+
+    def read():
+        with runs:
+            ordered = runs.sorted()
+            while chunk := list(itertools.islice(ordered, _CHUNK)):
+                yield [key for key, _ in chunk], [count for _, count in chunk]
+
+    return Sorted(total, read())
 
 
 def sorted_entries(entries, run_bytes=None, order=BY_COUNT):

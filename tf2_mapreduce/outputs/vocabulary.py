@@ -59,6 +59,12 @@ class Lines:
         if self._size >= _FLUSH:
             self._write()
 
+    def extend(self, terms: list) -> None:
+        """Adds a line of each of `terms` (bytes, without their newlines)."""
+        if terms:
+            self.add(b"\n".join(terms) + b"\n")
+            self.lines += len(terms) - 1
+
     def _write(self):
         data = b"".join(self._lines)
         self.sha256.update(data)

@@ -50,6 +50,10 @@ class TftOrder:
 
     def __init__(self, prefix: int = 0):
         self._prefix = prefix
+        self.native = None if prefix else 0
+
+    def keeps(self, entry) -> bool:
+        return True
 
     def encode(self, entry) -> bytes:
         key, count = entry

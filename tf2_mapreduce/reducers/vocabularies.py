@@ -32,7 +32,11 @@ class FeatureKeys(KeySpace):
 
     def join(self, index, terms):
         """The table keys of `terms` (a 1-D tf.string) in vocabulary `index`: TF ops."""
-        return tf.strings.join([self._INDEX.pack(index), terms])
+        return tf.strings.join([self.prefix(index), terms])
+
+    def prefix(self, index) -> bytes:
+        """What the table keys of vocabulary `index` begin with."""
+        return self._INDEX.pack(index)
 
     def missing_key(self, index):
         """The reserved key counting the examples without a value of feature `index`."""
@@ -121,6 +125,13 @@ class Vocabularies(ExampleCounts):
             index, term = space.split(key)
             if index is not None:
                 yield (space.names[index], term), count
+
+    def sorted_entries(self, state, feature, order: int, merge_key, min_count=1):
+        """(the sum of their counts, chunks of them) of `feature`'s (value bytes, count)
+        with count >= `min_count`, sorted in `order` on the ps tasks
+        (`state.key_tables.KeyTables.sorted_entries`); None where they cannot be."""
+        prefix = self.keys().prefix(self.features.index(feature))
+        return state.sorted_entries(prefix, order, merge_key, min_count)
 
     def top(self, state, k, min_count=1):
         return heapq.nsmallest(k, self.entries(state, min_count), key=lambda entry: (-entry[1], entry[0]))

@@ -33,14 +33,14 @@ class RunTable(tf.lookup.experimental.MutableHashTable):
         from tf2_mapreduce import native
 
         self._run_shared_name = shared_name
-        self._library = native.load()
+        self.library = native.load()
         super().__init__(tf.string, tf.int64, default_value=0, name=name)
 
     def _create_resource(self):
         self._shared_name = self._run_shared_name
-        if self._library is None:
+        if self.library is None:
             return super()._create_resource()
-        handle = self._library.tf2_mapreduce_key_count_table(shared_name=self._shared_name, name=self._name)
+        handle = self.library.tf2_mapreduce_key_count_table(shared_name=self._shared_name, name=self._name)
         # What the base class's export and checkpoint name themselves after.
         self._table_name = None if tf.executing_eagerly() else handle.op.name.split("/")[-1]
         return handle
@@ -50,7 +50,7 @@ class RunTable(tf.lookup.experimental.MutableHashTable):
         bytes end to end and their lengths (a string tensor travels to a ps as a protobuf
         string per key: parsing a float feature's 557,000 bucket keys took the ps 60 MB,
         measured); for TensorFlow's, as they are. Made where the keys are, on the worker."""
-        if self._library is None:
+        if self.library is None:
             return keys
         return tf.io.decode_raw(tf.strings.reduce_join(keys), tf.uint8), tf.strings.length(keys)
 
@@ -61,9 +61,9 @@ class RunTable(tf.lookup.experimental.MutableHashTable):
         its worker dies), whose writes are values read under the caller's lock where it
         is TensorFlow's table. Raises (`COMMITTED_IN_PART`) if some of the
         markers are in and some not: a bug."""
-        if self._library is not None:
+        if self.library is not None:
             key_bytes, key_lengths = packed
-            return self._library.tf2_mapreduce_key_count_commit(
+            return self.library.tf2_mapreduce_key_count_commit(
                 self.resource_handle, key_bytes, key_lengths, deltas, markers
             )
         keys = packed

@@ -8,17 +8,11 @@ import numpy as np
 import tensorflow as tf
 
 from tf2_mapreduce.errors import ClusterError
+from tf2_mapreduce.state import view_chunks
 from tf2_mapreduce.state.base import CheckpointState, Figures, destroy, run_function
 from tf2_mapreduce.state.count_table import RunTable
 
-__all__ = ["KeyTables", "CHUNK", "CHUNK_BYTES"]
-
-CHUNK = 200_000  # table entries fetched from a ps at a time, at most
-# And about this many bytes of keys: a chunk of keys a kilobyte each (a vocabulary of long
-# terms) was 200 MB held twice, as a tensor and as numpy's, on the coordinator.
-CHUNK_BYTES = 16 << 20
-_FIRST_CHUNK = 1_000  # entries fetched before the keys' width is known
-
+__all__ = ["KeyTables"]
 
 # How a per-key shard's one table holds everything a commit changes: the job's keys, a
 # done marker per piece, and the shard's figures (its total, the pieces and the bytes it
@@ -139,6 +133,17 @@ class _KeyShard:
         with tf.device(self.device):
             return self.view_keys[start:end], self.view_counts[start:end]
 
+    def make_sorted_view(self, prefix, order, min_count):
+        """The view: the entries of keys beginning with `prefix`, that cut off, sorted
+        here, on the ps (`native/sorted_entries.cc`); their number and counts' sum."""
+        with tf.device(self.device):
+            keys, counts = self.table.export()
+            sort = self.table.library.tf2_mapreduce_sorted_entries
+            terms, counts, total = sort(keys, counts, prefix, order, min_count)
+            self.view_keys.assign(terms)
+            self.view_counts.assign(counts)
+            return tf.stack([tf.size(terms, out_type=tf.int64), total])
+
     def top_counts(self, k):
         with tf.device(self.device):
             _, counts = self.export()
@@ -179,6 +184,10 @@ class KeyTables:
         self._snapshot = run_function(lambda: tf.stack([shard.snapshot() for shard in self.shards]))
         self._make_views = run_function(lambda min_count: [shard.make_view(min_count) for shard in self.shards])
         self._chunks = [run_function(shard.view_chunk) for shard in self.shards]
+        if self.shards[0].table.library is not None:
+            self._make_sorted = run_function(
+                lambda *how: tf.stack([shard.make_sorted_view(*how) for shard in self.shards])
+            )
         self._top = run_function(lambda k: [shard.top_counts(k) for shard in self.shards])
         self.released = False
         self._sizes = run_function(
@@ -294,15 +303,22 @@ class KeyTables:
         self._readable()
         sizes = self._make_views(tf.constant(min_count, tf.int64))
         for chunk_fn, size in zip(self._chunks, sizes):
-            size, start, step = int(size), 0, min(_FIRST_CHUNK, CHUNK)
-            while start < size:
-                end = min(start + step, size)
-                keys, counts = chunk_fn(tf.constant(start), tf.constant(end))
-                keys, counts, start = keys.numpy().tolist(), counts.numpy().tolist(), end
-                # As many as CHUNK_BYTES of keys as wide as these, on average, hold.
-                width = max(1, sum(map(len, keys)) // max(1, len(keys)))
-                step = max(1, min(CHUNK, CHUNK_BYTES // width))
-                yield from zip(keys, counts)
+            yield from view_chunks.entries(view_chunks.chunks(chunk_fn, int(size)))
+
+    def sorted_entries(self, prefix: bytes, order: int, merge_key, min_count=1):
+        """(the sum of their counts, an iterator of chunks of them: (keys, counts) lists)
+        of every key beginning with `prefix` that counts at least `min_count`, the prefix
+        cut off, sorted in `order` (`native/sorted_entries.cc` says how) on each ps, and
+        merged here by `merge_key(entry)` where several ps hold them; None without the
+        native ops. Blocking; the iterator reads the ps tasks as it goes, and is valid
+        until this state's next read."""
+        self._readable()
+        if self.shards[0].table.library is None:
+            return None
+        how = tf.constant(_KEY + prefix), tf.constant(order, tf.int32), tf.constant(min_count, tf.int64)
+        made = self._make_sorted(*how).numpy()
+        streams = [view_chunks.chunks(chunk_fn, int(size)) for chunk_fn, size in zip(self._chunks, made[:, 0])]
+        return int(made[:, 1].sum()), view_chunks.merged(streams, merge_key)
 
     def top(self, k, min_count=1):
         """The `k` keys with the largest counts, ties by key bytes, as [(key, count)].

@@ -3,13 +3,14 @@ every value each analyzer of the phase reads (exactly once, in one per-key table
 `reducers.Vocabularies`), and the analyzers' results computed from those counts, exactly,
 streamed from the ps tasks in bounded memory."""
 
+import contextlib
 from dataclasses import dataclass
 
-from tf2_mapreduce import spilling
 from tf2_mapreduce.errors import Error, UsageError, raised_by_user_code
 from tf2_mapreduce.inputs.formats import TFRECORD
 from tf2_mapreduce.jobs.base import Job
 from tf2_mapreduce.lazy_tf import tf
+from tf2_mapreduce.outputs import sorted_runs
 from tf2_mapreduce.reducers import Vocabularies
 from tf2_mapreduce.transform import captured, kinds, trace
 from tf2_mapreduce.transform import schema as schemas
@@ -210,25 +211,33 @@ def analyze_job(phase: Phase, feature_spec, name="analyze", config=None) -> Job:
     )
 
 
-def results(calls, entries, directory) -> list:
-    """Each call's result, in call order, from `entries` (((what is counted, key bytes),
-    count): a call's `counts`; every value each call read, counted, in any order: the
-    analyze job's `Result.entries`, read from the ps tasks a chunk at a time), as its
-    `kinds.Kind` makes it, in memory bounded whatever the distinct values: a vocabulary is
-    written into `directory` as its terms are sorted. Blocking."""
-    # What every sink sorts is held within one limit, and spilled into `directory`.
-    sinks, held = {}, spilling.Held(directory=directory)
-    takers = {}  # {what is counted: the sinks of the calls that count it}
+def results(calls, counted, directory) -> list:
+    """Each call's result, in call order, from `counted` (the analyze job's `Result`, whose
+    features are what calls count: a call's `counts`; or None, of no values), as its
+    `kinds.Kind` makes it, in memory bounded whatever the distinct values: each call's
+    entries read in the order its sink wants them (sorted on the ps tasks, merged here),
+    those of calls that count alike and want one order read together, once; a vocabulary
+    is written into `directory` as its terms come. Blocking."""
+    sinks, streams = {}, {}  # {call name: its sink}; {(what is counted, order): the sinks reading it}
     try:
         for call in calls:  # calls of a name compute the same: one result
             if call.name not in sinks:
-                sinks[call.name] = kinds.sink(call, directory, held)
-                takers.setdefault(call.counts, []).append(sinks[call.name])
-        for (counts, key), count in entries:
-            for taker in takers.get(counts, ()):
-                taker.add(key, count)
+                sinks[call.name] = sink = kinds.sink(call, directory)
+                streams.setdefault((call.counts, sink.order.native), []).append(sink)
+        for (counts, _), takers in sorted(streams.items()):
+            read = (
+                sorted_runs.Sorted(0, iter(())) if counted is None else counted.sorted_entries(counts, takers[0].order)
+            )
+            with contextlib.closing(read):  # a stream left unread lets go of what it holds
+                for taker in takers:
+                    taker.open(read.total)
+                for keys, counts in read.chunks:
+                    if all(taker.full for taker in takers):
+                        break
+                    for taker in takers:
+                        taker.take(keys, counts)
         made = {name: sink.result() for name, sink in sinks.items()}
-    finally:  # a read that failed (a ps task lost) leaves no runs behind
+    finally:  # a read that failed (a ps task lost) leaves no file behind
         for sink in sinks.values():
             sink.close()
     return [made[call.name] for call in calls]

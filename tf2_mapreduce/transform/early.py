@@ -182,7 +182,7 @@ def check_saves(fn, raw_schema, spec, calls) -> None:
     dummy term) is left to the real one. Blocking."""
     made = tempfile.mkdtemp(prefix="tf2_mapreduce-trial-")
     try:
-        values = analysis.results(calls, [], made)
+        values = analysis.results(calls, None, made)
         saved.write(fn, raw_schema, spec, calls, values, made)
         # Loaded apart, so that a load's OpError is left to the real one (SavedTransform
         # would take it for no SavedModel at all), and once.

@@ -14,7 +14,7 @@ import numpy as np
 from tf2_mapreduce.lazy_tf import tf
 from tf2_mapreduce.numerics import Extremes
 from tf2_mapreduce.transform import sums
-from tf2_mapreduce.transform.sorted_results import EMPTY_VOCABULARY, Ordered, Ranked, VocabularyFile, decoded
+from tf2_mapreduce.transform.sorted_results import EMPTY_VOCABULARY, TFT, Ordered, Ranked, VocabularyFile, decoded
 
 __all__ = [
     "Kind",
@@ -79,11 +79,13 @@ class Kind:
     def result(self, call, entries):
         raise NotImplementedError
 
-    def sink(self, call, directory, held):
-        """What takes the call's (key, count) one at a time (`add`) and then gives its
+    def sink(self, call, directory):
+        """What takes the call's (key, count) entries in its `order` (an
+        `outputs.sorted_runs.Order`), after the sum of their counts (`open(total)`), a
+        chunk at a time (`take(keys, counts)`, lists) until it is `full`, then gives its
         result (`result()`), then lets go of what it holds (`close()`, whatever happened);
-        a file it writes goes into `directory`; entries it sorts share `held` (a `spilling.Held`). Of a kind that counts a few keys (a batch's, a power of
-        two's), the entries held, then `result`."""
+        a file it writes goes into `directory`. Of a kind that counts a few keys (a
+        batch's, a power of two's), the entries held, then `result`."""
         return _Kept(call)
 
     def applied(self, call, result):
@@ -93,11 +95,16 @@ class Kind:
 class _Kept:
     """Every (key, count) of a call, held, then made its result (`result`, elementwise too)."""
 
+    order, full = TFT, False  # any order: what it makes of them is not of their order
+
     def __init__(self, call):
         self.call, self.entries = call, []
 
-    def add(self, key, count):
-        self.entries.append((key, count))
+    def open(self, total):
+        pass
+
+    def take(self, keys, counts):
+        self.entries.extend(zip(keys, counts))
 
     def result(self):
         return result(self.call, self.entries)
@@ -178,25 +185,25 @@ class Extreme(Kind):
 class Quantiles(Kind):
     """The boundaries between `num_buckets` buckets of equal counts: boundary k is the value
     at rank floor(k n / num_buckets) of the n values sorted (tft's rule, exact); NaN left out.
-    The values are sorted in bounded memory (`sorted_runs.SortedRuns`), however many are distinct."""
+    The values are taken in order, never held, however many are distinct."""
 
     name = "quantiles"
 
-    def sink(self, call, directory, held):
-        return Ranked(call, held)
+    def sink(self, call, directory):
+        return Ranked(call)
 
 
 class Vocabulary(Kind):
     """tft's vocabulary: the terms in tft's order (count descending, then bytes descending),
     kept as its parameters say; of none, tft's one dummy term. Its result is its file
-    (`VocabularyFile`), written as its terms are sorted in bounded memory, never held; saved,
+    (`VocabularyFile`), written as its terms come in order, never held; saved,
     an asset; applied, that file's path, which `apply_vocabulary` looks up, and a table of
     the user's (a tf.lookup.TextFileInitializer) reads."""
 
     name = VOCABULARY
 
-    def sink(self, call, directory, held):
-        return Ordered(call, directory, held)
+    def sink(self, call, directory):
+        return Ordered(call, directory)
 
     def applied(self, call, result):
         return tf.identity(result)
@@ -231,9 +238,9 @@ def counted(call, values):
     return kind.counted_by_position(call, tf.reshape(values, [-1, int(np.prod(shape))]))
 
 
-def sink(call, directory, held):
+def sink(call, directory):
     """What makes `call`'s result of its (key, count), taken one at a time (`Kind.sink`)."""
-    return of(call).sink(call, directory, held)
+    return of(call).sink(call, directory)
 
 
 def result(call, entries):

@@ -148,7 +148,7 @@ def run(transform, run_pass, inputs, output_dir=None, claimed=None, **options):
                     if reading is not None:
                         reading.release()
             of_phase = [index for index, call in enumerate(calls) if call.phase == phase]
-            found = analysis.results([calls[i] for i in of_phase], counted.entries(), results)
+            found = analysis.results([calls[i] for i in of_phase], counted, results)
             counted.release()  # a key per distinct value, on the ps tasks: not needed by the next pass
             for index, value in zip(of_phase, found):
                 values[index] = value

@@ -1,7 +1,8 @@
-"""Analyzer results made of every distinct value an analyzer read, sorted as they come in
-bounded memory: a vocabulary's file in tf.Transform's order, and exact quantiles."""
+"""Analyzer results made of every distinct value an analyzer read, taken in order as they
+come, never held: a vocabulary's file in tf.Transform's order, and exact quantiles."""
 
-import itertools
+import bisect
+import operator
 import os
 import struct
 from dataclasses import dataclass
@@ -12,7 +13,7 @@ from tf2_mapreduce.lazy_tf import tf
 from tf2_mapreduce.outputs import sorted_runs, vocabulary
 from tf2_mapreduce.reducers.keys import TftOrder
 
-__all__ = ["EMPTY_VOCABULARY", "VocabularyFile", "Ordered", "Ranked", "decoded"]
+__all__ = ["EMPTY_VOCABULARY", "TFT", "ByValue", "VocabularyFile", "Ordered", "Ranked", "decoded"]
 
 # tft's vocabulary of no term (`get_empy_vocabulary_dummy_value`): one dummy term.
 EMPTY_VOCABULARY = {"string": b"49d0cd50-04bb-48c0-bc6f-5b575dce351a", "int": b"-1"}
@@ -27,17 +28,17 @@ def decoded(dtype, key):
     return float(np.array(int(key), np.int64).astype(np.int32).view(np.float32))
 
 
-class _ByValue:
-    """Keys of values (as `kinds` counts them) ascending by value (-0.0 before 0.0), then by count, as
-    bytes (an `outputs.sorted_runs.Order`): a value's bits made unsigned, in the order of the
-    values (`ordered`, None for a NaN, left out before). An entry is (key, count, ordered):
-    a key's int parsed once."""
+class ByValue:
+    """Keys of values (as `kinds` counts them) ascending by value (-0.0 before 0.0), then by
+    count, as bytes (an `outputs.sorted_runs.Order`, of the native ops too): a value's bits
+    made unsigned, in the order of the values; a NaN left out. `by_value(dtype)` gives one."""
 
     _VALUE = struct.Struct(">Q")
     _KEY_AT = _VALUE.size + sorted_runs.COUNT.size
 
     def __init__(self, dtype):
         self._width = 0 if dtype.is_integer else 64 if dtype == tf.float64 else 32
+        self.native = {0: 1, 32: 2, 64: 3}[self._width]
 
     def ordered(self, key: bytes) -> int | None:
         """The unsigned value whose order is that of `key`'s value; None for a NaN's bits
@@ -52,48 +53,52 @@ class _ByValue:
             return -1 - bits
         return bits + (1 << (self._width - 1))
 
+    def keeps(self, entry) -> bool:
+        return self.ordered(entry[0]) is not None
+
     def encode(self, entry) -> bytes:
-        key, count, ordered = entry
-        return self._VALUE.pack(ordered) + sorted_runs.COUNT.pack(count) + key
+        key, count = entry
+        return self._VALUE.pack(self.ordered(key)) + sorted_runs.COUNT.pack(count) + key
 
     def decode(self, data: bytes):
         return data[self._KEY_AT :], sorted_runs.COUNT.unpack_from(data, self._VALUE.size)[0]
 
 
+TFT = TftOrder()  # a vocabulary's order, and any call's that needs none
+
+
 class Ranked:
-    """A quantiles call's values, sorted as they come, then walked once for its boundaries."""
+    """A quantiles call's values, taken in their order (`order`) a chunk at a time
+    (`take`) after the sum of their counts (`open`), its boundaries found as they come."""
 
-    def __init__(self, call, held):
-        self.call, self.n = call, 0
-        self._order = _ByValue(call.dtype)
-        self._sorted = sorted_runs.SortedRuns(order=self._order, held=held)
+    def __init__(self, call):
+        self.call, self.order, self.full = call, ByValue(call.dtype), False
+        self._buckets = call.params["num_buckets"]
+        self._boundaries = np.zeros([1, self._buckets - 1], np.float32)
+        self._ranks, self._seen, self._at = [], 0, 0
 
-    def add(self, key, count):
-        ordered = self._order.ordered(key)
-        if ordered is None:
+    def open(self, total):
+        self._ranks = [k * total // self._buckets for k in range(1, self._buckets)]
+        self.full = not total
+
+    def take(self, keys, counts):
+        if not keys:
             return
-        self.n += count
-        self._sorted.add((key, count, ordered))
+        seen = self._seen + np.cumsum(np.array(counts, np.int64))
+        # Boundary k is the value of the first entry whose running count passes rank k.
+        ranks = self._ranks[self._at :]
+        reached = ranks[: int(np.searchsorted(ranks, seen[-1], side="left"))]
+        for at in np.searchsorted(seen, reached, side="right"):
+            self._boundaries[0, self._at] = decoded(self.call.dtype, keys[at])
+            self._at += 1
+        self._seen = int(seen[-1])
+        self.full = self._at == len(self._ranks)
 
     def close(self):
-        self._sorted.close()
+        pass
 
     def result(self):
-        buckets = self.call.params["num_buckets"]
-        boundaries = np.zeros([1, buckets - 1], np.float32)
-        with self._sorted:
-            if not self.n:
-                return boundaries
-            ranks = [k * self.n // buckets for k in range(1, buckets)]
-            seen, at = 0, 0
-            for key, count in self._sorted.sorted():
-                seen += count
-                while at < len(ranks) and ranks[at] < seen:
-                    boundaries[0, at] = decoded(self.call.dtype, key)
-                    at += 1
-                if at == len(ranks):
-                    break
-        return boundaries
+        return self._boundaries
 
 
 @dataclass(frozen=True)
@@ -107,33 +112,39 @@ class VocabularyFile:
 
 
 class Ordered:
-    """A vocabulary's terms, sorted in tft's order as they come, then written to its file."""
+    """A vocabulary's terms, taken in tft's order (`order`) a chunk at a time (`take`),
+    written to its file as they come, as many as its parameters keep."""
 
-    def __init__(self, call, directory, held):
-        self.call, self.path = call, os.path.join(directory, call.params["filename"])
-        self._threshold = call.params["frequency_threshold"]
-        self._sorted = sorted_runs.SortedRuns(order=TftOrder(), held=held)
+    order = TFT
 
-    def add(self, key, count):
-        if not self._threshold or count >= self._threshold:
-            self._sorted.add((key, count))
+    def __init__(self, call, directory):
+        self.call, self.path, self.full = call, os.path.join(directory, call.params["filename"]), False
+        self._threshold, self._top_k = call.params["frequency_threshold"], call.params["top_k"]
+        self._written = vocabulary.Lines(self.path)
+
+    def open(self, total):
+        pass
+
+    def take(self, keys, counts):
+        if self.full:
+            return
+        kept = len(keys)
+        if self._threshold and counts[-1] < self._threshold:  # counts descend: those past it too
+            kept = bisect.bisect_right(counts, -self._threshold, key=operator.neg)
+            self.full = True
+        if self._top_k is not None:
+            kept = min(kept, self._top_k - self._written.lines)
+            self.full = self.full or self._written.lines + kept == self._top_k
+        self._written.extend(keys[:kept])
 
     def close(self):
-        self._sorted.close()
+        if self._written is not None:  # not made its result: nothing put in place
+            self._written.close(OSError("not finished"))
+            self._written = None
 
     def result(self) -> VocabularyFile:
-        top_k = self.call.params["top_k"]
-        written = vocabulary.Lines(self.path)
-        error = None
-        try:
-            with self._sorted:
-                for term, _ in itertools.islice(self._sorted.sorted(), top_k):
-                    written.add(term + b"\n")
-            if not written.lines:
-                written.add(EMPTY_VOCABULARY["int" if self.call.dtype.is_integer else "string"] + b"\n")
-        except BaseException as e:
-            error = e
-            raise
-        finally:
-            written.close(error)
+        written, self._written = self._written, None
+        if not written.lines:
+            written.add(EMPTY_VOCABULARY["int" if self.call.dtype.is_integer else "string"] + b"\n")
+        written.close()
         return VocabularyFile(self.path, written.lines, written.sha256.hexdigest())

@@ -1,0 +1,84 @@
+"""The native op a ps task sorts a vocabulary's entries with (native/sorted_entries.cc):
+in the order of the Python orders' encodings of the same entries, sorted by Python."""
+
+import random
+import struct
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from tf2_mapreduce import native
+from tf2_mapreduce.reducers.keys import TftOrder
+from tf2_mapreduce.transform.sorted_results import ByValue
+
+
+@pytest.fixture(scope="module")
+def library():
+    library = native.load()
+    if library is None:
+        pytest.fail("the native ops are needed: %s" % native.unavailable())
+    return library
+
+
+def _sorted(library, keys, counts, prefix, order, min_count=1):
+    """The op's entries, each encoded as the Python order does, and their counts' sum."""
+    terms, counts, total = library.tf2_mapreduce_sorted_entries(
+        tf.constant(keys, tf.string), tf.constant(counts, tf.int64), prefix, order, min_count
+    )
+    python_order = TftOrder() if order == 0 else ByValue({1: tf.int64, 2: tf.float32, 3: tf.float64}[order])
+    return [python_order.encode(entry) for entry in zip(terms.numpy().tolist(), counts.numpy().tolist())], int(total)
+
+
+def _terms(rng, n):
+    alphabet = [b"\x00", b"\x01", b"a", b"b", b"\xfe", b"\xff"]  # bytes escaped, and their neighbours
+    return {b"".join(rng.choices(alphabet, k=rng.randint(0, 4))) for _ in range(n)}
+
+
+def test_terms_are_encoded_and_sorted_as_tf_transforms_order_encodes_them(library):
+    rng = random.Random(3)
+    ours = [(b"\x00\x07" + term, rng.randint(1, 4)) for term in _terms(rng, 300)]
+    others = [(b"\x00\x08" + term, rng.randint(1, 4)) for term in _terms(rng, 50)] + [(b"\xff\xffe", 9)]
+    entries = ours + others
+    rng.shuffle(entries)
+    keys, counts = [k for k, _ in entries], [c for _, c in entries]
+    order = TftOrder()
+    for min_count in (1, 3):
+        kept = [(key[2:], count) for key, count in ours if count >= min_count]
+        expected = sorted(order.encode(entry) for entry in kept)
+        assert _sorted(library, keys, counts, b"\x00\x07", 0, min_count) == (expected, sum(c for _, c in kept))
+        assert [order.decode(data) for data in expected] == sorted(
+            kept, key=lambda e: (-e[1], [-b for b in e[0]] + [1])
+        )
+
+
+@pytest.mark.parametrize("dtype", [tf.int64, tf.float32, tf.float64])
+def test_values_are_encoded_and_sorted_as_the_quantiles_order_encodes_them_nan_left_out(library, dtype):
+    rng = np.random.default_rng(4)
+    if dtype.is_integer:
+        bits = list(rng.integers(-(2**63), 2**63 - 1, 200)) + [-(2**63), 2**63 - 1, 0, -1]
+    else:
+        numpy_type, as_int = dtype.as_numpy_dtype, {tf.float32: np.int32, tf.float64: np.int64}[dtype]
+        values = np.array(list(rng.normal(0, 1e3, 200)) + [0.0, -0.0, np.inf, -np.inf, np.nan], numpy_type)
+        nan_bits = [0x7FC00001, -0x00400001] if dtype == tf.float32 else [0x7FF8000000000001, -0x0008000000000001]
+        nans = np.array(nan_bits, as_int).view(numpy_type)  # NaNs of either sign
+        bits = list(np.concatenate([values, nans]).view(as_int))
+    entries = [(b"%d" % b, int(rng.integers(1, 5))) for b in dict.fromkeys(bits)]
+    order = ByValue(dtype)
+    kept = [entry for entry in entries if order.keeps(entry)]
+    expected = sorted(order.encode(entry) for entry in kept)
+    keys = [b"p" + key for key, _ in entries]
+    got = _sorted(library, keys, [c for _, c in entries], b"p", order.native)
+    assert got == (expected, sum(c for _, c in kept))
+    assert len(kept) == len(entries) - (0 if dtype.is_integer else 3)
+
+
+def test_a_key_that_is_no_integer_is_an_error_not_a_value(library):
+    with pytest.raises(tf.errors.InvalidArgumentError, match="no integer"):
+        _sorted(library, [b"p12", b"p1x"], [1, 1], b"p", 1)
+    with pytest.raises(tf.errors.InvalidArgumentError, match="float32"):
+        _sorted(library, [b"p%d" % 2**40], [1], b"p", 2)
+    assert _sorted(library, [], [], b"p", 3) == ([], 0)
+    assert struct.unpack(">Q", _sorted(library, [b"p-1"], [2], b"p", 1)[0][0][:8])[0] == 2**63 - 1
+    with pytest.raises(tf.errors.InvalidArgumentError, match="no order"):
+        _sorted(library, [], [], b"p", 4)
