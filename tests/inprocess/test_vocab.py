@@ -3,6 +3,7 @@ recordcount, against records parsed one by one by protobuf (helpers.oracles.orac
 vocabulary files loaded by TensorFlow's own lookups."""
 
 import collections
+import contextlib
 import gzip
 import os
 import re
@@ -16,6 +17,8 @@ from helpers.processes import run_job
 import tf2_mapreduce as mr
 from tf2_mapreduce.errors import InputError, JobFailed, UsageError
 from tf2_mapreduce.inputs.listing import expand
+from tf2_mapreduce.reducers.keys import TFT
+from tf2_mapreduce.state.key_tables import KeyTables
 
 
 def run(inprocess, job, specs, **options):
@@ -193,3 +196,37 @@ def test_a_stream_file_that_changed_since_it_was_listed_is_not_counted(inprocess
     result = run_job(inprocess, job, files, on_error="skip")
     assert [path for path, _ in result.skipped] == [copies[1]]
     assert result.total == sum(len(read_tfrecords(p)) for p in (copies[0], copies[2]))
+
+
+def _sorted(result, names):
+    """{name: (the sum of its counts, its (term, count) in tf.Transform's order)}, read at once."""
+    reads = result.sorted_entries([(name, TFT) for name in names])
+    with contextlib.ExitStack() as reading:
+        for read in reads:
+            reading.callback(read.close)
+        return {
+            name: (read.total, [entry for terms, counts in read.chunks for entry in zip(terms, counts)])
+            for name, read in zip(names, reads)
+        }
+
+
+def test_vocabularies_sorted_here_are_those_the_ps_tasks_sort(inprocess, vocab_shards, tmp_path, monkeypatch):
+    """Each vocabulary is sorted on the ps tasks (2 here: merged on the coordinator), or,
+    where they cannot (no native ops there), on the coordinator: the same bytes either way."""
+    directory, _, oracle = vocab_shards
+    result = run(inprocess, mr.Vocab(FEATURES), [directory])
+    names = [name for name, _ in FEATURES]
+    summaries, by_ps = write(result, str(tmp_path / "ps")), _sorted(result, names)
+    monkeypatch.setattr(KeyTables, "sorts", property(lambda self: False))
+    assert write(result, str(tmp_path / "here"))["vocabularies"] == summaries["vocabularies"]
+    assert _sorted(result, names) == by_ps
+    for name in names:
+        counts = oracle["counts"][name]
+        assert by_ps[name] == (sum(counts.values()), tft_ordered(counts))
+    files = sorted(os.listdir(tmp_path / "ps"))
+    assert files == sorted(os.listdir(tmp_path / "here"))
+    written = [file for file in files if file.startswith(("vocab_", "counts_", "unwritable_"))]
+    assert len(written) == 3 * len(names)
+    for file in written:  # beside the summary and the run's record, of its timings
+        assert (tmp_path / "ps" / file).read_bytes() == (tmp_path / "here" / file).read_bytes(), file
+    assert_vocabularies(str(tmp_path / "here"), oracle)

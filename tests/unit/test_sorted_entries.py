@@ -10,6 +10,7 @@ import tensorflow as tf
 
 from tf2_mapreduce import native
 from tf2_mapreduce.reducers.keys import TftOrder
+from tf2_mapreduce.state import view_chunks
 from tf2_mapreduce.transform.sorted_results import ByValue
 
 
@@ -21,13 +22,32 @@ def library():
     return library
 
 
-def _sorted(library, keys, counts, prefix, order, min_count=1):
-    """The op's entries, each encoded as the Python order does, and their counts' sum."""
-    terms, counts, total = library.tf2_mapreduce_sorted_entries(
-        tf.constant(keys, tf.string), tf.constant(counts, tf.int64), prefix, order, min_count
+def _python_order(order):
+    return TftOrder() if order == 0 else ByValue({1: tf.int64, 2: tf.float32, 3: tf.float64}[order])
+
+
+def _parts(library, keys, counts, prefixes, orders, min_count=1):
+    """The op's parts: each part's entries encoded as the Python order does, and its sum."""
+    terms, counts, totals, splits = (
+        part.numpy().tolist()
+        for part in library.tf2_mapreduce_sorted_entries(
+            tf.constant(keys, tf.string, [len(keys)]),
+            tf.constant(counts, tf.int64, [len(counts)]),
+            tf.constant(prefixes, tf.string, [len(prefixes)]),
+            tf.constant(orders, tf.int32, [len(orders)]),
+            min_count,
+        )
     )
-    python_order = TftOrder() if order == 0 else ByValue({1: tf.int64, 2: tf.float32, 3: tf.float64}[order])
-    return [python_order.encode(entry) for entry in zip(terms.numpy().tolist(), counts.numpy().tolist())], int(total)
+    assert splits[0] == 0 and splits[-1] == len(terms) and splits == sorted(splits)
+    return [
+        ([_python_order(order).encode(entry) for entry in zip(terms[begin:end], counts[begin:end])], total)
+        for order, begin, end, total in zip(orders, splits, splits[1:], totals)
+    ]
+
+
+def _sorted(library, keys, counts, prefix, order, min_count=1):
+    (part,) = _parts(library, keys, counts, [prefix], [order], min_count)
+    return part
 
 
 def _terms(rng, n):
@@ -73,6 +93,50 @@ def test_values_are_encoded_and_sorted_as_the_quantiles_order_encodes_them_nan_l
     assert len(kept) == len(entries) - (0 if dtype.is_integer else 3)
 
 
+def test_every_part_is_sorted_in_its_own_order_from_one_table(library):
+    rng = random.Random(5)
+    floats = np.array([1.5, -2.0, 0.0, -0.0, np.nan, 7.25], np.float32).view(np.int32)
+    values = {b"\x00\x01" + b"%d" % bits: rng.randint(1, 5) for bits in floats}
+    terms = {b"\x00\x02" + term: rng.randint(1, 5) for term in _terms(rng, 80)}
+    ints = {b"\x00\x03" + b"%d" % v: rng.randint(1, 5) for v in rng.sample(range(-50, 50), 30)}
+    entries = list({**values, **terms, **ints, b"\x00": 3, b"\x01\x00x": 4}.items())  # short, and of no part
+    rng.shuffle(entries)
+    keys, counts = [k for k, _ in entries], [c for _, c in entries]
+    parts = _parts(library, keys, counts, [b"\x00\x02", b"\x00\x01", b"\x00\x03", b"\x00\x09"], [0, 2, 1, 0])
+    for (got, total), (table, order) in zip(parts, [(terms, 0), (values, 2), (ints, 1), ({}, 0)]):
+        kept = [(key[2:], count) for key, count in table.items() if _python_order(order).keeps((key[2:], count))]
+        assert got == sorted(_python_order(order).encode(entry) for entry in kept)
+        assert total == sum(count for _, count in kept)
+    assert len(parts[1][0]) == len(values) - 1  # the NaN left out
+    with pytest.raises(tf.errors.InvalidArgumentError, match="prefixes of different lengths"):
+        _parts(library, keys, counts, [b"\x00\x02", b"\x00"], [0, 0])
+    with pytest.raises(tf.errors.InvalidArgumentError, match="a prefix given twice"):
+        _parts(library, keys, counts, [b"\x00\x02", b"\x00\x02"], [0, 1])
+    with pytest.raises(tf.errors.InvalidArgumentError, match="2 prefixes but 1 orders"):
+        _parts(library, keys, counts, [b"\x00\x02", b"\x00\x01"], [0])
+    assert _parts(library, keys, counts, [], []) == []
+
+
+def test_sorted_streams_are_merged_in_their_order_in_chunks_of_about_a_number_of_bytes(monkeypatch):
+    monkeypatch.setattr(view_chunks, "CHUNK_BYTES", 40)
+    rng = random.Random(6)
+    order = TftOrder()
+    entries = [(b"%d" % n + b"x" * rng.randint(0, 9), rng.randint(1, 9)) for n in range(3000)]
+    streams = []
+    for s in range(3):
+        mine = sorted(entries[s::3], key=order.encode)
+        cuts = sorted(rng.sample(range(1, len(mine)), 40)) if len(mine) > 40 else []
+        chunks = [mine[a:b] for a, b in zip([0] + cuts, cuts + [len(mine)])]
+        streams.append(iter([([k for k, _ in c], [n for _, n in c]) for c in chunks]))
+    merged = list(view_chunks.merged(streams, order.encode))
+    assert [e for keys, counts in merged for e in zip(keys, counts)] == sorted(entries, key=order.encode)
+    assert all(len(keys) == len(counts) > 0 for keys, counts in merged)
+    # After the first (of 1,000 entries, their width unknown): about 40 bytes of keys
+    # each, as many keys as the last chunk's width (1-13 bytes a key) says.
+    sizes = [sum(map(len, keys)) for keys, _ in merged[1:]]
+    assert len(merged[0][0]) == 1000 and 20 <= sum(sizes) / len(sizes) <= 60, sizes
+
+
 def test_a_key_that_is_no_integer_is_an_error_not_a_value(library):
     with pytest.raises(tf.errors.InvalidArgumentError, match="no integer"):
         _sorted(library, [b"p12", b"p1x"], [1, 1], b"p", 1)
@@ -81,4 +145,4 @@ def test_a_key_that_is_no_integer_is_an_error_not_a_value(library):
     assert _sorted(library, [], [], b"p", 3) == ([], 0)
     assert struct.unpack(">Q", _sorted(library, [b"p-1"], [2], b"p", 1)[0][0][:8])[0] == 2**63 - 1
     with pytest.raises(tf.errors.InvalidArgumentError, match="no order"):
-        _sorted(library, [], [], b"p", 4)
+        _parts(library, [], [], [b"p"], [4])

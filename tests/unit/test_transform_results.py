@@ -37,7 +37,9 @@ def _vocabulary_call(top_k=None, frequency_threshold=None):
     return Call(kinds.VOCABULARY, tf.string, params, name="vocabulary:v", counts="values:v")
 
 
-@pytest.mark.parametrize("top_k,threshold", [(None, None), (5, None), (None, 3), (4, 2), (1000, None)])
+@pytest.mark.parametrize(
+    "top_k,threshold", [(None, None), (5, None), (7, None), (14, None), (None, 3), (4, 2), (1000, None)]
+)
 def test_a_vocabulary_is_its_terms_written_in_tf_transforms_order(counted, tmp_path, top_k, threshold):
     rng = random.Random(top_k or 0)
     alphabet = [b"\x00", b"a", b"b", b"\xff"]

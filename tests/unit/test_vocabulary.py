@@ -47,7 +47,8 @@ def records(path):
 @pytest.mark.parametrize("top_k, min_count", [(None, 1), (3, 1), (None, 2), (2, 3)])
 def test_text_vocabularies_in_tftransforms_order(tmp_path, top_k, min_count):
     pairs, counts = entries()
-    written, reserved = vocabulary.write(KeySpace("words"), pairs, str(tmp_path), top_k, min_count)
+    terms, reserved = vocabulary.in_order(KeySpace("words"), pairs)
+    written = vocabulary.write(KeySpace("words"), terms, str(tmp_path), top_k, min_count)
     ordered = [(t, c) for t, c in tft_ordered(counts) if c >= min_count]
     holdable = [(t, c) for t, c in ordered if vocabulary.holdable(t)]
     kept = holdable[:top_k] if top_k is not None else holdable
@@ -67,7 +68,8 @@ def test_text_vocabularies_in_tftransforms_order(tmp_path, top_k, min_count):
 
 def test_tfrecord_vocabularies_hold_every_term(tmp_path):
     pairs, counts = entries(3)
-    written, _ = vocabulary.write(KeySpace("words"), pairs, str(tmp_path), file_format="tfrecord_gzip")
+    terms, _ = vocabulary.in_order(KeySpace("words"), pairs)
+    written = vocabulary.write(KeySpace("words"), terms, str(tmp_path), file_format="tfrecord_gzip")
     assert sorted(os.listdir(tmp_path)) == ["counts_words.tfrecord.gz", "vocab_words.tfrecord.gz"]
     assert records(tmp_path / "vocab_words.tfrecord.gz") == [t for t, _ in tft_ordered(counts)]
     assert written["words"]["written"] == len(counts)

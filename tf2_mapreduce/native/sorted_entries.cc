@@ -1,20 +1,24 @@
-// A per-key table's entries of one vocabulary sorted where the table is, on its ps task,
+// A per-key table's entries of its vocabularies sorted where the table is, on its ps task,
 // so that the coordinator only merges the ps tasks' streams: sorting every distinct value
-// in the coordinator's one Python process was half a large transform's time.
+// in the coordinator's one Python process was half a large transform's time. The table is
+// exported once for every vocabulary read: a function of a hundred scale_to_z_score calls
+// beside a vocabulary of millions asks for a hundred.
 //
-// Tf2MapreduceSortedEntries: the (term, count) entries whose key begins with `prefix`,
-// sorted in an analyzer's order.
+// Tf2MapreduceSortedEntries: the (term, count) entries of each prefix, each part sorted in
+// its own order, end to end.
 
 #include <algorithm>
 #include <cstdint>
 #include <vector>
 
-#include "absl/strings/match.h"
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "tensorflow/core/framework/op.h"
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/shape_inference.h"
+#include "tensorflow/core/framework/tensor_shape.h"
 #include "key_counts.h"
 
 namespace tf2_mapreduce {
@@ -27,25 +31,29 @@ using tensorflow::tstring;
 REGISTER_OP("Tf2MapreduceSortedEntries")
     .Input("keys: string")
     .Input("counts: int64")
-    .Input("prefix: string")
-    .Input("order: int32")
+    .Input("prefixes: string")
+    .Input("orders: int32")
     .Input("min_count: int64")
     .Output("terms: string")
     .Output("sorted_counts: int64")
-    .Output("total: int64")
+    .Output("totals: int64")
+    .Output("splits: int64")
     .SetShapeFn([](tensorflow::shape_inference::InferenceContext* c) {
       TF_RETURN_IF_ERROR(VectorOutputs(c));
-      c->set_output(2, c->Scalar());
+      c->set_output(2, c->Vector(c->UnknownDim()));
+      c->set_output(3, c->Vector(c->UnknownDim()));
       return absl::OkStatus();
     })
     .Doc(R"doc(
-The entries of `keys` (a vector; `counts` as long) that begin with `prefix` and count at
-least `min_count`, the prefix cut off, sorted: `order` 0, tf.Transform's vocabulary
-order (count descending, then the term's bytes descending: `reducers.keys.TftOrder`);
-1, 2, 3, the quantiles' order of terms that are integers (int64), float32 bits or
-float64 bits written in decimal (ascending by value, -0.0 before 0.0, then count, then
-term; a NaN left out: `transform.sorted_results.ByValue`). `total`: the sum of the
-counts given.
+For each of `prefixes` (a vector of distinct strings of one length), a part: the entries of
+`keys` (a vector; `counts` as long) that begin with it and count at least `min_count`, the
+prefix cut off, sorted in its order of `orders` (as long as `prefixes`): 0, tf.Transform's
+vocabulary order (count descending, then the term's bytes descending:
+`reducers.keys.TftOrder`); 1, 2, 3, the quantiles' order of terms that are integers
+(int64), float32 bits or float64 bits written in decimal (ascending by value, -0.0 before
+0.0, then count, then term; a NaN left out: `transform.sorted_results.ByValue`). The parts
+end to end (`terms`, `sorted_counts`); part i is [splits[i], splits[i + 1]); `totals`: the
+sum of each part's counts.
 )doc");
 
 namespace {
@@ -74,6 +82,53 @@ bool Ordered(int order, int64_t bits, uint64_t* ordered) {
   return true;
 }
 
+// Sorts `entries` in `order`.
+void Sort(int order, std::vector<TermCount>* entries) {
+  if (order == kTft) {
+    std::sort(entries->begin(), entries->end(), [](const TermCount& a, const TermCount& b) {
+      return a.count != b.count ? a.count > b.count : a.term > b.term;
+    });
+  } else {
+    std::sort(entries->begin(), entries->end(), [](const TermCount& a, const TermCount& b) {
+      if (a.ordered != b.ordered) return a.ordered < b.ordered;
+      return a.count != b.count ? a.count < b.count : a.term < b.term;
+    });
+  }
+}
+
+// Where `entry` of a part in `order` goes: a quantiles' term is a value, its place
+// `entry->ordered`; a NaN is not `kept`.
+absl::Status PlaceValue(int order, TermCount* entry, bool* kept) {
+  if (order == kTft) return absl::OkStatus();
+  int64_t bits;
+  if (!absl::SimpleAtoi(entry->term, &bits) || entry->count < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("tf2_mapreduce: a quantiles' key is no integer count: ",
+                                                   entry->term, " ", entry->count));
+  }
+  if (order == 2 && (bits < INT32_MIN || bits > INT32_MAX)) {
+    return absl::InvalidArgumentError(absl::StrCat("tf2_mapreduce: no float32's bits: ", entry->term));
+  }
+  *kept = Ordered(order, bits, &entry->ordered);
+  return absl::OkStatus();
+}
+
+// Outputs 2 and 3: each part's sum, and where each part begins, then the end.
+absl::Status OutputParts(OpKernelContext* context, const std::vector<std::vector<TermCount>>& entries,
+                         const std::vector<int64_t>& totals) {
+  const int64_t parts = entries.size();
+  tensorflow::Tensor* sums = nullptr;
+  TF_RETURN_IF_ERROR(context->allocate_output(2, tensorflow::TensorShape({parts}), &sums));
+  tensorflow::Tensor* splits = nullptr;
+  TF_RETURN_IF_ERROR(context->allocate_output(3, tensorflow::TensorShape({parts + 1}), &splits));
+  auto split = splits->flat<int64_t>();
+  split(0) = 0;
+  for (int64_t p = 0; p < parts; ++p) {
+    sums->flat<int64_t>()(p) = totals[p];
+    split(p + 1) = split(p) + static_cast<int64_t>(entries[p].size());
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 class SortedEntriesOp : public OpKernel {
@@ -85,49 +140,53 @@ class SortedEntriesOp : public OpKernel {
     const auto counts = context->input(1).flat<int64_t>();
     OP_REQUIRES(context, keys.size() == counts.size(),
                 tensorflow::errors::InvalidArgument(keys.size(), " keys but ", counts.size(), " counts"));
-    const tstring& prefix_bytes = context->input(2).scalar<tstring>()();
-    const absl::string_view prefix(prefix_bytes.data(), prefix_bytes.size());
-    const int order = context->input(3).scalar<int32_t>()();
+    OP_REQUIRES(context, tensorflow::TensorShapeUtils::IsScalar(context->input(4).shape()),
+                tensorflow::errors::InvalidArgument("min_count must be a scalar"));
+    const auto prefixes = context->input(2).flat<tstring>();
+    const auto orders = context->input(3).flat<int32_t>();
     const int64_t min_count = context->input(4).scalar<int64_t>()();
-    OP_REQUIRES(context, order >= kTft && order <= kLastOrder,
-                tensorflow::errors::InvalidArgument("tf2_mapreduce: no order ", order));
+    OP_REQUIRES(context, prefixes.size() == orders.size(),
+                tensorflow::errors::InvalidArgument(prefixes.size(), " prefixes but ", orders.size(), " orders"));
+    const int64_t parts = prefixes.size();
+    const size_t width = parts ? prefixes(0).size() : 0;
+    absl::flat_hash_map<absl::string_view, int64_t> part_of;
+    for (int64_t p = 0; p < parts; ++p) {
+      OP_REQUIRES(context, orders(p) >= kTft && orders(p) <= kLastOrder,
+                  tensorflow::errors::InvalidArgument("tf2_mapreduce: no order ", orders(p)));
+      OP_REQUIRES(context, prefixes(p).size() == width,
+                  tensorflow::errors::InvalidArgument("tf2_mapreduce: prefixes of different lengths"));
+      OP_REQUIRES(context, part_of.emplace(absl::string_view(prefixes(p).data(), width), p).second,
+                  tensorflow::errors::InvalidArgument("tf2_mapreduce: a prefix given twice"));
+    }
 
-    std::vector<TermCount> entries;
-    int64_t total = 0;
+    std::vector<std::vector<TermCount>> entries(parts);
+    std::vector<int64_t> totals(parts, 0);
     for (int64_t i = 0; i < keys.size(); ++i) {
       const absl::string_view key(keys(i).data(), keys(i).size());
-      if (counts(i) < min_count || !absl::StartsWith(key, prefix)) continue;
-      TermCount entry{key.substr(prefix.size()), counts(i), 0};
-      if (order != kTft) {
-        int64_t bits;
-        OP_REQUIRES(context, absl::SimpleAtoi(entry.term, &bits) && entry.count >= 0,
-                    tensorflow::errors::InvalidArgument("tf2_mapreduce: a quantiles' key is no integer count: ",
-                                                        entry.term, " ", entry.count));
-        OP_REQUIRES(context, order != 2 || (bits >= INT32_MIN && bits <= INT32_MAX),
-                    tensorflow::errors::InvalidArgument("tf2_mapreduce: no float32's bits: ", entry.term));
-        if (!Ordered(order, bits, &entry.ordered)) continue;
-      }
-      OP_REQUIRES(context, !__builtin_add_overflow(total, entry.count, &total),
+      if (counts(i) < min_count || key.size() < width) continue;
+      const auto found = part_of.find(key.substr(0, width));
+      if (found == part_of.end()) continue;
+      const int64_t p = found->second;
+      TermCount entry{key.substr(width), counts(i), 0};
+      bool kept = true;
+      OP_REQUIRES_OK(context, PlaceValue(orders(p), &entry, &kept));
+      if (!kept) continue;
+      OP_REQUIRES(context, !__builtin_add_overflow(totals[p], entry.count, &totals[p]),
                   tensorflow::errors::OutOfRange("tf2_mapreduce: the counts add up past int64"));
-      entries.push_back(entry);
+      entries[p].push_back(entry);
     }
-    if (order == kTft) {
-      std::sort(entries.begin(), entries.end(), [](const TermCount& a, const TermCount& b) {
-        return a.count != b.count ? a.count > b.count : a.term > b.term;
-      });
-    } else {
-      std::sort(entries.begin(), entries.end(), [](const TermCount& a, const TermCount& b) {
-        if (a.ordered != b.ordered) return a.ordered < b.ordered;
-        return a.count != b.count ? a.count < b.count : a.term < b.term;
-      });
+    int64_t size = 0;
+    for (int64_t p = 0; p < parts; ++p) {
+      Sort(orders(p), &entries[p]);
+      size += entries[p].size();
     }
-
-    OutputKeyCounts(context, static_cast<int64_t>(entries.size()), [&](auto emit) {
-      for (const TermCount& entry : entries) emit(entry.term, entry.count);
+    OutputKeyCounts(context, size, [&](auto emit) {
+      for (const auto& part : entries) {
+        for (const TermCount& entry : part) emit(entry.term, entry.count);
+      }
     });
-    tensorflow::Tensor* sum = nullptr;
-    OP_REQUIRES_OK(context, context->allocate_output(2, tensorflow::TensorShape({}), &sum));
-    sum->scalar<int64_t>()() = total;
+    if (!context->status().ok()) return;
+    OP_REQUIRES_OK(context, OutputParts(context, entries, totals));
   }
 };
 

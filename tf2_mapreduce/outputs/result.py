@@ -94,28 +94,32 @@ class Result:
         with self._reading():
             yield from self._reducer.entries(self._state, min_count)
 
-    def sorted_entries(self, feature: str, order, min_count: int = 1) -> sorted_runs.Sorted:
-        """`feature`'s (value bytes, count) with count >= `min_count`, in `order` (an
-        `outputs.sorted_runs.Order` of the native ops' (`order.native`): sorted on the ps
-        tasks and merged here; else sorted here), in chunks, and the sum of their counts,
-        for a job of a table of several features (`reducers.Vocabularies`). Blocking; in
+    def sorted_entries(self, wanted: list, min_count: int = 1) -> list:
+        """For each of `wanted`, (the name of a vocabulary of a per-key job: a feature's,
+        for `reducers.Vocabularies`; an `outputs.sorted_runs.Order`), the vocabulary's
+        (term bytes, count) entries with count >= `min_count` in that order, in chunks,
+        and the sum of their counts: a `sorted_runs.Sorted`. Sorted on the ps tasks, the
+        table read once, and merged here, where every order is one of the native ops'
+        (`order.native`); else sorted here, in one pass over the table. Blocking; in
         bounded memory; the entries are valid until the next read of this result."""
         self._keyed("read")
         with self._reading():
-            made = None
-            if order.native is not None:
-                made = self._reducer.sorted_entries(self._state, feature, order.native, order.encode, min_count)
-        if made is None:
-            return sorted_runs.sorted_here(
-                ((term, count) for (name, term), count in self.entries(min_count) if name == feature), order
-            )
-        total, chunks = made
+            if all(order.native is not None for _, order in wanted):
+                native = [(name, order.native, order.encode) for name, order in wanted]
+                made = self._reducer.sorted_entries(self._state, native, min_count)
+                if made is not None:
+                    return [sorted_runs.Sorted(total, self._read(chunks)) for total, chunks in made]
+            space = self._reducer.keys()
+            parts = {}  # {vocabulary index: the indexes of `wanted` of it}
+            for at, (name, _) in enumerate(wanted):
+                parts.setdefault(space.names.index(name), []).append(at)
+            entries = (space.split(key) + (count,) for key, count in self._state.entries(min_count))
+            apart = ((at, term, count) for index, term, count in entries for at in parts.get(index, ()))
+            return sorted_runs.sorted_here(apart, [order for _, order in wanted])
 
-        def read():
-            with self._reading():
-                yield from chunks
-
-        return sorted_runs.Sorted(total, read())
+    def _read(self, chunks):
+        with self._reading():
+            yield from chunks
 
     def table(self, min_count: int = 1) -> dict:
         """The whole table as {key: count}, in local memory: for tables that fit."""

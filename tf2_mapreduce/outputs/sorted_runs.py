@@ -8,7 +8,7 @@ import os
 import shutil
 import struct
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from tf2_mapreduce import spilling
@@ -125,42 +125,46 @@ class SortedRuns:
 @dataclass
 class Sorted:
     """Entries in an order, in chunks (`chunks`, an iterator of (keys, counts) lists, read
-    once), and the sum of their counts (`total`)."""
+    once), and the sum of their counts (`total`); `release()` lets go of what they hold."""
 
     total: int
     chunks: Iterator
+    release: Callable = lambda: None
 
     def close(self) -> None:
-        """Lets go of what the chunks not read hold (a generator's runs, its reads)."""
+        """Lets go of what the chunks not read hold (their reads, their runs)."""
         close = getattr(self.chunks, "close", None)
         if close is not None:
             close()
+        self.release()
 
 
 _CHUNK = 10_000  # entries a chunk of `sorted_here`
 
 
-def sorted_here(entries, order: Order) -> Sorted:
-    """The (key bytes, count) `entries` that `order` keeps, sorted here in bounded memory
-    (`SortedRuns`). Blocking until every entry is taken; its runs are removed once its
-    entries are read, or left unread and let go."""
-    runs, total = SortedRuns(order=order), 0
+def sorted_here(entries, orders: list) -> list:
+    """`entries`, (part, key bytes, count) with part an index of `orders`, those that the
+    part's order keeps sorted here in that order, in bounded memory (`SortedRuns`, every
+    part's sharing one `spilling.Held`): a `Sorted` of each part. Blocking until every
+    entry is taken; a part's runs are removed once it is read, or closed unread."""
+    held = Held()
+    runs, totals = [SortedRuns(order=order, held=held) for order in orders], [0] * len(orders)
     try:
-        for entry in entries:
-            if order.keeps(entry):
-                runs.add(entry)
-                total += entry[1]
+        for part, key, count in entries:
+            if orders[part].keeps((key, count)):
+                runs[part].add((key, count))
+                totals[part] += count
     except BaseException:
-        runs.close()
+        for part in runs:
+            part.close()
         raise
+    return [Sorted(total, _chunks(part), part.close) for total, part in zip(totals, runs)]
 
-    def read():
-        with runs:
-            ordered = runs.sorted()
-            while chunk := list(itertools.islice(ordered, _CHUNK)):
-                yield [key for key, _ in chunk], [count for _, count in chunk]
 
-    return Sorted(total, read())
+def _chunks(runs: SortedRuns):
+    ordered = runs.sorted()
+    while chunk := list(itertools.islice(ordered, _CHUNK)):
+        yield [key for key, _ in chunk], [count for _, count in chunk]
 
 
 def sorted_entries(entries, run_bytes=None, order=BY_COUNT):

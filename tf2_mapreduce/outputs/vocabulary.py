@@ -15,7 +15,17 @@ from tf2_mapreduce.outputs import files as output
 from tf2_mapreduce.outputs import sorted_runs
 from tf2_mapreduce.paths import join
 
-__all__ = ["FILE_FORMATS", "SUMMARY", "Lines", "holdable", "file_names", "summarize", "write", "write_summary"]
+__all__ = [
+    "FILE_FORMATS",
+    "SUMMARY",
+    "Lines",
+    "holdable",
+    "file_names",
+    "summarize",
+    "in_order",
+    "write",
+    "write_summary",
+]
 
 FILE_FORMATS = ("text", "tfrecord_gzip")
 SUMMARY = "summary.json"
@@ -72,9 +82,14 @@ class Lines:
         self._lines, self._size = [], 0
 
     def close(self, error=None) -> None:
+        """Puts the file in place whole, or with an `error`, removes what was written."""
         if error is None:
             self._write()
         self._file.__exit__(type(error) if error else None, error, None)
+
+    def discard(self) -> None:
+        """Removes what was written: nothing is put in place."""
+        self.close(OSError("discarded"))
 
 
 class _Records:
@@ -182,30 +197,39 @@ def summarize(space, entries, top_k=None, min_count=1, file_format="text"):
     return {name: v.summary for name, v in zip(space.names, vocabularies)}, reserved
 
 
-def write(space, entries, output_dir, top_k=None, min_count=1, file_format="text"):
-    """Writes the vocabularies of a per-key table into `output_dir` (any tf.io.gfile
-    path). Returns ({vocabulary name: its summary}, {reserved key: count}).
+def in_order(space, entries):
+    """(every term of `entries`, a per-key table's (key, count) in any order, as (vocabulary
+    index, term, count) in tf.Transform's order vocabulary by vocabulary, sorted here in
+    bounded memory; {reserved key: count}, filled once the first term is taken)."""
+    reserved = {}
 
-    `space`: the table's key space (`reducers.keys.KeySpace`: its vocabularies' `names`,
-    `split(key)` into (vocabulary index, term) or (None, key) for a reserved key, and
-    `order`, tf.Transform's order vocabulary by vocabulary); `entries`: the table's
-    (key, count), read from the ps tasks in any order, sorted here in bounded memory.
-    Each vocabulary gets, in tf.Transform's order, the terms counted at least
-    `min_count` times, the `top_k` first of them (None: all): with file_format="text",
-    a file of one term a line (`vocab_<name>.txt`) where the terms that a line cannot
-    hold (`holdable`) are left out and listed, escaped (`files.escape`), in
-    `unwritable_<name>.tsv`; with "tfrecord_gzip", every term as a record. Beside it,
-    `counts_<name>.tsv`: count, tab, term, line for line (records of the same, for
-    "tfrecord_gzip"). A summary: its values, distinct terms, the terms written and
-    left out.
+    def ordered():
+        for key, count in sorted_runs.sorted_entries(_terms(space, entries, reserved), order=space.order):
+            yield space.split(key) + (count,)
+
+    return ordered(), reserved
+
+
+def write(space, terms, output_dir, top_k=None, min_count=1, file_format="text") -> dict:
+    """Writes the vocabularies of a per-key table into `output_dir` (any tf.io.gfile
+    path). Returns {vocabulary name: its summary}.
+
+    `space`: the table's key space (`reducers.keys.KeySpace`: its vocabularies' `names`);
+    `terms`: (vocabulary index, term, count) in tf.Transform's order, vocabulary by
+    vocabulary (sorted on the ps tasks, or by `in_order`). Each vocabulary gets the terms
+    counted at least `min_count` times, the `top_k` first of them (None: all): with
+    file_format="text", a file of one term a line (`vocab_<name>.txt`) where the terms
+    that a line cannot hold (`holdable`) are left out and listed, escaped
+    (`files.escape`), in `unwritable_<name>.tsv`; with "tfrecord_gzip", every term as a
+    record. Beside it, `counts_<name>.tsv`: count, tab, term, line for line (records of
+    the same, for "tfrecord_gzip"). A summary: its values, distinct terms, the terms
+    written and left out. A file is in place whole, or not at all.
     """
     _check_format(file_format)
     vocabularies = [_Vocabulary(output_dir, name, top_k, min_count, file_format) for name in space.names]
-    reserved = {}
     error = None
     try:
-        for key, count in sorted_runs.sorted_entries(_terms(space, entries, reserved), order=space.order):
-            index, term = space.split(key)
+        for index, term, count in terms:
             vocabularies[index].add(term, count)
     except BaseException as e:
         error = e
@@ -213,7 +237,7 @@ def write(space, entries, output_dir, top_k=None, min_count=1, file_format="text
     finally:
         for vocabulary in vocabularies:
             vocabulary.close(error)
-    return {name: v.summary for name, v in zip(space.names, vocabularies)}, reserved
+    return {name: v.summary for name, v in zip(space.names, vocabularies)}
 
 
 def write_summary(output_dir, summary):

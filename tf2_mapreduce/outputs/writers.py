@@ -1,6 +1,7 @@
 """How each kind of result is written where users asked: `--output` (one file) and
 `--output_dir` (a directory of files), and the checks, before a job runs, that it can be."""
 
+import contextlib
 import functools
 import json
 import os
@@ -9,7 +10,7 @@ from tf2_mapreduce.errors import UsageError
 from tf2_mapreduce.outputs import words
 from tf2_mapreduce.outputs.sinks import Sink
 from tf2_mapreduce.reducers import Fold, KeySum, Statistics, Vocabularies
-from tf2_mapreduce.reducers.keys import KeyCounts
+from tf2_mapreduce.reducers.keys import TFT, KeyCounts
 
 __all__ = ["check_output", "write_output", "check_output_dir", "write_dir", "STATS_FILES"]
 
@@ -109,15 +110,33 @@ def vocabularies(result, top_k=None, min_count=1, file_format="text", output_dir
     `output_dir`, or, with None, without writing (one pass over the table, unsorted)."""
     from tf2_mapreduce.outputs import vocabulary
 
-    reducer = result.reducer
+    reducer, state = result.reducer, result._state
+    space = reducer.keys()
     with result._reading():
-        entries = result._state.entries()
         if output_dir is None:
-            written, reserved = vocabulary.summarize(reducer.keys(), entries, top_k, min_count, file_format)
+            written, reserved = vocabulary.summarize(space, state.entries(), top_k, min_count, file_format)
         else:
-            written, reserved = vocabulary.write(reducer.keys(), entries, output_dir, top_k, min_count, file_format)
+            if state.sorts:  # each vocabulary sorted on the ps tasks
+                reserved = dict(zip(space.reserved, state.counts_of(space.reserved))) if space.reserved else {}
+                terms = _sorted_terms(result, space.names)
+            else:
+                terms, reserved = vocabulary.in_order(space, state.entries())
+            written = vocabulary.write(space, terms, output_dir, top_k, min_count, file_format)
     summary = {"top_k": top_k, "min_count": min_count, "vocabulary_format": file_format, "vocabularies": written}
     return _vocabulary_summary(reducer, summary, reserved)
+
+
+def _sorted_terms(result, names):
+    """(vocabulary index, term, count) of each vocabulary of `names` in turn, in
+    tf.Transform's order, as the ps tasks sort them (`Result.sorted_entries`)."""
+    reads = result.sorted_entries([(name, TFT) for name in names])
+    with contextlib.ExitStack() as reading:
+        for read in reads:
+            reading.callback(read.close)
+        for index, read in enumerate(reads):
+            for terms, counts in read.chunks:
+                for term, count in zip(terms, counts):
+                    yield index, term, count
 
 
 @functools.singledispatch

@@ -14,6 +14,7 @@ __all__ = [
     "Distinct",
     "KeySpace",
     "TftOrder",
+    "TFT",
     "tft_key",
     "most_first",
     "count_of",
@@ -64,6 +65,8 @@ class TftOrder:
         at = self._prefix
         return data[:at] + _term_of(data[at + MOST_FIRST_BYTES :]), count_of(data, at)
 
+
+TFT = TftOrder()  # tf.Transform's order of one vocabulary's (term, count) entries
 
 _COUNT = struct.Struct(">Q")  # unsigned and big-endian: bytewise order is its order
 _MOST = (1 << 63) - 1
@@ -116,6 +119,10 @@ class KeySpace:
         """(vocabulary index, term) of a table key; (None, key) for a reserved key."""
         return 0, key
 
+    def prefix(self, index) -> bytes:
+        """What the table keys of vocabulary `index` begin with."""
+        return b""
+
     # (key, count) in tf.Transform's order, vocabulary by vocabulary (an `outputs.sorted_runs.Order`).
     order = TftOrder()
 
@@ -128,6 +135,15 @@ class KeyCounts(Reducer):
 
     def keys(self) -> KeySpace:
         raise NotImplementedError
+
+    def sorted_entries(self, state, wanted: list, min_count=1):
+        """For each of `wanted`, (the name of one of `keys().names`, a native order, its
+        merge key), (the sum of their counts, chunks of them) of the vocabulary's (term,
+        count) entries with count >= `min_count`, sorted in that order on the ps tasks
+        (`state.key_tables.KeyTables.sorted_entries`); None where they cannot be."""
+        space = self.keys()
+        parts = [(space.prefix(space.names.index(name)), order, key) for name, order, key in wanted]
+        return state.sorted_entries(parts, min_count)
 
     def pairs(self, output):
         """(keys, counts) of a map output, keys not combined."""

@@ -126,12 +126,5 @@ class Vocabularies(ExampleCounts):
             if index is not None:
                 yield (space.names[index], term), count
 
-    def sorted_entries(self, state, feature, order: int, merge_key, min_count=1):
-        """(the sum of their counts, chunks of them) of `feature`'s (value bytes, count)
-        with count >= `min_count`, sorted in `order` on the ps tasks
-        (`state.key_tables.KeyTables.sorted_entries`); None where they cannot be."""
-        prefix = self.keys().prefix(self.features.index(feature))
-        return state.sorted_entries(prefix, order, merge_key, min_count)
-
     def top(self, state, k, min_count=1):
         return heapq.nsmallest(k, self.entries(state, min_count), key=lambda entry: (-entry[1], entry[0]))

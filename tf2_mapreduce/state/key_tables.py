@@ -133,16 +133,18 @@ class _KeyShard:
         with tf.device(self.device):
             return self.view_keys[start:end], self.view_counts[start:end]
 
-    def make_sorted_view(self, prefix, order, min_count):
-        """The view: the entries of keys beginning with `prefix`, that cut off, sorted
-        here, on the ps (`native/sorted_entries.cc`); their number and counts' sum."""
+    def make_sorted_view(self, prefixes, orders, min_count):
+        """The view: the entries of keys beginning with each of `prefixes`, that cut off,
+        each part sorted here, on the ps, in its order of `orders`, end to end
+        (`native/sorted_entries.cc`), the table exported once; each part's counts' sum,
+        then where each part begins and the view's end."""
         with tf.device(self.device):
             keys, counts = self.table.export()
             sort = self.table.library.tf2_mapreduce_sorted_entries
-            terms, counts, total = sort(keys, counts, prefix, order, min_count)
+            terms, counts, totals, splits = sort(keys, counts, prefixes, orders, min_count)
             self.view_keys.assign(terms)
             self.view_counts.assign(counts)
-            return tf.stack([tf.size(terms, out_type=tf.int64), total])
+            return tf.concat([totals, splits], 0)
 
     def top_counts(self, k):
         with tf.device(self.device):
@@ -184,7 +186,7 @@ class KeyTables:
         self._snapshot = run_function(lambda: tf.stack([shard.snapshot() for shard in self.shards]))
         self._make_views = run_function(lambda min_count: [shard.make_view(min_count) for shard in self.shards])
         self._chunks = [run_function(shard.view_chunk) for shard in self.shards]
-        if self.shards[0].table.library is not None:
+        if self.sorts:
             self._make_sorted = run_function(
                 lambda *how: tf.stack([shard.make_sorted_view(*how) for shard in self.shards])
             )
@@ -303,22 +305,37 @@ class KeyTables:
         self._readable()
         sizes = self._make_views(tf.constant(min_count, tf.int64))
         for chunk_fn, size in zip(self._chunks, sizes):
-            yield from view_chunks.entries(view_chunks.chunks(chunk_fn, int(size)))
+            yield from view_chunks.entries(view_chunks.chunks(chunk_fn, 0, int(size)))
 
-    def sorted_entries(self, prefix: bytes, order: int, merge_key, min_count=1):
-        """(the sum of their counts, an iterator of chunks of them: (keys, counts) lists)
-        of every key beginning with `prefix` that counts at least `min_count`, the prefix
-        cut off, sorted in `order` (`native/sorted_entries.cc` says how) on each ps, and
-        merged here by `merge_key(entry)` where several ps hold them; None without the
-        native ops. Blocking; the iterator reads the ps tasks as it goes, and is valid
-        until this state's next read."""
+    @property
+    def sorts(self) -> bool:
+        """Whether the ps tasks sort this table's entries (`sorted_entries`): the native ops."""
+        return self.shards[0].table.library is not None
+
+    def sorted_entries(self, parts: list, min_count=1):
+        """For each of `parts`, (prefix bytes, order, merge key), (the sum of their counts,
+        an iterator of chunks of them: (keys, counts) lists) of every key beginning with the
+        prefix (all of one length) that counts at least `min_count`, the prefix cut off,
+        sorted in the order (`native/sorted_entries.cc` says how) on each ps, the table
+        exported once, and merged here by the merge key (of an entry) where several ps hold
+        them; None without the native ops. Blocking; the iterators read the ps tasks as
+        they go, and are valid until this state's next read."""
         self._readable()
-        if self.shards[0].table.library is None:
+        if not self.sorts:
             return None
-        how = tf.constant(_KEY + prefix), tf.constant(order, tf.int32), tf.constant(min_count, tf.int64)
-        made = self._make_sorted(*how).numpy()
-        streams = [view_chunks.chunks(chunk_fn, int(size)) for chunk_fn, size in zip(self._chunks, made[:, 0])]
-        return int(made[:, 1].sum()), view_chunks.merged(streams, merge_key)
+        prefixes = tf.constant([_KEY + prefix for prefix, _, _ in parts], tf.string, [len(parts)])
+        orders = tf.constant([order for _, order, _ in parts], tf.int32, [len(parts)])
+        made = self._make_sorted(prefixes, orders, tf.constant(min_count, tf.int64)).numpy()
+        totals, splits = made[:, : len(parts)], made[:, len(parts) :]
+        sorted_parts = []
+        for p, (_, _, merge_key) in enumerate(parts):
+            streams = [
+                view_chunks.chunks(chunk_fn, int(begin), int(end))
+                for chunk_fn, begin, end in zip(self._chunks, splits[:, p], splits[:, p + 1])
+            ]
+            # Summed as Python's ints: each ps checked its own sum fits int64, not theirs.
+            sorted_parts.append((sum(int(total) for total in totals[:, p]), view_chunks.merged(streams, merge_key)))
+        return sorted_parts
 
     def top(self, k, min_count=1):
         """The `k` keys with the largest counts, ties by key bytes, as [(key, count)].

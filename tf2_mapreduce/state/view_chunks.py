@@ -15,18 +15,23 @@ CHUNK_BYTES = 16 << 20
 _FIRST_CHUNK = 1_000  # entries fetched before the keys' width is known
 
 
-def chunks(chunk_fn, size):
-    """Yields a view of `size` entries on a ps, as lists of what `chunk_fn(start, end)`
-    gives (keys, counts), a chunk at a time of about `CHUNK_BYTES` of keys. Blocking."""
-    start, step = 0, min(_FIRST_CHUNK, CHUNK)
-    while start < size:
-        end = min(start + step, size)
-        keys, counts = (part.numpy().tolist() for part in chunk_fn(tf.constant(start), tf.constant(end)))
-        start = end
-        # As many as CHUNK_BYTES of keys as wide as these, on average, hold.
-        width = max(1, sum(map(len, keys)) // max(1, len(keys)))
-        step = max(1, min(CHUNK, CHUNK_BYTES // width))
+def chunks(chunk_fn, begin, end):
+    """Yields the entries [begin, end) of a view on a ps, as lists of what
+    `chunk_fn(start, stop)` gives (keys, counts), a chunk at a time of about `CHUNK_BYTES`
+    of keys. Blocking."""
+    start, step = begin, min(_FIRST_CHUNK, CHUNK)
+    while start < end:
+        stop = min(start + step, end)
+        keys, counts = (part.numpy().tolist() for part in chunk_fn(tf.constant(start), tf.constant(stop)))
+        start = stop
+        step = _step(keys)
         yield keys, counts
+
+
+def _step(keys) -> int:
+    """How many keys as wide as `keys`, on average, `CHUNK_BYTES` hold (at most `CHUNK`)."""
+    width = max(1, sum(map(len, keys)) // max(1, len(keys)))
+    return max(1, min(CHUNK, CHUNK_BYTES // width))
 
 
 def entries(chunked):
@@ -37,10 +42,14 @@ def entries(chunked):
 
 def merged(streams, key):
     """Chunks of (keys, counts), each stream's in one order, as chunks of all of them in
-    that order (`key(entry)`, the order's sort key). A stream alone is given as it is."""
+    that order (`key(entry)`, the order's sort key), of about `CHUNK_BYTES` of keys each.
+    A stream alone is given as it is."""
     if len(streams) == 1:
         yield from streams[0]
         return
     every = heapq.merge(*map(entries, streams), key=key)
-    while chunk := list(itertools.islice(every, CHUNK)):
-        yield [key for key, _ in chunk], [count for _, count in chunk]
+    step = min(_FIRST_CHUNK, CHUNK)
+    while chunk := list(itertools.islice(every, step)):
+        terms = [term for term, _ in chunk]
+        step = _step(terms)
+        yield terms, [count for _, count in chunk]

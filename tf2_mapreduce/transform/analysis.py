@@ -215,29 +215,37 @@ def results(calls, counted, directory) -> list:
     """Each call's result, in call order, from `counted` (the analyze job's `Result`, whose
     features are what calls count: a call's `counts`; or None, of no values), as its
     `kinds.Kind` makes it, in memory bounded whatever the distinct values: each call's
-    entries read in the order its sink wants them (sorted on the ps tasks, merged here),
-    those of calls that count alike and want one order read together, once; a vocabulary
-    is written into `directory` as its terms come. Blocking."""
+    entries read in the order its sink wants them (sorted on the ps tasks, the table read
+    once, merged here), those of calls that count alike and want one order read together,
+    once; a vocabulary is written into `directory` as its terms come. Blocking."""
     sinks, streams = {}, {}  # {call name: its sink}; {(what is counted, order): the sinks reading it}
     try:
         for call in calls:  # calls of a name compute the same: one result
             if call.name not in sinks:
                 sinks[call.name] = sink = kinds.sink(call, directory)
                 streams.setdefault((call.counts, sink.order.native), []).append(sink)
-        for (counts, _), takers in sorted(streams.items()):
-            read = (
-                sorted_runs.Sorted(0, iter(())) if counted is None else counted.sorted_entries(counts, takers[0].order)
-            )
-            with contextlib.closing(read):  # a stream left unread lets go of what it holds
-                for taker in takers:
-                    taker.open(read.total)
-                for keys, counts in read.chunks:
-                    if all(taker.full for taker in takers):
-                        break
-                    for taker in takers:
-                        taker.take(keys, counts)
-        made = {name: sink.result() for name, sink in sinks.items()}
+        takers = [streams[named] for named in sorted(streams)]
+        wanted = [(counts, sinks_of[0].order) for (counts, _), sinks_of in sorted(streams.items())]
+        reads = [sorted_runs.Sorted(0, iter(()))] * len(wanted) if counted is None else counted.sorted_entries(wanted)
+        made = {}
+        with contextlib.ExitStack() as reading:
+            for read in reads:  # a stream left unread lets go of what it holds
+                reading.callback(read.close)
+            for sinks_of, read in zip(takers, reads):
+                _feed(sinks_of, read)
+                made.update((name, sink.result()) for name, sink in sinks.items() if sink in sinks_of)
     finally:  # a read that failed (a ps task lost) leaves no file behind
         for sink in sinks.values():
             sink.close()
     return [made[call.name] for call in calls]
+
+
+def _feed(sinks, read) -> None:
+    """Hands the chunks of `read` (a `sorted_runs.Sorted`) to each of `sinks` until all are full."""
+    for sink in sinks:
+        sink.open(read.total)
+    for keys, counts in read.chunks:
+        if all(sink.full for sink in sinks):
+            return
+        for sink in sinks:
+            sink.take(keys, counts)

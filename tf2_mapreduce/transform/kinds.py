@@ -239,7 +239,7 @@ def counted(call, values):
 
 
 def sink(call, directory):
-    """What makes `call`'s result of its (key, count), taken one at a time (`Kind.sink`)."""
+    """What makes `call`'s result of its (key, count) entries, taken in order (`Kind.sink`)."""
     return of(call).sink(call, directory)
 
 

@@ -11,7 +11,7 @@ import numpy as np
 
 from tf2_mapreduce.lazy_tf import tf
 from tf2_mapreduce.outputs import sorted_runs, vocabulary
-from tf2_mapreduce.reducers.keys import TftOrder
+from tf2_mapreduce.reducers.keys import TFT
 
 __all__ = ["EMPTY_VOCABULARY", "TFT", "ByValue", "VocabularyFile", "Ordered", "Ranked", "decoded"]
 
@@ -31,7 +31,7 @@ def decoded(dtype, key):
 class ByValue:
     """Keys of values (as `kinds` counts them) ascending by value (-0.0 before 0.0), then by
     count, as bytes (an `outputs.sorted_runs.Order`, of the native ops too): a value's bits
-    made unsigned, in the order of the values; a NaN left out. `by_value(dtype)` gives one."""
+    made unsigned, in the order of the values; a NaN left out."""
 
     _VALUE = struct.Struct(">Q")
     _KEY_AT = _VALUE.size + sorted_runs.COUNT.size
@@ -62,9 +62,6 @@ class ByValue:
 
     def decode(self, data: bytes):
         return data[self._KEY_AT :], sorted_runs.COUNT.unpack_from(data, self._VALUE.size)[0]
-
-
-TFT = TftOrder()  # a vocabulary's order, and any call's that needs none
 
 
 class Ranked:
@@ -126,7 +123,7 @@ class Ordered:
         pass
 
     def take(self, keys, counts):
-        if self.full:
+        if self.full or not keys:
             return
         kept = len(keys)
         if self._threshold and counts[-1] < self._threshold:  # counts descend: those past it too
@@ -139,7 +136,7 @@ class Ordered:
 
     def close(self):
         if self._written is not None:  # not made its result: nothing put in place
-            self._written.close(OSError("not finished"))
+            self._written.discard()
             self._written = None
 
     def result(self) -> VocabularyFile:
