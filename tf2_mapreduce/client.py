@@ -261,6 +261,11 @@ class Cluster:
     def __exit__(self, kind, error, traceback) -> None:
         self.close(error)
 
+    def _busy(self) -> bool:
+        """Whether a job runs on this cluster now: read when a result is written, perhaps
+        as the next job runs."""
+        return self._running is not None
+
     def prepare(self, job, inputs, **options):
         """`job` (a `Job`, or a `run.passes.Passes`: a job of several passes) fit to `inputs`
         (files, directories, globs, @lists, any tf.io.gfile path; or an
@@ -306,8 +311,7 @@ class Cluster:
         _check_free(self._coordinator, self._running and self._running.name, self._runs)
         prepared = job if isinstance(job, runner.Prepared) else self.prepare(job, inputs, **options)
         handle = JobHandle(prepared.job.name, on_progress, self)
-        busy = lambda: self._running is not None  # noqa: E731 - another job, when this one's result is written
-        run = runner.JobRun(prepared, self._coordinator, self.spec, self._heartbeats, handle._report, busy)
+        run = runner.JobRun(prepared, self._coordinator, self.spec, self._heartbeats, handle._report, self._busy)
         self._runs.append(run)
         self._running = handle
         handle._start(run)

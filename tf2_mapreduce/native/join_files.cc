@@ -52,16 +52,15 @@ constexpr size_t kJoinChunk = 4 << 20;
 // How a piece file that is gone is said (outputs/sinks/shards.py matches it).
 constexpr char kPieceGone[] = "tf2_mapreduce: piece file gone: ";
 
-// Worded as Tf2MapreduceWriteRecords's (failures.py): an outage is waited out, any other
-// error fails the job naming the shard. `path`: the file `doing` was done to.
+// As WriteFailed (storage_status.h): an outage is waited out, any other error fails the job
+// naming the shard; and a piece file not found is said to be gone. `path`: the file
+// `doing` was done to.
 absl::Status JoinFailed(absl::Status status, const std::string& path, const char* doing, const std::string& target) {
   if (status.ok()) return status;
   if (IsOutage(status)) return FromStorage(status, path, doing);
   const bool reading = std::string(doing) == "reading";
   if (absl::IsNotFound(status) && reading) return absl::NotFoundError(std::string(kPieceGone) + path + ": not found");
-  return absl::FailedPreconditionError("tf2_mapreduce: cannot write output " + target + ": " +
-                                       (reading ? "reading " + path + ": " : std::string()) +
-                                       std::string(status.message()));
+  return CannotWrite(target, (reading ? "reading " + path + ": " : std::string()) + std::string(status.message()));
 }
 
 // Appends the file `path` to `out`, a chunk of `buffer` at a time. Its size is asked first:
@@ -102,9 +101,8 @@ absl::Status Join(tensorflow::Env* env, const tensorflow::Tensor& paths, const s
   TF_RETURN_IF_ERROR(JoinFailed((*out)->Append(tail), temporary, "writing", target));
   written += tail.size();
   if (written != size) {
-    return absl::FailedPreconditionError("tf2_mapreduce: cannot write output " + target + ": " +
-                                         std::to_string(size) + " bytes were committed, " + std::to_string(written) +
-                                         " found in its pieces' files");
+    return CannotWrite(target, std::to_string(size) + " bytes were committed, " + std::to_string(written) +
+                                   " found in its pieces' files");
   }
   // gs:// uploads the object at its close: an outage there is waited out and the join run again.
   TF_RETURN_IF_ERROR(JoinFailed((*out)->Close(), temporary, "writing", target));

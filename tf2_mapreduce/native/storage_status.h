@@ -52,6 +52,18 @@ inline absl::Status CutShort(const std::string& path, uint64_t offset, uint64_t 
                      path);
 }
 
+// An output that cannot be written, worded as errors.py's CANNOT_WRITE (failures.py reads
+// `target` back out of it): it fails the job, as no input's fault.
+inline absl::Status CannotWrite(const std::string& target, const std::string& cause) {
+  return absl::FailedPreconditionError("tf2_mapreduce: cannot write output " + target + ": " + cause);
+}
+
+// `status` of writing `path`, the output: an outage if it is one, else `CannotWrite`.
+inline absl::Status WriteFailed(absl::Status status, const std::string& path) {
+  if (status.ok() || IsOutage(status)) return FromStorage(status, path, "writing");
+  return CannotWrite(path, std::string(status.message()));
+}
+
 }  // namespace tf2_mapreduce
 
 #endif  // TF2_MAPREDUCE_NATIVE_STORAGE_STATUS_H_

@@ -132,7 +132,7 @@ class WriteRecordsOp : public OpKernel {
     const auto records = context->input(1).flat<tstring>();
     const uint32_t crc_in = static_cast<uint32_t>(context->input(2).scalar<int64_t>()());
     std::unique_ptr<tensorflow::WritableFile> file;
-    OP_REQUIRES_OK(context, Failed(context->env()->NewWritableFile(path, &file), path));
+    OP_REQUIRES_OK(context, WriteFailed(context->env()->NewWritableFile(path, &file), path));
     Deflater deflater(file.get());
     deflater.Continue(crc_in);
     for (int64_t i = 0; i < records.size(); ++i) {
@@ -143,30 +143,20 @@ class WriteRecordsOp : public OpKernel {
       PutFixed(header + 8, tsl::crc32c::Mask(tsl::crc32c::Value(header, 8)), 4);
       char footer[4];
       PutFixed(footer, tsl::crc32c::Mask(tsl::crc32c::Value(record.data(), record.size())), 4);
-      OP_REQUIRES_OK(context, Failed(deflater.Add(header, sizeof(header)), path));
-      OP_REQUIRES_OK(context, Failed(deflater.Add(record.data(), record.size()), path));
-      OP_REQUIRES_OK(context, Failed(deflater.Add(footer, sizeof(footer)), path));
+      OP_REQUIRES_OK(context, WriteFailed(deflater.Add(header, sizeof(header)), path));
+      OP_REQUIRES_OK(context, WriteFailed(deflater.Add(record.data(), record.size()), path));
+      OP_REQUIRES_OK(context, WriteFailed(deflater.Add(footer, sizeof(footer)), path));
     }
-    OP_REQUIRES_OK(context, Failed(deflater.Finish(), path));
+    OP_REQUIRES_OK(context, WriteFailed(deflater.Finish(), path));
     // gs:// uploads the object at its close: an outage there is waited out and the step
     // run again, writing a file of another name.
-    OP_REQUIRES_OK(context, Failed(file->Close(), path));
+    OP_REQUIRES_OK(context, WriteFailed(file->Close(), path));
     const int64_t outputs[] = {deflater.written(), static_cast<int64_t>(deflater.crc()), deflater.length()};
     for (int i = 0; i < 3; ++i) {
       Tensor* output = nullptr;
       OP_REQUIRES_OK(context, context->allocate_output(i, TensorShape({}), &output));
       output->scalar<int64_t>()() = outputs[i];
     }
-  }
-
- private:
-  // Worded for failures.py: an output that cannot be written fails the job, as no input's
-  // fault, unless it is an outage of the storage.
-  static absl::Status Failed(absl::Status status, const std::string& path) {
-    if (status.ok()) return status;
-    if (IsOutage(status)) return FromStorage(status, path, "writing");
-    return absl::FailedPreconditionError("tf2_mapreduce: cannot write output " + path + ": " +
-                                         std::string(status.message()));
   }
 };
 

@@ -7,7 +7,7 @@ import time
 from dataclasses import dataclass
 
 from tf2_mapreduce import storage
-from tf2_mapreduce.errors import Cancelled, ClusterError, Interrupted
+from tf2_mapreduce.errors import Cancelled, Interrupted
 from tf2_mapreduce.run import stall
 
 __all__ = ["Progress", "StopRequest", "RunLoop", "TICK", "JOIN_GRACE", "DRAIN_TIMEOUT"]
@@ -150,13 +150,10 @@ class RunLoop:
         return False
 
     def _check_stall(self, pieces_done):
-        stalled = self.stall.check(pieces_done)
-        if stalled:
-            message, everyone = stalled
-            how = (
-                "Start the workers again, then run the same command"
-                if everyone
-                else "TF resumes only once every failed worker is back: restart them (a running job then continues), "
-                "or run the same command once they are up"
-            )
-            raise ClusterError(message + how + self.state.save_for_resume())
+        self.stall.raise_if_stalled(
+            pieces_done,
+            "no map step finished",
+            "TF resumes only once every failed worker is back: restart them (a running job then continues), "
+            "or run the same command once they are up",
+            self.state.save_for_resume,
+        )

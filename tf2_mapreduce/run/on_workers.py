@@ -5,7 +5,7 @@ job's shards joined where the pieces are (`outputs.sinks.shards`), in parallel.
 import threading
 
 from tf2_mapreduce import log, storage
-from tf2_mapreduce.errors import ClusterError, JobFailed
+from tf2_mapreduce.errors import JobFailed
 from tf2_mapreduce.run.failures import output_failure
 from tf2_mapreduce.run.loop import DRAIN_TIMEOUT, TICK
 
@@ -102,11 +102,8 @@ class OnWorkers:
             if stopped is not None:
                 self._ended.wait(DRAIN_TIMEOUT)  # what is in flight cannot be cancelled: its end is waited for
                 raise stopped
-            stalled = self.stall.check(finished[0], "nothing more was written")
-            if stalled:
-                message, everyone = stalled
-                how = "Start the workers again" if everyone else "Restart the workers that are down"
-                raise ClusterError(message + how + ", then run the same command")
+            some_down = "Restart the workers that are down, then run the same command"
+            self.stall.raise_if_stalled(finished[0], "nothing more was written", some_down)
         return outcome.get("error")
 
     def wait(self, timeout: float) -> bool:

@@ -263,9 +263,13 @@ class JobRun:
         `finalize_write`), watched as its rounds are."""
         if self._on_workers is None:
             stall, stopped = self.loop.stall, self._stopped_while_writing
-            free = lambda: self.drained(0) and not self._busy()  # noqa: E731 - read when the work starts
-            self._on_workers = OnWorkers(self.coordinator, stall, stopped, free)
+            self._on_workers = OnWorkers(self.coordinator, stall, stopped, self._queue_free)
         return self._on_workers
+
+    def _queue_free(self) -> bool:
+        """Whether work scheduled now would run at once: this run drained, and no other
+        job's closures in TF's one queue. Read when the work starts."""
+        return self.drained(0) and not self._busy()
 
     def _stopped_while_writing(self):
         return self.loop.stopped(" while its output was written") if self._stop.requested else None

@@ -4,6 +4,8 @@ join() would wait for them forever.
 
 import time
 
+from tf2_mapreduce.errors import ClusterError
+
 __all__ = ["StallWatch", "WORKER_DOWN_AFTER"]
 
 WORKER_DOWN_AFTER = 3.0  # seconds without a heartbeat answer before a worker counts as down
@@ -67,3 +69,14 @@ class StallWatch:
             detail,
         )
         return message, everyone
+
+    def raise_if_stalled(self, pieces_done, doing: str, some_down: str, resume=str) -> None:
+        """Raises `ClusterError` where `check` finds a stall: what did not progress, which
+        workers are down, and what to do: start them all again where every worker is
+        down, else `some_down`; then `resume()` (what a resume will find, said once the
+        run's state is saved). Non-blocking."""
+        stalled = self.check(pieces_done, doing)
+        if stalled:
+            message, everyone = stalled
+            how = "Start the workers again, then run the same command" if everyone else some_down
+            raise ClusterError(message + how + resume())

@@ -151,7 +151,8 @@ def write(directory, pieces, rows, staging, num_shards, workers) -> dict:
     try:
         workers.each(_joined(), arguments, data)
     except tf.errors.NotFoundError as e:
-        if _gone(e) is None:
+        gone = _gone(e)
+        if gone is None:
             raise
-        raise _gone(e) from None
+        raise gone from None
     return {"records": int(rows[:, 0].sum()), "shards": count, "bytes": sum(sizes)}
