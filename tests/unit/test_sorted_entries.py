@@ -51,8 +51,12 @@ def _sorted(library, keys, counts, prefix, order, min_count=1):
 
 
 def _terms(rng, n):
-    alphabet = [b"\x00", b"\x01", b"a", b"b", b"\xfe", b"\xff"]  # bytes escaped, and their neighbours
-    return {b"".join(rng.choices(alphabet, k=rng.randint(0, 4))) for _ in range(n)}
+    """Terms of bytes escaped and their neighbours, of 0-4 bytes, and of 8-12 sharing
+    their first 8 (which the op compares before the rest)."""
+    alphabet = [b"\x00", b"\x01", b"a", b"b", b"\xfe", b"\xff"]
+    short = {b"".join(rng.choices(alphabet, k=rng.randint(0, 4))) for _ in range(n)}
+    stems = [b"\x00" * 8, b"stem\x00\xff\x01a"]
+    return short | {rng.choice(stems) + b"".join(rng.choices(alphabet, k=rng.randint(0, 4))) for _ in range(n)}
 
 
 def test_terms_are_encoded_and_sorted_as_tf_transforms_order_encodes_them(library):
@@ -110,8 +114,12 @@ def test_every_part_is_sorted_in_its_own_order_from_one_table(library):
     assert len(parts[1][0]) == len(values) - 1  # the NaN left out
     with pytest.raises(tf.errors.InvalidArgumentError, match="prefixes of different lengths"):
         _parts(library, keys, counts, [b"\x00\x02", b"\x00"], [0, 0])
-    with pytest.raises(tf.errors.InvalidArgumentError, match="a prefix given twice"):
-        _parts(library, keys, counts, [b"\x00\x02", b"\x00\x02"], [0, 1])
+    # A prefix of two parts (a vocabulary and the quantiles of one integer, one count):
+    # its entries in both, each part in its order.
+    (as_terms, terms_total), (as_values, values_total) = _parts(library, keys, counts, [b"\x00\x03"] * 2, [0, 1])
+    assert as_terms == sorted(TftOrder().encode((key[2:], count)) for key, count in ints.items())
+    assert as_values == sorted(ByValue(tf.int64).encode((key[2:], count)) for key, count in ints.items())
+    assert terms_total == values_total == sum(ints.values())
     with pytest.raises(tf.errors.InvalidArgumentError, match="2 prefixes but 1 orders"):
         _parts(library, keys, counts, [b"\x00\x02", b"\x00\x01"], [0])
     assert _parts(library, keys, counts, [], []) == []

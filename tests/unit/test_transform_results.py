@@ -84,3 +84,22 @@ def test_quantiles_are_the_values_at_their_ranks_of_every_value_sorted(counted, 
     n = len(ordered)
     expected = np.array([[ordered[k * n // 7] for k in range(1, 7)]], np.float32)
     np.testing.assert_array_equal(boundaries, expected)
+
+
+def test_a_vocabulary_and_the_quantiles_of_one_integer_share_one_count_each_in_its_order(counted, tmp_path):
+    """`kinds.counting` gives them one count: the ps tasks sort it once for each."""
+    rng = np.random.default_rng(12)
+    values = rng.integers(-40, 40, 500)
+    counts = collections.Counter(_keys(values, tf.int64))
+    entries = [(("values:n", key), count) for key, count in counts.items()]
+    params = {"top_k": 10, "frequency_threshold": None, "filename": "n", "key": "n"}
+    calls = [
+        Call(kinds.VOCABULARY, tf.int64, params, name="vocabulary:n", counts="values:n"),
+        Call("quantiles", tf.int64, {"num_buckets": 5}, name="quantiles:n", counts="values:n"),
+    ]
+    made, boundaries = analysis.results(calls, counted(entries), str(tmp_path))
+    terms = [t for _, t in sorted(((c, t) for t, c in counts.items()), reverse=True)][:10]
+    with open(made.path, "rb") as f:
+        assert f.read() == b"".join(t + b"\n" for t in terms)
+    ordered = np.sort(values)
+    np.testing.assert_array_equal(boundaries, [[ordered[k * 500 // 5] for k in range(1, 5)]])

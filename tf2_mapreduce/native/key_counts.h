@@ -1,5 +1,5 @@
 // Keys with their counts as an op's two outputs, shared by the ops that output counted
-// keys (example_features.cc, merge_counts.cc).
+// keys (example_features.cc, merge_counts.cc, sorted_entries.cc).
 
 #ifndef TF2_MAPREDUCE_NATIVE_KEY_COUNTS_H_
 #define TF2_MAPREDUCE_NATIVE_KEY_COUNTS_H_

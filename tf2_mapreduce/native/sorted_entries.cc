@@ -15,13 +15,13 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "tensorflow/core/framework/device_base.h"
 #include "tensorflow/core/framework/op.h"
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/shape_inference.h"
 #include "tensorflow/core/framework/tensor_shape.h"
 #include "tensorflow/core/framework/tensor_types.h"
 #include "tensorflow/core/platform/threadpool.h"
-#include "tensorflow/core/framework/device_base.h"
 #include "key_counts.h"
 
 namespace tf2_mapreduce {
@@ -48,7 +48,7 @@ REGISTER_OP("Tf2MapreduceSortedEntries")
       return absl::OkStatus();
     })
     .Doc(R"doc(
-For each of `prefixes` (a vector of distinct strings of one length), a part: the entries of
+For each of `prefixes` (a vector of strings of one length), a part: the entries of
 `keys` (a vector; `counts` as long) that begin with it and count at least `min_count`, the
 prefix cut off, sorted in its order of `orders` (as long as `prefixes`): 0, tf.Transform's
 vocabulary order (count descending, then the term's bytes descending:
@@ -107,7 +107,7 @@ bool ValueBefore(const TermCount& a, const TermCount& b) {
   return a.count != b.count ? a.count < b.count : a.term < b.term;
 }
 
-// Sorts each part of `entries` in its order of `orders`, its halves on two of `context`'s
+// Sorts each part of `entries` in its order of `orders`, its halves on the kernel's worker
 // threads, then merged: a ps has the cores of its machine, idle between the passes.
 void SortParts(OpKernelContext* context, const tensorflow::TTypes<int32_t>::ConstFlat& orders,
                std::vector<std::vector<TermCount>>* entries) {
@@ -188,14 +188,14 @@ class SortedEntriesOp : public OpKernel {
                 tensorflow::errors::InvalidArgument(prefixes.size(), " prefixes but ", orders.size(), " orders"));
     const int64_t parts = prefixes.size();
     const size_t width = parts ? prefixes(0).size() : 0;
-    absl::flat_hash_map<absl::string_view, int64_t> part_of;
+    // A prefix's parts: a vocabulary and the quantiles of one integer share one count.
+    absl::flat_hash_map<absl::string_view, std::vector<int64_t>> parts_of;
     for (int64_t p = 0; p < parts; ++p) {
       OP_REQUIRES(context, orders(p) >= kTft && orders(p) <= kLastOrder,
                   tensorflow::errors::InvalidArgument("tf2_mapreduce: no order ", orders(p)));
       OP_REQUIRES(context, prefixes(p).size() == width,
                   tensorflow::errors::InvalidArgument("tf2_mapreduce: prefixes of different lengths"));
-      OP_REQUIRES(context, part_of.emplace(absl::string_view(prefixes(p).data(), width), p).second,
-                  tensorflow::errors::InvalidArgument("tf2_mapreduce: a prefix given twice"));
+      parts_of[absl::string_view(prefixes(p).data(), width)].push_back(p);
     }
 
     std::vector<std::vector<TermCount>> entries(parts);
@@ -203,16 +203,17 @@ class SortedEntriesOp : public OpKernel {
     for (int64_t i = 0; i < keys.size(); ++i) {
       const absl::string_view key(keys(i).data(), keys(i).size());
       if (counts(i) < min_count || key.size() < width) continue;
-      const auto found = part_of.find(key.substr(0, width));
-      if (found == part_of.end()) continue;
-      const int64_t p = found->second;
-      TermCount entry{key.substr(width), counts(i), 0};
-      bool kept = true;
-      OP_REQUIRES_OK(context, PlaceValue(orders(p), &entry, &kept));
-      if (!kept) continue;
-      OP_REQUIRES(context, !__builtin_add_overflow(totals[p], entry.count, &totals[p]),
-                  tensorflow::errors::OutOfRange("tf2_mapreduce: the counts add up past int64"));
-      entries[p].push_back(entry);
+      const auto found = parts_of.find(key.substr(0, width));
+      if (found == parts_of.end()) continue;
+      for (const int64_t p : found->second) {
+        TermCount entry{key.substr(width), counts(i), 0};
+        bool kept = true;
+        OP_REQUIRES_OK(context, PlaceValue(orders(p), &entry, &kept));
+        if (!kept) continue;
+        OP_REQUIRES(context, !__builtin_add_overflow(totals[p], entry.count, &totals[p]),
+                    tensorflow::errors::OutOfRange("tf2_mapreduce: the counts add up past int64"));
+        entries[p].push_back(entry);
+      }
     }
     SortParts(context, orders, &entries);
     int64_t size = 0;

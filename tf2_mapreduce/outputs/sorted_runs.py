@@ -162,9 +162,10 @@ def sorted_here(entries, orders: list) -> list:
 
 
 def _chunks(runs: SortedRuns):
-    ordered = runs.sorted()
-    while chunk := list(itertools.islice(ordered, _CHUNK)):
-        yield [key for key, _ in chunk], [count for _, count in chunk]
+    with runs:  # removed once read to the end
+        ordered = runs.sorted()
+        while chunk := list(itertools.islice(ordered, _CHUNK)):
+            yield [key for key, _ in chunk], [count for _, count in chunk]
 
 
 def sorted_entries(entries, run_bytes=None, order=BY_COUNT):

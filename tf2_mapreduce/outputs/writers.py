@@ -121,7 +121,8 @@ def vocabularies(result, top_k=None, min_count=1, file_format="text", output_dir
                 terms = _sorted_terms(result, space.names)
             else:
                 terms, reserved = vocabulary.in_order(space, state.entries())
-            written = vocabulary.write(space, terms, output_dir, top_k, min_count, file_format)
+            with contextlib.closing(terms):  # its reads let go of, whatever the writing met
+                written = vocabulary.write(space, terms, output_dir, top_k, min_count, file_format)
     summary = {"top_k": top_k, "min_count": min_count, "vocabulary_format": file_format, "vocabularies": written}
     return _vocabulary_summary(reducer, summary, reserved)
 

@@ -70,11 +70,11 @@ class StallWatch:
         )
         return message, everyone
 
-    def raise_if_stalled(self, pieces_done, doing: str, some_down: str, resume=str) -> None:
+    def raise_if_stalled(self, pieces_done, doing: str, some_down: str, resume=lambda: "") -> None:
         """Raises `ClusterError` where `check` finds a stall: what did not progress, which
         workers are down, and what to do: start them all again where every worker is
         down, else `some_down`; then `resume()` (what a resume will find, said once the
-        run's state is saved). Non-blocking."""
+        run's state is saved). Non-blocking, but for `resume()`."""
         stalled = self.check(pieces_done, doing)
         if stalled:
             message, everyone = stalled

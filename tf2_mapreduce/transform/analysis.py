@@ -224,17 +224,17 @@ def results(calls, counted, directory) -> list:
             if call.name not in sinks:
                 sinks[call.name] = sink = kinds.sink(call, directory)
                 streams.setdefault((call.counts, sink.order.native), []).append(sink)
-        takers = [streams[named] for named in sorted(streams)]
-        wanted = [(counts, sinks_of[0].order) for (counts, _), sinks_of in sorted(streams.items())]
+        named = sorted(streams)
+        wanted = [(counts, streams[counts, native][0].order) for counts, native in named]
         reads = [sorted_runs.Sorted(0, iter(()))] * len(wanted) if counted is None else counted.sorted_entries(wanted)
         made = {}
         with contextlib.ExitStack() as reading:
             for read in reads:  # a stream left unread lets go of what it holds
                 reading.callback(read.close)
-            for sinks_of, read in zip(takers, reads):
-                _feed(sinks_of, read)
-                made.update((name, sink.result()) for name, sink in sinks.items() if sink in sinks_of)
-    finally:  # a read that failed (a ps task lost) leaves no file behind
+            for stream, read in zip(named, reads):
+                _feed(streams[stream], read)
+                made.update((name, sink.result()) for name, sink in sinks.items() if sink in streams[stream])
+    finally:  # a read that failed (a ps task lost) leaves no file of a result not made
         for sink in sinks.values():
             sink.close()
     return [made[call.name] for call in calls]

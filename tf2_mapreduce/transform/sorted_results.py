@@ -117,10 +117,10 @@ class Ordered:
     def __init__(self, call, directory):
         self.call, self.path, self.full = call, os.path.join(directory, call.params["filename"]), False
         self._threshold, self._top_k = call.params["frequency_threshold"], call.params["top_k"]
-        self._written = vocabulary.Lines(self.path)
+        self._written = None
 
     def open(self, total):
-        pass
+        self._written = vocabulary.Lines(self.path)  # as its stream begins: one file open at a time
 
     def take(self, keys, counts):
         if self.full or not keys:
@@ -140,7 +140,7 @@ class Ordered:
             self._written = None
 
     def result(self) -> VocabularyFile:
-        written, self._written = self._written, None
+        written, self._written = self._written or vocabulary.Lines(self.path), None
         if not written.lines:
             written.add(EMPTY_VOCABULARY["int" if self.call.dtype.is_integer else "string"] + b"\n")
         written.close()
