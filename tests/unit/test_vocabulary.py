@@ -11,9 +11,9 @@ import struct
 
 import pytest
 
-from tf2_mapreduce.outputs import vocabulary
+from tf2_mapreduce.outputs import sorted_runs, vocabulary
 from tf2_mapreduce.outputs.files import unescape
-from tf2_mapreduce.reducers.keys import KeySpace
+from tf2_mapreduce.reducers.keys import TFT, KeySpace
 
 TERMS = [b"a", b"b", b"c", b"ab", b"", b"new\nline", b"cr\r", b"\xff\xfe", b"caf\xc3\xa9", b"z"]
 
@@ -44,10 +44,15 @@ def records(path):
     return found
 
 
+def _in_order(pairs):
+    """(vocabulary index, term, count) of one vocabulary's `pairs`, in tf.Transform's order."""
+    return ((0, term, count) for term, count in sorted_runs.sorted_entries(pairs, order=TFT))
+
+
 @pytest.mark.parametrize("top_k, min_count", [(None, 1), (3, 1), (None, 2), (2, 3)])
 def test_text_vocabularies_in_tftransforms_order(tmp_path, top_k, min_count):
     pairs, counts = entries()
-    terms, reserved = vocabulary.in_order(KeySpace("words"), pairs)
+    terms, reserved = _in_order(pairs), {}
     written = vocabulary.write(KeySpace("words"), terms, str(tmp_path), top_k, min_count)
     ordered = [(t, c) for t, c in tft_ordered(counts) if c >= min_count]
     holdable = [(t, c) for t, c in ordered if vocabulary.holdable(t)]
@@ -68,7 +73,7 @@ def test_text_vocabularies_in_tftransforms_order(tmp_path, top_k, min_count):
 
 def test_tfrecord_vocabularies_hold_every_term(tmp_path):
     pairs, counts = entries(3)
-    terms, _ = vocabulary.in_order(KeySpace("words"), pairs)
+    terms = _in_order(pairs)
     written = vocabulary.write(KeySpace("words"), terms, str(tmp_path), file_format="tfrecord_gzip")
     assert sorted(os.listdir(tmp_path)) == ["counts_words.tfrecord.gz", "vocab_words.tfrecord.gz"]
     assert records(tmp_path / "vocab_words.tfrecord.gz") == [t for t, _ in tft_ordered(counts)]

@@ -12,7 +12,6 @@ import urllib.parse
 from tf2_mapreduce.errors import UsageError
 from tf2_mapreduce.lazy_tf import tf
 from tf2_mapreduce.outputs import files as output
-from tf2_mapreduce.outputs import sorted_runs
 from tf2_mapreduce.paths import join
 
 __all__ = [
@@ -22,7 +21,6 @@ __all__ = [
     "holdable",
     "file_names",
     "summarize",
-    "in_order",
     "write",
     "write_summary",
 ]
@@ -197,26 +195,13 @@ def summarize(space, entries, top_k=None, min_count=1, file_format="text"):
     return {name: v.summary for name, v in zip(space.names, vocabularies)}, reserved
 
 
-def in_order(space, entries):
-    """(every term of `entries`, a per-key table's (key, count) in any order, as (vocabulary
-    index, term, count) in tf.Transform's order vocabulary by vocabulary, sorted here in
-    bounded memory; {reserved key: count}, filled once the first term is taken)."""
-    reserved = {}
-
-    def ordered():
-        for key, count in sorted_runs.sorted_entries(_terms(space, entries, reserved), order=space.order):
-            yield space.split(key) + (count,)
-
-    return ordered(), reserved
-
-
 def write(space, terms, output_dir, top_k=None, min_count=1, file_format="text") -> dict:
     """Writes the vocabularies of a per-key table into `output_dir` (any tf.io.gfile
     path). Returns {vocabulary name: its summary}.
 
     `space`: the table's key space (`reducers.keys.KeySpace`: its vocabularies' `names`);
     `terms`: (vocabulary index, term, count) in tf.Transform's order, vocabulary by
-    vocabulary (sorted on the ps tasks, or by `in_order`). Each vocabulary gets the terms
+    vocabulary (`outputs.result.Result.sorted_entries`). Each vocabulary gets the terms
     counted at least `min_count` times, the `top_k` first of them (None: all): with
     file_format="text", a file of one term a line (`vocab_<name>.txt`) where the terms
     that a line cannot hold (`holdable`) are left out and listed, escaped

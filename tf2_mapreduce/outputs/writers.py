@@ -116,11 +116,8 @@ def vocabularies(result, top_k=None, min_count=1, file_format="text", output_dir
         if output_dir is None:
             written, reserved = vocabulary.summarize(space, state.entries(), top_k, min_count, file_format)
         else:
-            if state.sorts:  # each vocabulary sorted on the ps tasks
-                reserved = dict(zip(space.reserved, state.counts_of(space.reserved))) if space.reserved else {}
-                terms = _sorted_terms(result, space.names)
-            else:
-                terms, reserved = vocabulary.in_order(space, state.entries())
+            reserved = dict(zip(space.reserved, state.counts_of(space.reserved))) if space.reserved else {}
+            terms = _sorted_terms(result, space.names)
             with contextlib.closing(terms):  # its reads let go of, whatever the writing met
                 written = vocabulary.write(space, terms, output_dir, top_k, min_count, file_format)
     summary = {"top_k": top_k, "min_count": min_count, "vocabulary_format": file_format, "vocabularies": written}
@@ -129,7 +126,7 @@ def vocabularies(result, top_k=None, min_count=1, file_format="text", output_dir
 
 def _sorted_terms(result, names):
     """(vocabulary index, term, count) of each vocabulary of `names` in turn, in
-    tf.Transform's order, as the ps tasks sort them (`Result.sorted_entries`)."""
+    tf.Transform's order, as `Result.sorted_entries` sorts them (on the ps tasks, or here)."""
     reads = result.sorted_entries([(name, TFT) for name in names])
     with contextlib.ExitStack() as reading:
         for read in reads:
