@@ -2,10 +2,12 @@
 traced over its first examples' schema fails the job before the pass of statistics where that
 failure is sure (those examples are all; or it fails over every schema the rest may give), and
 only warns where the rest may give another schema, over which the job then runs, exactly; a
-transform_fn that cannot be saved fails before the analyze pass. Their inputs are read by a
+transform_fn that cannot be saved fails before the analyze pass, where the inputs are worth a
+trial save, and with the same error after it where they are not. Their inputs are read by a
 pass here, as large ones are: small ones are read here whole (tests/inprocess/test_run_here.py)."""
 
 import logging
+import os
 
 import pytest
 import tensorflow as tf
@@ -17,6 +19,7 @@ import tf2_mapreduce.transform as tft
 from tf2_mapreduce.errors import UsageError
 from tf2_mapreduce.jobs.features import SAMPLE_RECORDS
 from tf2_mapreduce.run import here
+from tf2_mapreduce.transform import early
 
 # A score in each of the first SAMPLE_RECORDS examples, then in every other one.
 EXAMPLES = SAMPLE_RECORDS + 200
@@ -40,7 +43,9 @@ def raw(tmp_path_factory):
 
 @pytest.fixture(autouse=True)
 def read_by_a_pass(monkeypatch):
+    """The inputs taken for large ones: read by a pass, and worth a trial save."""
     monkeypatch.setattr(here, "HERE_BYTES", 0)
+    monkeypatch.setattr(early, "TRIAL_BYTES", 0)
 
 
 def filled_in(inputs):
@@ -78,12 +83,36 @@ def test_a_failure_over_the_first_examples_schema_alone_is_said_and_the_job_runs
     assert got == [i / 8.0 if i < SAMPLE_RECORDS or i % 2 else 0.0 for i in range(EXAMPLES)]
 
 
+TABLE = tf.lookup.StaticHashTable(tf.lookup.KeyValueTensorInitializer([b"s1"], tf.constant([1], tf.int64)), -1)
+UNSAVED = "cannot be saved: it uses a lookup table or variable made outside it"
+S_SPEC = {"s": tf.io.FixedLenFeature([1], tf.string)}
+
+
+def outside(inputs):  # a table made once, outside the function: a SavedModel cannot hold it
+    return {"s_label": TABLE.lookup(inputs["s"]), "s_id": tft.compute_and_apply_vocabulary(inputs["s"])}
+
+
+def outside_in_phases(inputs):  # and an analyzer over an analyzer's result: a phase after the first
+    ids = tft.compute_and_apply_vocabulary(inputs["s"])
+    return {"s_label": TABLE.lookup(inputs["s"]), "ids_mean": tft.mean(ids) + tf.zeros_like(ids, tf.float32)}
+
+
 def test_a_transform_fn_that_cannot_be_saved_fails_before_the_analyze_pass(inprocess, raw, tmp_path, no_pass):
-    table = tf.lookup.StaticHashTable(tf.lookup.KeyValueTensorInitializer([b"s1"], tf.constant([1], tf.int64)), -1)
+    with pytest.raises(UsageError, match=UNSAVED):
+        inprocess.run(mr.Transform(outside, S_SPEC), [raw[1]], output_dir=str(tmp_path / "out"))
 
-    def outside(inputs):  # a table made once, outside the function: a SavedModel cannot hold it
-        return {"s_label": table.lookup(inputs["s"]), "s_id": tft.compute_and_apply_vocabulary(inputs["s"])}
 
-    spec = {"s": tf.io.FixedLenFeature([1], tf.string)}
-    with pytest.raises(UsageError, match="cannot be saved: it uses a lookup table or variable made outside it"):
-        inprocess.run(mr.Transform(outside, spec), [raw[1]], output_dir=str(tmp_path / "out"))
+@pytest.mark.parametrize("fn", [outside, outside_in_phases], ids=["one_phase", "two_phases"])
+def test_over_inputs_not_worth_a_trial_save_it_fails_after_the_analyze_pass_with_the_same_error(
+    inprocess, raw, tmp_path, monkeypatch, fn
+):
+    monkeypatch.setattr(early, "TRIAL_BYTES", os.path.getsize(raw[1]))  # no more than: no trial
+
+    def no_trial(*args):
+        raise AssertionError("a trial save ran")
+
+    monkeypatch.setattr(early, "check_saves", no_trial)
+    out = tmp_path / "out"
+    with pytest.raises(UsageError, match=UNSAVED):
+        inprocess.run(mr.Transform(fn, S_SPEC), [raw[1]], output_dir=str(out))
+    assert not out.exists() or os.listdir(out) == []  # nothing of a result in place

@@ -1,6 +1,7 @@
 """What is checked of a transform before its passes: the function traced over the schema of
 the first examples, and transform_fn saved, so that a broken function fails in seconds."""
 
+import contextlib
 import itertools
 import shutil
 import tempfile
@@ -14,10 +15,17 @@ from tf2_mapreduce.transform import analysis, saved
 from tf2_mapreduce.transform import schema as schemas
 from tf2_mapreduce.transform.applied import SavedTransform
 
-__all__ = ["check_on_first_examples", "check_saves"]
+__all__ = ["TRIAL_BYTES", "check_on_first_examples", "check_saves", "saving"]
 
 # Traces at most to find whether a function fails over every schema its data may have.
 MAX_TRACES = 8
+# Inputs of more than this many bytes (compressed files as stored) are worth a trial save
+# before their passes (`check_saves`). Over fewer, the analyze passes take about as long as
+# the trial (a second or two; a function of many analyzers takes seconds to save and load:
+# 7.5 s of 18 for the compat tier's over 3,000 examples), which would then cost every run
+# that saves to spare the few that cannot; those fail after the analyze passes instead,
+# with the same error (`saving`).
+TRIAL_BYTES = 32 << 20
 
 
 class _Watched(dict):
@@ -162,6 +170,19 @@ def check_on_first_examples(fn, paths, compression="auto", on_error="fail") -> N
         )
 
 
+@contextlib.contextmanager
+def saving():
+    """Saving transform_fn (or what a later phase reads through) and loading it: an error
+    of the user's function (an exception neither ours nor TensorFlow's OpError) raised as
+    the one-line `UsageError` that says why it cannot be saved."""
+    try:
+        yield
+    except (Error, tf.errors.OpError):
+        raise
+    except Exception as e:  # noqa: BLE001 - the user's function, saved: what TensorFlow said, in one line
+        raise UsageError("{setting:preprocessing_fn}: its transform_fn cannot be saved: %s" % _unsaved(e)) from e
+
+
 def _unsaved(error) -> str:
     """Why TensorFlow could not save a transform_fn, in one line: its words, or for a resource
     made outside the function (TensorFlow's "untracked" resource), what to do instead."""
@@ -177,29 +198,27 @@ def check_saves(fn, raw_schema, spec, calls) -> None:
     """Saves transform_fn with each analyzer's result of no values, and loads it as the map
     steps will (and what a later phase's analyzers read through), before any pass over the
     data: a function that cannot be saved (a resource it does not track) or applied (a
-    variable) fails in a second, not after the passes.
+    variable) fails in a second, not after the passes (`saving` says why): worth it for
+    inputs of more than `TRIAL_BYTES`.
     A load that fails on those results (a table of a fixed size, over a vocabulary of one
     dummy term) is left to the real one. Blocking."""
     made = tempfile.mkdtemp(prefix="tf2_mapreduce-trial-")
     try:
-        values = analysis.results(calls, None, made)
-        saved.write(fn, raw_schema, spec, calls, values, made)
-        # Loaded apart, so that a load's OpError is left to the real one (SavedTransform
-        # would take it for no SavedModel at all), and once.
-        loaded = tf.saved_model.load(join(made, saved.TRANSFORM_FN))
-        SavedTransform(join(made, saved.TRANSFORM_FN), loaded=loaded)
-        # And what each later phase reads through (`saved.write_reads`), the phases before known.
-        for phase in sorted({call.phase for call in calls} - {0}):
-            known = [value if call.phase < phase else None for call, value in zip(calls, values)]
-            names = {call.name for call in calls if call.phase == phase}
-            reads = join(made, "phase-%d" % phase)
-            saved.write_reads(fn, spec, calls, known, names, reads)
-            SavedTransform(join(reads, saved.TRANSFORM_FN))
-    except Error:
-        raise
+        with saving():
+            values = analysis.results(calls, None, made)
+            saved.write(fn, raw_schema, spec, calls, values, made)
+            # Loaded apart, so that a load's OpError is left to the real one (SavedTransform
+            # would take it for no SavedModel at all), and once.
+            loaded = tf.saved_model.load(join(made, saved.TRANSFORM_FN))
+            SavedTransform(join(made, saved.TRANSFORM_FN), loaded=loaded)
+            # And what each later phase reads through (`saved.write_reads`), the phases before known.
+            for phase in sorted({call.phase for call in calls} - {0}):
+                known = [value if call.phase < phase else None for call, value in zip(calls, values)]
+                names = {call.name for call in calls if call.phase == phase}
+                reads = join(made, "phase-%d" % phase)
+                saved.write_reads(fn, spec, calls, known, names, reads)
+                SavedTransform(join(reads, saved.TRANSFORM_FN))
     except tf.errors.OpError:
         return
-    except Exception as e:  # noqa: BLE001 - the user's function, saved: what TensorFlow said, in one line
-        raise UsageError("{setting:preprocessing_fn}: its transform_fn cannot be saved: %s" % _unsaved(e)) from e
     finally:
         shutil.rmtree(made, ignore_errors=True)

@@ -128,7 +128,8 @@ def run(transform, run_pass, inputs, output_dir=None, claimed=None, **options):
     traced = analysis.trace_calls(fn, spec)
     calls = traced.calls
     options = pass_["options"] = _resumable_options(traced, options)
-    early.check_saves(fn, raw_schema, spec, calls)
+    if int(inputs.files.sizes.sum()) > early.TRIAL_BYTES:
+        early.check_saves(fn, raw_schema, spec, calls)
     identity = {"preprocessing_fn": fingerprint(spec, calls, traced.computation)}
     values = [None] * len(calls)
     # The vocabularies' files, written as their terms are sorted, live here until saved.
@@ -156,8 +157,9 @@ def run(transform, run_pass, inputs, output_dir=None, claimed=None, **options):
         made = tempfile.mkdtemp(prefix="tf2_mapreduce-transform-")
         try:
             # Saved first, then applied: what writes data/ is the transform_fn written beside it.
-            vocabularies = saved.write(fn, raw_schema, spec, calls, values, made)
-            applied = SavedTransform(join(made, saved.TRANSFORM_FN), files_into=_files_into(output_dir))
+            with early.saving():
+                vocabularies = saved.write(fn, raw_schema, spec, calls, values, made)
+                applied = SavedTransform(join(made, saved.TRANSFORM_FN), files_into=_files_into(output_dir))
             summary = {"vocabularies": vocabularies}
             return _transform_pass(applied, spec, identity, (made, saved.WRITTEN), summary, **pass_)
         finally:
@@ -201,8 +203,9 @@ def _later_phase(fn, spec, calls, values, phase, directory, output_dir):
     giving it, with the results of the phases before (`values`) built in
     (`saved.write_reads`), and loaded to be applied in the map steps as transform_fn is."""
     of_phase = {call.name: call for call in calls if call.phase == phase}
-    saved.write_reads(fn, spec, calls, values, of_phase, directory)
-    reading = SavedTransform(join(directory, saved.TRANSFORM_FN), files_into=_files_into(output_dir))
+    with early.saving():
+        saved.write_reads(fn, spec, calls, values, of_phase, directory)
+        reading = SavedTransform(join(directory, saved.TRANSFORM_FN), files_into=_files_into(output_dir))
     names = sorted(of_phase)
 
     def read(features):
