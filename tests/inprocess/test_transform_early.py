@@ -12,7 +12,7 @@ import os
 import pytest
 import tensorflow as tf
 from helpers.corpora import write_records
-from helpers.oracles import read_tfrecords
+from helpers.oracles import data_digest, read_tfrecords
 
 import tf2_mapreduce as mr
 import tf2_mapreduce.transform as tft
@@ -20,6 +20,7 @@ from tf2_mapreduce.errors import UsageError
 from tf2_mapreduce.jobs.features import SAMPLE_RECORDS
 from tf2_mapreduce.run import here
 from tf2_mapreduce.transform import early
+from tf2_mapreduce.transform import run as transform_run
 
 # A score in each of the first SAMPLE_RECORDS examples, then in every other one.
 EXAMPLES = SAMPLE_RECORDS + 200
@@ -88,6 +89,10 @@ UNSAVED = "cannot be saved: it uses a lookup table or variable made outside it"
 S_SPEC = {"s": tf.io.FixedLenFeature([1], tf.string)}
 
 
+def savable(inputs):
+    return {"s_id": tft.compute_and_apply_vocabulary(inputs["s"])}
+
+
 def outside(inputs):  # a table made once, outside the function: a SavedModel cannot hold it
     return {"s_label": TABLE.lookup(inputs["s"]), "s_id": tft.compute_and_apply_vocabulary(inputs["s"])}
 
@@ -106,13 +111,28 @@ def test_a_transform_fn_that_cannot_be_saved_fails_before_the_analyze_pass(inpro
 def test_over_inputs_not_worth_a_trial_save_it_fails_after_the_analyze_pass_with_the_same_error(
     inprocess, raw, tmp_path, monkeypatch, fn
 ):
+    out = str(tmp_path / "out")
+    inprocess.run(mr.Transform(savable, S_SPEC), [raw[1]], output_dir=out)  # a result already there
+    before = data_digest(out)
     monkeypatch.setattr(early, "TRIAL_BYTES", os.path.getsize(raw[1]))  # no more than: no trial
 
     def no_trial(*args):
         raise AssertionError("a trial save ran")
 
     monkeypatch.setattr(early, "check_saves", no_trial)
-    out = tmp_path / "out"
+    passes = set()  # run() calls itself once it claimed the directory: each pass is seen twice
+    run = transform_run.run
+
+    def counted(transform, run_pass, *args, **kwargs):
+        def counting(job, options):
+            passes.add(job.name)
+            return run_pass(job, options)
+
+        return run(transform, counting, *args, **kwargs)
+
+    monkeypatch.setattr(transform_run, "run", counted)
     with pytest.raises(UsageError, match=UNSAVED):
-        inprocess.run(mr.Transform(fn, S_SPEC), [raw[1]], output_dir=str(out))
-    assert not out.exists() or os.listdir(out) == []  # nothing of a result in place
+        inprocess.run(mr.Transform(fn, S_SPEC), [raw[1]], output_dir=out)
+    # The first phase's pass ran; the second phase's reads are saved before its pass, and fail there.
+    assert passes == {"transform-analyze"}
+    assert data_digest(out) == before  # the result there stays whole

@@ -1,10 +1,12 @@
 """What is checked of a transform before its passes: the function traced over the schema of
-the first examples, and transform_fn saved, so that a broken function fails in seconds."""
+the first examples, and transform_fn saved over large inputs: a broken function fails in seconds."""
 
 import contextlib
 import itertools
+import os
 import shutil
 import tempfile
+import traceback
 
 from tf2_mapreduce import log
 from tf2_mapreduce.errors import Error, UsageError, raised_by_user_code
@@ -23,9 +25,10 @@ MAX_TRACES = 8
 # before their passes (`check_saves`). Over fewer, the analyze passes take about as long as
 # the trial (a second or two; a function of many analyzers takes seconds to save and load:
 # 7.5 s of 18 for the compat tier's over 3,000 examples), which would then cost every run
-# that saves to spare the few that cannot; those fail after the analyze passes instead,
+# that saves to spare the few that cannot; those fail after an analyze pass instead,
 # with the same error (`saving`).
 TRIAL_BYTES = 32 << 20
+_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 
 
 class _Watched(dict):
@@ -172,14 +175,18 @@ def check_on_first_examples(fn, paths, compression="auto", on_error="fail") -> N
 
 @contextlib.contextmanager
 def saving():
-    """Saving transform_fn (or what a later phase reads through) and loading it: an error
-    of the user's function (an exception neither ours nor TensorFlow's OpError) raised as
-    the one-line `UsageError` that says why it cannot be saved."""
+    """Saving transform_fn (or what a later phase reads through) and loading it: what the
+    user's function or TensorFlow's saving of it raised, as the one-line `UsageError` that
+    says why it cannot be saved. Not the machine's errors (a disk full, memory) nor one
+    raised in this package's own code (a bug of ours, reported as one), nor an OpError."""
     try:
         yield
-    except (Error, tf.errors.OpError):
+    except (Error, tf.errors.OpError, OSError, MemoryError):
         raise
     except Exception as e:  # noqa: BLE001 - the user's function, saved: what TensorFlow said, in one line
+        frames = traceback.extract_tb(e.__traceback__)
+        if frames and frames[-1].filename.startswith(_PACKAGE):
+            raise
         raise UsageError("{setting:preprocessing_fn}: its transform_fn cannot be saved: %s" % _unsaved(e)) from e
 
 
