@@ -26,6 +26,7 @@ __all__ = [
     "cause_of",
     "first_line",
     "raised_by_user_code",
+    "raised_here",
     "connectivity_errors",
 ]
 
@@ -153,8 +154,15 @@ def first_line(error):
     return lines[0] if lines else type(error).__name__
 
 
+_PACKAGE = os.path.dirname(os.path.abspath(__file__)) + os.sep
 # Frames that are not a user's: this package's, TensorFlow's, Python's import machinery.
-_NOT_USERS = (os.path.dirname(os.path.abspath(__file__)) + os.sep, os.sep + "tensorflow" + os.sep, "<frozen ")
+_NOT_USERS = (_PACKAGE, os.sep + "tensorflow" + os.sep, "<frozen ")
+
+
+def raised_here(error) -> bool:
+    """Whether `error` was raised in this package's own code (its innermost frame is ours)."""
+    frames = traceback.extract_tb(error.__traceback__)
+    return bool(frames) and frames[-1].filename.startswith(_PACKAGE)
 
 
 def raised_by_user_code(error) -> str:

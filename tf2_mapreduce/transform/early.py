@@ -3,13 +3,11 @@ the first examples, and transform_fn saved over large inputs: a broken function 
 
 import contextlib
 import itertools
-import os
 import shutil
 import tempfile
-import traceback
 
 from tf2_mapreduce import log
-from tf2_mapreduce.errors import Error, UsageError, raised_by_user_code
+from tf2_mapreduce.errors import Error, UsageError, raised_by_user_code, raised_here
 from tf2_mapreduce.jobs.features import SAMPLE_RECORDS, sample_examples
 from tf2_mapreduce.lazy_tf import tf
 from tf2_mapreduce.paths import join
@@ -28,7 +26,6 @@ MAX_TRACES = 8
 # that saves to spare the few that cannot; those fail after an analyze pass instead,
 # with the same error (`saving`).
 TRIAL_BYTES = 32 << 20
-_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 
 
 class _Watched(dict):
@@ -184,8 +181,7 @@ def saving():
     except (Error, tf.errors.OpError, OSError, MemoryError):
         raise
     except Exception as e:  # noqa: BLE001 - the user's function, saved: what TensorFlow said, in one line
-        frames = traceback.extract_tb(e.__traceback__)
-        if frames and frames[-1].filename.startswith(_PACKAGE):
+        if raised_here(e):
             raise
         raise UsageError("{setting:preprocessing_fn}: its transform_fn cannot be saved: %s" % _unsaved(e)) from e
 

@@ -128,7 +128,7 @@ def run(transform, run_pass, inputs, output_dir=None, claimed=None, **options):
     traced = analysis.trace_calls(fn, spec)
     calls = traced.calls
     options = pass_["options"] = _resumable_options(traced, options)
-    if int(inputs.files.sizes.sum()) > early.TRIAL_BYTES:
+    if inputs.total_bytes > early.TRIAL_BYTES:
         early.check_saves(fn, raw_schema, spec, calls)
     identity = {"preprocessing_fn": fingerprint(spec, calls, traced.computation)}
     values = [None] * len(calls)
