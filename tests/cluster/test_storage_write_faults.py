@@ -14,7 +14,7 @@ import time
 import pytest
 from helpers.bucket import bucket_files, cli, small_examples, stocked_server
 from helpers.oracles import parse_tfrecords
-from helpers.processes import REPO, task_env
+from helpers.processes import GONE_WORKER_SHUTDOWN, REPO, ConfiguredCluster, LiveCoordinator, gave_up_on, task_env
 from helpers.storage_faults import CUT, RESET, STALL, STATUS, Fault
 from helpers.transforms import first_difference, tf
 
@@ -153,3 +153,31 @@ def test_writes_stalled_past_the_storage_timeout_stop_with_exit_75_then_resume_t
     assert rerun.returncode == 0, rerun.stderr
     assert "resuming from gs://data/ckpt-%s/" % name in rerun.stderr, rerun.stderr
     assert_the_bytes_of_local_disk(server, name + "/", on_disk, records, tmp_path)
+
+
+def test_a_worker_killed_while_it_writes_a_shard_leaves_the_bytes_of_local_disk(written, tmp_path, processes):
+    """On a cluster of processes, each of the two data/ shards held mid-write on its worker
+    (the start of its upload stalled), then one of those workers killed: its shard is joined
+    again by the other, and the result is the local one, byte for byte, nothing left over."""
+    server, args, env, on_disk, records = written
+    cluster = ConfiguredCluster(tmp_path, processes, num_ps=1, num_workers=2)
+    # Without the coordinator's 1 s idle time-out: a stalled upload is waited for, not tried again.
+    cluster.start_all(env=server.env({}))
+    held = Fault(STALL, kinds=("write",), objects="data/killed/.tf2_mapreduce-pieces/join-*", stall=5.0, times=2)
+    server.faults.add(held)
+    try:
+        out = ["--output_dir", "gs://data/killed", "--checkpoint_dir", "gs://data/ckpt-killed"]
+        chief = server.env(dict(cluster.chief_env(), PYTHONPATH=os.path.join(REPO, "tests"), **IDLE))
+        job = LiveCoordinator(args + out + list(GONE_WORKER_SHUTDOWN), chief, processes, tmp_path / "chief.log")
+        # A worker joins one shard at a time: two uploads held at once are one on each worker.
+        deadline = time.monotonic() + 120
+        while held.hits < 2 and job.proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert held.hits == 2, "the shards' uploads were not both held (%d)" % held.hits
+        cluster.servers["worker", 0].kill()
+        code, _, stderr = job.finish()
+    finally:
+        server.faults.clear()
+    assert code == 0, stderr
+    assert gave_up_on(stderr, "worker", 0)
+    assert_the_bytes_of_local_disk(server, "killed/", on_disk, records, tmp_path)

@@ -190,9 +190,9 @@ class ConfiguredCluster:
         self.servers[role, index] = proc
         return proc
 
-    def start_all(self, *flags):
+    def start_all(self, *flags, env=None):
         for role, index in self.tasks:
-            self.start(role, index, *flags)
+            self.start(role, index, *flags, env=env)
 
     def chief_env(self):
         out = subprocess.run(
