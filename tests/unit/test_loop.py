@@ -96,6 +96,22 @@ def test_progress_is_reported_and_the_round_ends_once_every_piece_is_done():
     assert last == Figures(PIECES, 10 * PIECES, 100 + PIECES)
 
 
+def test_the_last_report_is_made_unless_the_one_before_said_the_same():
+    state = State()
+    run, reports = run_loop(state)
+    run.report(skipped=0, last=True)  # none before it: made
+    state.done = 1
+    run.report(skipped=0)
+    assert run.report(skipped=0, last=True) == Figures(1, 10, 101)
+    assert [p.files_done for p in reports] == [0, 0]
+    run.report(skipped=1, last=True)  # an input skipped since: made
+    state.done = 2
+    run.report(skipped=1, last=True)
+    assert [(p.bytes_done, p.files_skipped) for p in reports] == [(0, 0), (10, 0), (10, 1), (20, 1)]
+    run.report(skipped=1)  # not the last: said again whatever it says
+    assert len(reports) == 5
+
+
 def test_a_round_that_ends_by_itself_returns_false():
     state = State()
     run, _ = run_loop(state)

@@ -173,7 +173,7 @@ class JobRun:
             done = self._map_until_done()
             if self._stop.requested:  # after the last round's watch: still a stop, not a result
                 raise self.loop.stopped()
-            figures = self.loop.report(self._skipped_count())
+            figures = self.loop.report(self._skipped_count(), last=True)
             if self.state.checkpoint:
                 self.state.save(last=True)
             collected = self.ps.read(lambda: self.job.reducer.collect(self.state.values, self.plan, done))
