@@ -44,11 +44,14 @@ _imported = None
 _set_here = False  # whether LEVEL is this package's default, not the user's
 
 # What ClusterCoordinator logs (at ERROR, with the remote traceback) when a scheduled
-# function fails, when it then cancels the others, and when one of those is cancelled.
+# function fails, when it then cancels the others, when one of those is cancelled, and
+# when a worker is lost (its functions run again elsewhere; the run says which worker,
+# `run.stall.StallWatch.say_changes`).
 _CLOSURE_ERRORS = (
-    "encountered the following error when processing closure",
-    "Start cancelling closures due to error",
-    "This derived error is ignored and not reported to users",
+    re.compile("encountered the following error when processing closure"),
+    re.compile("Start cancelling closures due to error"),
+    re.compile("This derived error is ignored and not reported to users"),
+    re.compile(r"^Worker /job:worker/replica:\d+/task:\d+ failed with "),
 )
 
 
@@ -66,7 +69,9 @@ def is_log_line(line: str) -> bool:
 def is_closure_error(pathname: str, message: str) -> bool:
     """Whether a log record (its source file, its message) is ClusterCoordinator's of a
     failed map step. Pure: TensorFlow's own wording, matched here only."""
-    return os.path.basename(pathname) == "cluster_coordinator.py" and any(text in message for text in _CLOSURE_ERRORS)
+    return os.path.basename(pathname) == "cluster_coordinator.py" and any(
+        pattern.search(message) for pattern in _CLOSURE_ERRORS
+    )
 
 
 class _ClosureErrors(logging.Filter):

@@ -112,7 +112,9 @@ def test_a_worker_that_comes_back_after_the_end_is_told_and_exits_0(tmp_path, pr
     wait_serving(cluster, "worker", 1)
     code, _, stderr = job.finish()
     assert code == 0, stderr
-    assert "warning" not in stderr
+    # Told: no warning that it was not (the run may have said it stopped answering, if it
+    # ended 3 s or more after the kill).
+    assert "warning: could not tell" not in stderr, stderr
     assert read_tsv(vocab) == ordered(corpus[2])
     assert cluster.exit_codes() == {task: 0 for task in cluster.tasks}
     assert "the job is over, exiting" in cluster.log("worker", 1)

@@ -3,6 +3,7 @@ progress reported on its timer and once the pieces are done, a checkpoint on its
 a stop request stops the round and its queued steps and raises after a checkpoint, a
 stall stops the run."""
 
+import logging
 import threading
 import time
 from types import SimpleNamespace
@@ -141,18 +142,28 @@ def test_a_stop_noticed_where_nothing_is_saved_names_the_checkpoint_a_rerun_resu
     assert isinstance(error, Cancelled) and error.checkpoint == "ckpt-0" and state.saves == 0
 
 
-def test_no_progress_while_every_worker_is_down_stops_the_run_with_a_checkpoint():
+def test_no_progress_while_every_worker_is_down_stops_the_run_with_a_checkpoint(caplog):
     class Down:
-        def silent_for(self, role, index):
-            return 60.0
+        def is_down(self, role, index):
+            return True
+
+        said = False
+
+        def changes(self, role):
+            said, self.said = self.said, True
+            return [] if said else [(0, "h:3", True), (1, "h:4", True)]
 
         def failing(self, role, index):
             return "connection refused"
 
     state = State()
     run, _ = run_loop(state, progress_every=0.01, worker_timeout=0.01, heartbeats=Down())
-    with pytest.raises(
-        ClusterError, match=r"every worker is down: worker 0 at h:3 \(connection refused\)\. Start the workers again"
-    ):
-        run.watch(Round(), 0, 0)
+    with caplog.at_level(logging.WARNING, logger="tf2_mapreduce"):
+        with pytest.raises(
+            ClusterError,
+            match=r"every worker is down: worker 0 at h:3 \(connection refused\)\. Start the workers again",
+        ):
+            run.watch(Round(), 0, 0)
     assert state.saves == 1
+    # Each said down before the stall that names it.
+    assert [str(r.msg).split(":")[0] for r in caplog.records] == ["worker 0 at h", "worker 1 at h"]

@@ -41,10 +41,18 @@ CLOSURE_ERRORS = [
     " /job:worker/task:1 encountered the following error when processing closure: DataLossError():Graph "
     "execution error:\n\nDetected at node map/while/ReduceDataset defined at (most recent call last):",
     "Start cancelling closures due to error DataLossError(): Graph execution error:",
+    # A worker killed mid-join: the run says so itself (run.stall.StallWatch.say_changes).
+    "Worker /job:worker/replica:0/task:0 failed with UnavailableError():Socket closed\nAdditional GRPC error "
+    "information from remote target /job:worker/replica:0/task:0 while calling /tensorflow.eager.EagerService/Enqueue:",
 ]
 OTHER_RECORDS = [
     (COORDINATOR, "Waiting for all global closures to be finished."),
     (COORDINATOR, "/job:worker/replica:0/task:1 has been recovered."),
+    (
+        COORDINATOR,
+        "Remote function on worker /job:worker/replica:0/task:1 failed with UnavailableError():x\nIt is "
+        "treated as a transient connectivity failure for now.",
+    ),
     ("/venv/lib/python3.11/site-packages/tensorflow/python/eager/context.py", CLOSURE_ERRORS[0]),
 ]
 

@@ -1,7 +1,11 @@
 """The watchdog of a stalled run (`run.stall`): a run that makes progress, or whose
 workers all answer, is never stalled; no progress for the time-out while a worker is
-down is, naming each worker down and whether it is every one."""
+down is, naming each worker down and whether it is every one. A worker that goes down or
+comes back is said once."""
 
+import logging
+
+from tf2_mapreduce.cluster import heartbeats
 from tf2_mapreduce.cluster.spec import ClusterSpec
 from tf2_mapreduce.run import stall
 
@@ -16,6 +20,12 @@ class Heartbeats:
 
     def silent_for(self, role, index):
         return self.silent.get(index, 0.0)
+
+    def is_down(self, role, index):
+        return self.silent.get(index, 0.0) > heartbeats.DOWN_AFTER
+
+    def changes(self, role):
+        return []
 
     def failing(self, role, index):
         return "connection refused" if self.silent.get(index, 0.0) else None
@@ -36,7 +46,7 @@ def test_progress_or_answering_workers_are_no_stall():
 
 
 def test_no_progress_while_a_worker_is_down_is_a_stall_that_names_it():
-    one = watch({1: 2 * stall.WORKER_DOWN_AFTER})
+    one = watch({1: 2 * heartbeats.DOWN_AFTER})
     assert one.check(7) is None
     message, everyone = one.check(7)
     assert not everyone
@@ -46,3 +56,29 @@ def test_no_progress_while_a_worker_is_down_is_a_stall_that_names_it():
     both.check(3)
     message, everyone = both.check(3)
     assert everyone and "every worker is down: worker 0 at h:3" in message
+
+
+def test_a_worker_down_then_back_is_said_once_each_whichever_run_watches(caplog):
+    beats = heartbeats.Heartbeats(SPEC, 1)  # not entered: no heartbeat is sent
+    silent = {0: 0.0, 1: 0.0}
+    beats.silent_for = lambda role, index: silent[index]
+    beats.failing = lambda role, index: "connection refused" if silent[index] else None
+    first, second = (stall.StallWatch(SPEC, beats, 60.0) for _ in range(2))  # two passes on one cluster
+    with caplog.at_level(logging.INFO, logger="tf2_mapreduce"):
+        first.say_changes()
+        beats.failing = lambda role, index: None
+        silent[1] = heartbeats.DOWN_AFTER + 0.1
+        first.say_changes()  # silent, its heartbeat not failed: this process was paused
+        beats.failing = lambda role, index: "connection refused" if silent[index] else None
+        first.say_changes()
+        first.say_changes()
+        second.say_changes()
+        silent[1] = 0.5
+        second.say_changes()
+        first.say_changes()
+    assert [str(record.msg) for record in caplog.records] == [
+        "worker 1 at h:4 stopped answering (connection refused): its steps are run again on the workers that answer; "
+        "restart it to have it rejoin",
+        "worker 1 at h:4 answers again",
+    ]
+    assert first.down_workers() == []

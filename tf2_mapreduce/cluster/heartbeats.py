@@ -9,9 +9,10 @@ import tensorflow as tf
 from tf2_mapreduce.cluster.channel import HEARTBEAT, Message, _Channel, _close_apart
 from tf2_mapreduce.errors import op_error_cause
 
-__all__ = ["Heartbeats", "HEARTBEAT_EVERY"]
+__all__ = ["Heartbeats", "HEARTBEAT_EVERY", "DOWN_AFTER"]
 
 HEARTBEAT_EVERY = 1.0  # seconds; servers' --idle_timeout must be well above it
+DOWN_AFTER = 3.0  # seconds without an answer before a task counts as down
 
 
 class Heartbeats:
@@ -32,6 +33,7 @@ class Heartbeats:
         self.started = time.monotonic()
         self._answered = {}  # (role, index) -> monotonic time of the last answer
         self._errors = {}  # (role, index) -> the last failure, while failing
+        self._said_down = set()  # (role, index) of the tasks `changes` last said were down
         # Built here, on the caller's thread: TensorFlow's graph building on several
         # threads at once is not safe (a coordinator crashed tracing on two).
         self._channels = [(role, index, _Channel(role, index, address)) for role, index, address in cluster.tasks()]
@@ -65,6 +67,26 @@ class Heartbeats:
         """When task role:index last answered (time.monotonic()), or None if never."""
         with self._lock:
             return self._answered.get((role, index))
+
+    def is_down(self, role, index) -> bool:
+        """Whether task role:index has not answered for `DOWN_AFTER` s."""
+        return self.silent_for(role, index) > DOWN_AFTER
+
+    def changes(self, role: str) -> list:
+        """[(index, address, down)] of the tasks of `role` that went down (`is_down`, their
+        last heartbeat failed) or answered again since the last call, whichever run made it:
+        each change once, over the jobs the cluster runs. Silence alone is not enough: a
+        coordinator paused for seconds (stopped, swapped out) hears no task meanwhile.
+        Non-blocking."""
+        found = []
+        for _, index, address in self.cluster.tasks(roles=(role,)):
+            down = self.is_down(role, index) and self.failing(role, index) is not None
+            with self._lock:
+                if down == ((role, index) in self._said_down):
+                    continue
+                (self._said_down.add if down else self._said_down.discard)((role, index))
+            found.append((index, address, down))
+        return found
 
     def failing(self, role, index):
         """The error of the last heartbeat to role:index, or None if it answered."""

@@ -4,11 +4,10 @@ join() would wait for them forever.
 
 import time
 
+from tf2_mapreduce import log
 from tf2_mapreduce.errors import ClusterError
 
-__all__ = ["StallWatch", "WORKER_DOWN_AFTER"]
-
-WORKER_DOWN_AFTER = 3.0  # seconds without a heartbeat answer before a worker counts as down
+__all__ = ["StallWatch"]
 
 
 class StallWatch:
@@ -22,12 +21,27 @@ class StallWatch:
         self._progress = (-1, time.monotonic())  # (pieces done, when that count was first seen)
 
     def down_workers(self) -> list:
-        """[(index, address)] of the workers that missed heartbeats for `WORKER_DOWN_AFTER` s."""
+        """[(index, address)] of the workers down (`cluster.heartbeats.DOWN_AFTER`)."""
         return [
             (index, address)
             for _, index, address in self.cluster.tasks(roles=("worker",))
-            if self.heartbeats.silent_for("worker", index) > WORKER_DOWN_AFTER
+            if self.heartbeats.is_down("worker", index)
         ]
+
+    def say_changes(self) -> None:
+        """Says which workers went down, or answer again, since it was last said (TensorFlow
+        runs a lost worker's steps again on the others, and says so in its own words, hidden:
+        `quiet.hide_closure_errors`). Before a stall is checked, so that the workers a stall
+        names were said down first. Non-blocking."""
+        for index, address, down in self.heartbeats.changes("worker") if self.heartbeats else ():
+            if down:
+                cause = self.heartbeats.failing("worker", index) or "no answer"
+                log.warning(
+                    "worker %d at %s stopped answering (%s): its steps are run again on the workers "
+                    "that answer; restart it to have it rejoin" % (index, address, cause)
+                )
+            else:
+                log.info("worker %d at %s answers again" % (index, address))
 
     def restart(self) -> None:
         """Counts progress from now, from none: for work other than the rounds' steps."""
@@ -75,6 +89,7 @@ class StallWatch:
         workers are down, and what to do: start them all again where every worker is
         down, else `some_down`; then `resume()` (what a resume will find, said once the
         run's state is saved). Non-blocking, but for `resume()`."""
+        self.say_changes()
         stalled = self.check(pieces_done, doing)
         if stalled:
             message, everyone = stalled
