@@ -1,6 +1,7 @@
 """TensorFlow without its noise: its C++ log lines below ERROR kept off stderr where the
 user has not set `TF_CPP_MIN_LOG_LEVEL`, the lines every CPU-only import prints filtered
-out, and the log records of a failed map step, which the run reports, hidden."""
+out, and the log records of a failed map step or a lost worker, which the run reports, and
+of TensorFlow's own checkpoint saver tracing again, hidden."""
 
 import contextlib
 import importlib.abc
@@ -18,8 +19,8 @@ __all__ = [
     "is_log_line",
     "import_tensorflow",
     "filtered_stderr",
-    "is_closure_error",
-    "hide_closure_errors",
+    "is_hidden_record",
+    "hide_runtime_records",
 ]
 
 LEVEL = "TF_CPP_MIN_LOG_LEVEL"  # TensorFlow reads it once, when it is imported
@@ -43,16 +44,26 @@ _LOG_LINE = re.compile(r"^[IWEF]\d{4} [\d:.]+ +\d+ [\w.]+:\d+\] ")
 _imported = None
 _set_here = False  # whether LEVEL is this package's default, not the user's
 
-# What ClusterCoordinator logs (at ERROR, with the remote traceback) when a scheduled
-# function fails, when it then cancels the others, when one of those is cancelled, and
-# when a worker is lost (its functions run again elsewhere; the run says which worker,
-# `run.stall.StallWatch.say_changes`).
-_CLOSURE_ERRORS = (
-    re.compile("encountered the following error when processing closure"),
-    re.compile("Start cancelling closures due to error"),
-    re.compile("This derived error is ignored and not reported to users"),
-    re.compile(r"^Worker /job:worker/replica:\d+/task:\d+ failed with "),
-)
+# Records of TensorFlow's Python logger that the run says better itself, or that say
+# nothing of the job, by the source file that logs them. ClusterCoordinator's (at ERROR,
+# with the remote traceback): a scheduled function failed, then the others are cancelled,
+# one of those is, a worker is lost (its functions run again elsewhere; the run says which
+# worker, `run.stall.StallWatch.say_changes`), a ps could not be reached (tried again; a ps
+# lost fails the run, which says so: `run.failures`). The checkpoint saver traces its save
+# function again at every save of a state spread over several tasks, by design, and says so
+# from the fifth on.
+_HIDDEN = {
+    "cluster_coordinator.py": (
+        re.compile("encountered the following error when processing closure"),
+        re.compile("Start cancelling closures due to error"),
+        re.compile("This derived error is ignored and not reported to users"),
+        re.compile(r"^Worker /job:worker/replica:\d+/task:\d+ failed with "),
+        re.compile("It is treated as a transient connectivity failure for now"),
+    ),
+    "polymorphic_function.py": (
+        re.compile(r"calls to <function MultiDeviceSaver\.save\.<locals>\.tf_function_save at \w+> triggered"),
+    ),
+}
 
 
 def is_startup_noise(line: str) -> bool:
@@ -66,26 +77,26 @@ def is_log_line(line: str) -> bool:
     return bool(_LOG_LINE.match(line)) or "re2/re2.cc:" in line
 
 
-def is_closure_error(pathname: str, message: str) -> bool:
-    """Whether a log record (its source file, its message) is ClusterCoordinator's of a
-    failed map step. Pure: TensorFlow's own wording, matched here only."""
-    return os.path.basename(pathname) == "cluster_coordinator.py" and any(
-        pattern.search(message) for pattern in _CLOSURE_ERRORS
-    )
+def is_hidden_record(pathname: str, message: str) -> bool:
+    """Whether a log record (its source file, its message) is one of TensorFlow's that the
+    run says better itself or that says nothing of the job (`_HIDDEN`). Pure: TensorFlow's
+    own wording, matched here only."""
+    return any(pattern.search(message) for pattern in _HIDDEN.get(os.path.basename(pathname), ()))
 
 
-class _ClosureErrors(logging.Filter):
+class _Hidden(logging.Filter):
     def filter(self, record):
-        return not is_closure_error(record.pathname, record.getMessage())
+        return not is_hidden_record(record.pathname, record.getMessage())
 
 
-def hide_closure_errors() -> None:
-    """Drops TensorFlow's log records of a failed map step (tens of lines each, a remote
-    traceback): the run classifies every failure itself and says what it means in one
-    line (`run.failures`), which they would bury. Idempotent."""
+def hide_runtime_records() -> None:
+    """Drops TensorFlow's log records of a failed map step or a lost task (tens of lines
+    each, a remote traceback), and of its checkpoint saver tracing again: the run
+    classifies every failure itself and says what it means in one line (`run.failures`,
+    `run.stall`), which they would bury. Idempotent."""
     tf_logger = logging.getLogger("tensorflow")
-    if not any(isinstance(f, _ClosureErrors) for f in tf_logger.filters):
-        tf_logger.addFilter(_ClosureErrors())
+    if not any(isinstance(f, _Hidden) for f in tf_logger.filters):
+        tf_logger.addFilter(_Hidden())
 
 
 def _forward(read_fd, out_fd, keep):

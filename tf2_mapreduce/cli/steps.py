@@ -293,7 +293,7 @@ def prepare_process(verbose: bool) -> None:
         quiet.show_tensorflow_logs()
     else:
         absl_logging.set_verbosity(absl_logging.WARNING)  # TF logs its whole config at INFO
-        quiet.hide_closure_errors()
+        quiet.hide_runtime_records()
     console.show_log()
     for name, value in TASK_ENV.items():
         os.environ.setdefault(name, value)

@@ -31,7 +31,7 @@ class StallWatch:
     def say_changes(self) -> None:
         """Says which workers went down, or answer again, since it was last said (TensorFlow
         runs a lost worker's steps again on the others, and says so in its own words, hidden:
-        `quiet.hide_closure_errors`). Before a stall is checked, so that the workers a stall
+        `quiet.hide_runtime_records`). Before a stall is checked, so that the workers a stall
         names were said down first. Non-blocking."""
         for index, address, down in self.heartbeats.changes("worker") if self.heartbeats else ():
             if down:
