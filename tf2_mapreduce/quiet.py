@@ -1,7 +1,7 @@
 """TensorFlow without its noise: its C++ log lines below ERROR kept off stderr where the
 user has not set `TF_CPP_MIN_LOG_LEVEL`, the lines every CPU-only import prints filtered
-out, and the log records of a failed map step or a lost worker, which the run reports, and
-of TensorFlow's own checkpoint saver tracing again, hidden."""
+out, the log records of a failed map step, which the run reports, and of TensorFlow's own
+checkpoint saver tracing again hidden, and a lost worker's cut to one line."""
 
 import contextlib
 import importlib.abc
@@ -20,6 +20,7 @@ __all__ = [
     "import_tensorflow",
     "filtered_stderr",
     "is_hidden_record",
+    "cut_record",
     "hide_runtime_records",
 ]
 
@@ -47,9 +48,8 @@ _set_here = False  # whether LEVEL is this package's default, not the user's
 # Records of TensorFlow's Python logger that the run says better itself, or that say
 # nothing of the job, by the source file that logs them. ClusterCoordinator's (at ERROR,
 # with the remote traceback): a scheduled function failed, then the others are cancelled,
-# one of those is, a worker is lost (its functions run again elsewhere; the run says which
-# worker, `run.stall.StallWatch.say_changes`), a ps could not be reached (tried again; a ps
-# lost fails the run, which says so: `run.failures`). The checkpoint saver traces its save
+# one of those is, a ps could not be reached (tried again; a ps lost fails the run, which
+# says so: `run.failures`). The checkpoint saver traces its save
 # function again at every save of a state spread over several tasks, by design, and says so
 # from the fifth on.
 _HIDDEN = {
@@ -57,12 +57,19 @@ _HIDDEN = {
         re.compile("encountered the following error when processing closure"),
         re.compile("Start cancelling closures due to error"),
         re.compile("This derived error is ignored and not reported to users"),
-        re.compile(r"^Worker /job:worker/replica:\d+/task:\d+ failed with "),
         re.compile("It is treated as a transient connectivity failure for now"),
     ),
     "polymorphic_function.py": (
         re.compile(r"calls to <function MultiDeviceSaver\.save\.<locals>\.tf_function_save at \w+> triggered"),
     ),
+}
+# Records cut to their first line, the gRPC detail under it dropped: ClusterCoordinator's
+# of a worker lost ("Worker /job:worker/replica:0/task:0 failed with UnavailableError():
+# Socket closed"; its functions run again elsewhere). The run says which worker, and its
+# address, once it has not answered for a few seconds (`run.stall.StallWatch.say_changes`):
+# a loss shorter than that, or at a run's end, has this line alone.
+_CUT = {
+    "cluster_coordinator.py": (re.compile(r"^Worker /job:worker/replica:\d+/task:\d+ failed with "),),
 }
 
 
@@ -84,14 +91,28 @@ def is_hidden_record(pathname: str, message: str) -> bool:
     return any(pattern.search(message) for pattern in _HIDDEN.get(os.path.basename(pathname), ()))
 
 
+def cut_record(pathname: str, message: str) -> str | None:
+    """The first line of a log record to cut (`_CUT`), or None. Pure."""
+    if any(pattern.search(message) for pattern in _CUT.get(os.path.basename(pathname), ())):
+        return message.splitlines()[0]
+    return None
+
+
 class _Hidden(logging.Filter):
     def filter(self, record):
-        return not is_hidden_record(record.pathname, record.getMessage())
+        message = record.getMessage()
+        if is_hidden_record(record.pathname, message):
+            return False
+        first = cut_record(record.pathname, message)
+        if first is not None:
+            record.msg, record.args = first, None
+        return True
 
 
 def hide_runtime_records() -> None:
-    """Drops TensorFlow's log records of a failed map step or a lost task (tens of lines
-    each, a remote traceback), and of its checkpoint saver tracing again: the run
+    """Drops TensorFlow's log records of a failed map step or a ps not reached (tens of
+    lines each, a remote traceback), and of its checkpoint saver tracing again, and cuts
+    its record of a worker lost to one line: the run
     classifies every failure itself and says what it means in one line (`run.failures`,
     `run.stall`), which they would bury. Idempotent."""
     tf_logger = logging.getLogger("tensorflow")

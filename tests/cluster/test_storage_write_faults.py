@@ -163,8 +163,11 @@ def test_a_worker_killed_while_it_writes_a_shard_leaves_the_bytes_of_local_disk(
     cluster = ConfiguredCluster(tmp_path, processes, num_ps=1, num_workers=2)
     # Without the coordinator's 1 s idle time-out: a stalled upload is waited for, not tried again.
     cluster.start_all(env=server.env({}))
-    held = Fault(STALL, kinds=("write",), objects="data/killed/.tf2_mapreduce-pieces/join-*", stall=5.0, times=2)
+    joins = "data/killed/.tf2_mapreduce-pieces/join-*"
+    held = Fault(STALL, kinds=("write",), objects=joins, stall=5.0, times=2)
+    again = Fault(STALL, kinds=("write",), objects=joins, stall=0.0)  # counts the uploads after those two
     server.faults.add(held)
+    server.faults.add(again)
     try:
         out = ["--output_dir", "gs://data/killed", "--checkpoint_dir", "gs://data/ckpt-killed"]
         chief = server.env(dict(cluster.chief_env(), PYTHONPATH=os.path.join(REPO, "tests"), **IDLE))
@@ -180,4 +183,7 @@ def test_a_worker_killed_while_it_writes_a_shard_leaves_the_bytes_of_local_disk(
         server.faults.clear()
     assert code == 0, stderr
     assert gave_up_on(stderr, "worker", 0)
+    # Joined on the workers, and the killed one's shard joined again (the other's upload
+    # held for 5 s, no more: at least one more upload).
+    assert "written by this process" not in stderr and again.hits >= 1, (again.hits, stderr)
     assert_the_bytes_of_local_disk(server, "killed/", on_disk, records, tmp_path)

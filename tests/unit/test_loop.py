@@ -111,6 +111,9 @@ def test_the_last_report_is_made_unless_the_one_before_said_the_same():
     assert [(p.bytes_done, p.files_skipped) for p in reports] == [(0, 0), (10, 0), (10, 1), (20, 1)]
     run.report(skipped=1)  # not the last: said again whatever it says
     assert len(reports) == 5
+    run.on_outage("gs://b/x", "503", 2.0, 58.0)  # reported at once, the wait said
+    run.report(skipped=1, last=True)  # the same figures, but no longer waiting: made
+    assert [p.storage is not None for p in reports[5:]] == [True, False]
 
 
 def test_a_round_that_ends_by_itself_returns_false():
@@ -167,3 +170,4 @@ def test_no_progress_while_every_worker_is_down_stops_the_run_with_a_checkpoint(
     assert state.saves == 1
     # Each said down before the stall that names it.
     assert [str(r.msg).split(":")[0] for r in caplog.records] == ["worker 0 at h", "worker 1 at h"]
+    assert not [r for r in caplog.records if "other workers" in str(r.msg)]  # there are none to run its steps

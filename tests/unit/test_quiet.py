@@ -2,7 +2,7 @@
 lines captured from TensorFlow 2.21 on a CPU-only machine. (A real import, README's
 Python example and the scripts: cluster/test_quiet_python.py.)"""
 
-from tf2_mapreduce.quiet import is_hidden_record, is_startup_noise
+from tf2_mapreduce.quiet import cut_record, is_hidden_record, is_startup_noise
 
 CAPTURED_NOISE = [
     "WARNING: All log messages before absl::InitializeLog() is called are written to STDERR",
@@ -35,9 +35,9 @@ def test_captured_start_up_lines_are_noise_and_real_errors_are_not():
 
 
 # TensorFlow 2.21's records the run says better itself, as logged: source file and the first
-# lines of each message. ClusterCoordinator's of a failed map step (a corrupt TFRecord file),
-# of a worker killed mid-join (the run says which: run.stall.StallWatch.say_changes), of a ps
-# killed mid-step (the run fails naming it); the checkpoint saver's of its own retracing.
+# lines of each message. ClusterCoordinator's of a failed map step (a corrupt TFRecord file)
+# and of a ps killed mid-step (the run fails naming it); the checkpoint saver's of its own
+# retracing.
 COORDINATOR = "/venv/lib/python3.11/site-packages/tensorflow/python/distribute/coordinator/cluster_coordinator.py"
 FUNCTION = "/venv/lib/python3.11/site-packages/tensorflow/python/eager/polymorphic_function/polymorphic_function.py"
 HIDDEN = [
@@ -47,11 +47,6 @@ HIDDEN = [
         "execution error:\n\nDetected at node map/while/ReduceDataset defined at (most recent call last):",
     ),
     (COORDINATOR, "Start cancelling closures due to error DataLossError(): Graph execution error:"),
-    (
-        COORDINATOR,
-        "Worker /job:worker/replica:0/task:0 failed with UnavailableError():Socket closed\nAdditional GRPC error "
-        "information from remote target /job:worker/replica:0/task:0 while calling /tensorflow.eager.EagerService/Enqueue:",
-    ),
     (
         COORDINATOR,
         "Remote function on worker /job:worker/replica:0/task:0 failed with UnavailableError():Graph execution "
@@ -75,3 +70,17 @@ OTHER_RECORDS = [
 def test_the_records_the_run_says_better_are_told_apart_from_the_others():
     assert [message for path, message in HIDDEN if not is_hidden_record(path, message)] == []
     assert [message for path, message in OTHER_RECORDS if is_hidden_record(path, message)] == []
+
+
+def test_a_lost_workers_record_is_cut_to_its_first_line():
+    lost = (
+        "Worker /job:worker/replica:0/task:0 failed with UnavailableError():Socket closed\nAdditional GRPC error "
+        "information from remote target /job:worker/replica:0/task:0 while calling /tensorflow.eager.EagerService/Enqueue:"
+    )
+    assert not is_hidden_record(COORDINATOR, lost)
+    assert (
+        cut_record(COORDINATOR, lost)
+        == "Worker /job:worker/replica:0/task:0 failed with UnavailableError():Socket closed"
+    )
+    assert [message for _, message in HIDDEN + OTHER_RECORDS if cut_record(COORDINATOR, message)] == []
+    assert cut_record(FUNCTION, lost) is None

@@ -77,8 +77,8 @@ def test_a_worker_down_then_back_is_said_once_each_whichever_run_watches(caplog)
         second.say_changes()
         first.say_changes()
     assert [str(record.msg) for record in caplog.records] == [
-        "worker 1 at h:4 stopped answering (connection refused): its steps are run again on the workers that answer; "
-        "restart it to have it rejoin",
+        "worker 1 at h:4 stopped answering (connection refused): the other workers run its steps meanwhile; "
+        "restarted at that address, it is taken back once every worker lost is up again",
         "worker 1 at h:4 answers again",
     ]
     assert first.down_workers() == []

@@ -29,7 +29,7 @@ class Heartbeats:
         self.message = Message(HEARTBEAT, coordinator)
         self.every = every
         self._stop = threading.Event()
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()  # `changes` reads and records under one hold
         self.started = time.monotonic()
         self._answered = {}  # (role, index) -> monotonic time of the last answer
         self._errors = {}  # (role, index) -> the last failure, while failing
@@ -79,13 +79,12 @@ class Heartbeats:
         coordinator paused for seconds (stopped, swapped out) hears no task meanwhile.
         Non-blocking."""
         found = []
-        for _, index, address in self.cluster.tasks(roles=(role,)):
-            down = self.is_down(role, index) and self.failing(role, index) is not None
-            with self._lock:
-                if down == ((role, index) in self._said_down):
-                    continue
-                (self._said_down.add if down else self._said_down.discard)((role, index))
-            found.append((index, address, down))
+        with self._lock:
+            for _, index, address in self.cluster.tasks(roles=(role,)):
+                down = self.is_down(role, index) and self.failing(role, index) is not None
+                if down != ((role, index) in self._said_down):
+                    (self._said_down.add if down else self._said_down.discard)((role, index))
+                    found.append((index, address, down))
         return found
 
     def failing(self, role, index):

@@ -77,7 +77,7 @@ class RunLoop:
         self.started = time.monotonic()
         self.rounds_rerun = 0
         self.outage = None  # what the next report says of storage that cannot be reached
-        self._said = None  # (pieces done, inputs skipped) of the last report made
+        self._said = None  # (pieces done, inputs skipped, storage waited for) of the last report made
 
     def on_outage(self, path: str, cause: str, waited: float, left: float) -> None:
         """A `storage.Patience` waits for `path`'s storage: said in a progress report (logged
@@ -91,9 +91,9 @@ class RunLoop:
         """Calls `on_progress` with the state on the ps now (`skipped`: inputs left out so
         far); returns its `state.base.Figures`. Blocking. The `last` report of a run is
         not made where the one before it said the same (a piece commits with its value:
-        the same pieces done, the same figures)."""
+        the same pieces done, the same figures) and no storage waited for."""
         figures = self.state.figures()
-        said, self._said = self._said, (figures.pieces_done, skipped)
+        said, self._said = self._said, (figures.pieces_done, skipped, self.outage)
         if last and said == self._said and self.outage is None:
             return figures
         plan = self.state.plan

@@ -29,19 +29,23 @@ class StallWatch:
         ]
 
     def say_changes(self) -> None:
-        """Says which workers went down, or answer again, since it was last said (TensorFlow
-        runs a lost worker's steps again on the others, and says so in its own words, hidden:
-        `quiet.hide_runtime_records`). Before a stall is checked, so that the workers a stall
-        names were said down first. Non-blocking."""
-        for index, address, down in self.heartbeats.changes("worker") if self.heartbeats else ():
-            if down:
-                cause = self.heartbeats.failing("worker", index) or "no answer"
-                log.warning(
-                    "worker %d at %s stopped answering (%s): its steps are run again on the workers "
-                    "that answer; restart it to have it rejoin" % (index, address, cause)
-                )
-            else:
+        """Says which workers went down, or answer again, since it was last said, in one line
+        each (TensorFlow's record of a lost worker is cut to its first line:
+        `quiet.hide_runtime_records`). Before a stall is checked: a worker that a stall names
+        for a failed heartbeat was said down first (one that hangs is named for its silence,
+        after 3 s; its heartbeat fails after `channel.SEND_TIMEOUT`). Non-blocking."""
+        changes = self.heartbeats.changes("worker") if self.heartbeats else []
+        for index, address, down in changes:
+            if not down:
                 log.info("worker %d at %s answers again" % (index, address))
+                continue
+            cause = self.heartbeats.failing("worker", index) or "no answer"
+            others = len(self.down_workers()) < self.cluster.num_workers
+            log.warning(
+                "worker %d at %s stopped answering (%s)%s; restarted at that address, it is taken back once "
+                "every worker lost is up again"
+                % (index, address, cause, ": the other workers run its steps meanwhile" if others else "")
+            )
 
     def restart(self) -> None:
         """Counts progress from now, from none: for work other than the rounds' steps."""
