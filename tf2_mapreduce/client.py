@@ -190,7 +190,8 @@ class Cluster:
     def start(self) -> "Cluster":
         """Starts this cluster's local servers, if any; idempotent. Returns at once for
         child processes (they boot meanwhile), after TensorFlow's import for in-process ones."""
-        quiet.hide_runtime_records()  # the run says what a failed map step or a lost task means, in one line
+        if not self.verbose:  # the run says what a failed map step or a lost task means, in one line
+            quiet.hide_runtime_records()
         if self._servers is not None:
             if self._servers.in_process:
                 quiet.import_tensorflow(self.verbose)

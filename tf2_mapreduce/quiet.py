@@ -100,7 +100,13 @@ def cut_record(pathname: str, message: str) -> str | None:
 
 class _Hidden(logging.Filter):
     def filter(self, record):
-        message = record.getMessage()
+        source = os.path.basename(record.pathname)
+        if source not in _HIDDEN and source not in _CUT:
+            return True
+        try:  # raised here, an error would reach TensorFlow's code: a handler only prints it
+            message = record.getMessage()
+        except Exception:  # noqa: BLE001 - the record is shown as the handler shows it
+            return True
         if is_hidden_record(record.pathname, message):
             return False
         first = cut_record(record.pathname, message)

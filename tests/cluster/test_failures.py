@@ -91,7 +91,9 @@ def test_killed_worker_is_survived_and_a_restarted_one_rejoins(tmp_path, process
     code, stdout, stderr = job.finish()
     assert code == 0, stderr
     assert gave_up_on(stderr, "worker", 1) and not gave_up_on(stderr, "worker", 0)
-    # TensorFlow's record of each lost worker is its first line, without gRPC's detail under it.
+    # TensorFlow's record of each lost worker (with a step on it) is its first line, without
+    # gRPC's detail under it.
+    assert re.search(r"Worker /job:worker/replica:0/task:[01] failed with ", stderr), stderr
     assert re.search(r"Worker /job:worker/\S+ failed with [^\n]*\n(Additional GRPC|:UNKNOWN)", stderr) is None, stderr
     assert_exact(tmp_path, corpus)
     assert cluster.servers["ps", 0].wait(SERVER_EXIT_TIMEOUT) == 0

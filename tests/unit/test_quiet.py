@@ -2,6 +2,8 @@
 lines captured from TensorFlow 2.21 on a CPU-only machine. (A real import, README's
 Python example and the scripts: cluster/test_quiet_python.py.)"""
 
+import logging
+
 from tf2_mapreduce.quiet import cut_record, is_hidden_record, is_startup_noise
 
 CAPTURED_NOISE = [
@@ -84,3 +86,16 @@ def test_a_lost_workers_record_is_cut_to_its_first_line():
     )
     assert [message for _, message in HIDDEN + OTHER_RECORDS if cut_record(COORDINATOR, message)] == []
     assert cut_record(FUNCTION, lost) is None
+
+
+def test_the_filter_cuts_hides_and_never_raises_into_tensorflow():
+    from tf2_mapreduce.quiet import _Hidden
+
+    def record(pathname, msg, args):
+        return logging.LogRecord("tensorflow", logging.ERROR, pathname, 949, msg, args, None)
+
+    lost = record(COORDINATOR, "Worker %s failed with %r:%s", ("/job:worker/replica:0/task:1", "E()", "a\nb"))
+    assert _Hidden().filter(lost) and lost.getMessage() == "Worker /job:worker/replica:0/task:1 failed with 'E()':a"
+    assert not _Hidden().filter(record(FUNCTION, HIDDEN[-1][1], ()))
+    broken = record(COORDINATOR, "Worker %s failed with %r:%s", ("too few",))  # TensorFlow's mistake, shown as is
+    assert _Hidden().filter(broken)
