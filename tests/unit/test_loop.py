@@ -154,7 +154,7 @@ def test_no_progress_while_every_worker_is_down_stops_the_run_with_a_checkpoint(
 
         def changes(self, role):
             said, self.said = self.said, True
-            return [] if said else [(0, "h:3", True), (1, "h:4", True)]
+            return [] if said else [(0, "h:3", "connection refused"), (1, "h:4", "connection refused")]
 
         def failing(self, role, index):
             return "connection refused"

@@ -73,18 +73,18 @@ class Heartbeats:
         return self.silent_for(role, index) > DOWN_AFTER
 
     def changes(self, role: str) -> list:
-        """[(index, address, down)] of the tasks of `role` that went down (`is_down`, their
-        last heartbeat failed) or answered again since the last call, whichever run made it:
-        each change once, over the jobs the cluster runs. Silence alone is not enough: a
-        coordinator paused for seconds (stopped, swapped out) hears no task meanwhile.
-        Non-blocking."""
+        """[(index, address, cause)] of the tasks of `role` that went down (`is_down`, their
+        last heartbeat failed: `cause` its error) or answered again (`cause` None) since the
+        last call, whichever run made it: each change once, over the jobs the cluster runs.
+        Silence alone is not enough: a coordinator paused for seconds (stopped, swapped out)
+        hears no task meanwhile. Non-blocking."""
         found = []
         with self._lock:
             for _, index, address in self.cluster.tasks(roles=(role,)):
-                down = self.is_down(role, index) and self.failing(role, index) is not None
-                if down != ((role, index) in self._said_down):
-                    (self._said_down.add if down else self._said_down.discard)((role, index))
-                    found.append((index, address, down))
+                cause = self.failing(role, index) if self.is_down(role, index) else None
+                if (cause is not None) != ((role, index) in self._said_down):
+                    (self._said_down.discard if cause is None else self._said_down.add)((role, index))
+                    found.append((index, address, cause))
         return found
 
     def failing(self, role, index):

@@ -35,16 +35,18 @@ class StallWatch:
         for a failed heartbeat was said down first (one that hangs is named for its silence,
         after 3 s; its heartbeat fails after `channel.SEND_TIMEOUT`). Non-blocking."""
         changes = self.heartbeats.changes("worker") if self.heartbeats else []
-        for index, address, down in changes:
-            if not down:
+        if not changes:
+            return
+        others = (
+            ": the other workers run its steps meanwhile" if len(self.down_workers()) < self.cluster.num_workers else ""
+        )
+        for index, address, cause in changes:
+            if cause is None:
                 log.info("worker %d at %s answers again" % (index, address))
                 continue
-            cause = self.heartbeats.failing("worker", index) or "no answer"
-            others = len(self.down_workers()) < self.cluster.num_workers
             log.warning(
                 "worker %d at %s stopped answering (%s)%s; restarted at that address, it is taken back once "
-                "every worker lost is up again"
-                % (index, address, cause, ": the other workers run its steps meanwhile" if others else "")
+                "every worker lost is up again" % (index, address, cause, others)
             )
 
     def restart(self) -> None:
