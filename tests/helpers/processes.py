@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import portpicker
 import pytest
 
+from helpers import forkserver
 from tf2_mapreduce.cluster import orphans
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -177,17 +178,38 @@ class ConfiguredCluster:
     def config(self, role, index):
         return os.path.join(self.dir, "config_%s_%d.sh" % (role, index))
 
-    def start(self, role, index, *flags, wrap=lambda command: command, env=None):
+    def start(self, role, index, *flags, wrap=None, env=None):
         """Starts a server as docs/deploying.md does: source its config file, run the module.
         `wrap` may prefix the server's command (to run it with fewer privileges, say);
-        `env` adds to its environment."""
-        server = wrap([sys.executable, "-m", "tf2_mapreduce.server", *flags])
-        proc = self.processes.start(
-            ["bash", "-c", 'source "$1" && shift && exec "$@"', "-", self.config(role, index), *server],
-            env=task_env(**(env or {})),
-            log_path=os.path.join(self.dir, "%s-%d.log" % (role, index)),
-        )
+        `env` adds to its environment. Forked from this test process's fork server
+        (TensorFlow imported once) where neither is given, exec'd where either is."""
+        log_path = os.path.join(self.dir, "%s-%d.log" % (role, index))
+        if wrap is None and env is None:
+            proc = self._forked(role, index, flags, log_path)
+        else:
+            server = (wrap or (lambda command: command))([sys.executable, "-m", "tf2_mapreduce.server", *flags])
+            proc = self.processes.start(
+                ["bash", "-c", 'source "$1" && shift && exec "$@"', "-", self.config(role, index), *server],
+                env=task_env(**(env or {})),
+                log_path=log_path,
+            )
         self.servers[role, index] = proc
+        return proc
+
+    def _forked(self, role, index, flags, log_path):
+        """The server forked with the environment its config file gives (sourced by bash)."""
+        sourced = subprocess.run(
+            ["bash", "-c", 'source "$1" && env -0', "-", self.config(role, index)],
+            env=task_env(),
+            capture_output=True,
+            check=True,
+            timeout=30,
+        )
+        env = dict(item.split("=", 1) for item in sourced.stdout.decode().split("\0") if item)
+        proc = forkserver.for_env(env, die_with_the_tests).start(
+            ["tf2_mapreduce.server", *flags], env, log_path, os.getcwd()
+        )
+        self.processes.procs.append(proc)
         return proc
 
     def start_all(self, *flags, env=None):

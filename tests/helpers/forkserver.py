@@ -1,0 +1,274 @@
+"""Servers forked from one process that has imported TensorFlow: a test's ps and worker
+tasks start in a tenth of a second instead of 3 s of CPU each (their imports took a
+quarter of the cluster tier's CPU: 453 of 1850 s, 2026-11-30).
+
+Run as a script, this is that process: it imports TensorFlow and `tf2_mapreduce.server`
+with the environment every server of the session shares, then, asked on its stdin (a
+socket), forks a child that runs the server's `main` as `python -m tf2_mapreduce.server`
+would, and reports each child's exit. Imported, `ForkServer` is its client, and
+`ForkedProcess` a child seen as a `subprocess.Popen`. What a forked server does not run
+is the import itself: a test about a server's start-up (what it prints, the native ops it
+finds, what its environment changes) runs it with `exec`, as `ConfiguredCluster` does for
+any server given an environment or a command prefix of its own.
+"""
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+
+from tf2_mapreduce.cluster.spec import TASK_ENV
+
+__all__ = ["ForkServer", "ForkedProcess", "for_env"]
+
+# Each server's own, or set by the shell, exec or pytest (the running test's name): they
+# may differ between a forked and an exec'd server without changing what TensorFlow reads.
+_PER_PROCESS = ("TF_CONFIG", "_", "SHLVL", "PWD", "OLDPWD", "PYTEST_CURRENT_TEST")
+
+
+def shared_env(env):
+    """What of a server's environment `env` TensorFlow's import reads: all but its own task,
+    with what the server sets before the import (`TASK_ENV`) where `env` does not."""
+    return {k: v for k, v in {**TASK_ENV, **env}.items() if k not in _PER_PROCESS}
+
+
+class ForkedProcess:
+    """A server forked by the fork server, with the part of `subprocess.Popen` that tests
+    use: `pid`, `returncode` (negative: killed by that signal), `poll`, `wait`, `kill`."""
+
+    def __init__(self, args, pid):
+        self.args = args
+        self.pid = pid
+        self.returncode = None
+        self._exited = threading.Event()
+
+    def _exit(self, code):
+        self.returncode = code
+        self._exited.set()
+
+    def poll(self):
+        return self.returncode
+
+    def wait(self, timeout=None):
+        if not self._exited.wait(timeout):
+            raise subprocess.TimeoutExpired(self.args, timeout)
+        return self.returncode
+
+    def send_signal(self, signum):
+        if self.returncode is None:
+            os.kill(self.pid, signum)
+
+    def kill(self):
+        self.send_signal(signal.SIGKILL)
+
+    def terminate(self):
+        self.send_signal(signal.SIGTERM)
+
+
+class ForkServer:
+    """The client of a fork server for servers of environment `env` (their TF_CONFIG aside),
+    logging to `log_path`; `preexec_fn` runs in it before exec. It dies with this process
+    (so must `preexec_fn` have it), and its children with it."""
+
+    def __init__(self, env, log_path, preexec_fn):
+        self.env = shared_env(env)
+        ours, theirs = socket.socketpair()
+        with open(log_path, "wb") as log:
+            self._proc = subprocess.Popen(
+                [sys.executable, os.path.abspath(__file__)],
+                # One BLAS thread: a fork copies only the thread that forks (TensorFlow's
+                # import starts no other).
+                env=dict(self.env, OPENBLAS_NUM_THREADS="1"),
+                stdin=theirs,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                preexec_fn=preexec_fn,
+            )
+        theirs.close()
+        self._sock = ours
+        self._file = ours.makefile("rb")
+        # Its environment once TensorFlow is imported: the import sets a few variables
+        # (TF2_BEHAVIOR, say), which a server exec'd may have had already or not.
+        first = self._file.readline()
+        if not first:
+            self._proc.wait()
+            raise RuntimeError("the fork server exited with status %s (log: %s)" % (self._proc.returncode, log_path))
+        self._imported = shared_env(json.loads(first)["imported"])
+        self._lock = threading.Lock()
+        self._started = []  # replies to requests, in order
+        self._ready = threading.Condition()
+        self._children = {}  # pid -> ForkedProcess
+        self._early = {}  # pid -> status of a child that exited before its reply was read
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def serves(self, env):
+        """Whether a server of environment `env` forked from this one is the server exec'd."""
+        if self._proc.poll() is not None:
+            return False
+        wanted = shared_env(env)
+        return all(wanted.get(k) in (self.env.get(k), self._imported.get(k)) for k in set(wanted) | set(self.env))
+
+    def close(self):
+        """Stops the fork server (its children die with it) and reaps it."""
+        self._sock.close()
+        self._proc.kill()
+        self._proc.wait()
+
+    def start(self, args, env, log_path, cwd):
+        """Forks a server running `python -m tf2_mapreduce.server args[1:]` with `env`, its
+        stdout and stderr to `log_path`; blocking until it is forked."""
+        open(log_path, "wb").close()  # there once this returns, as for a process started with it
+        request = {"argv": list(args), "env": env, "log": str(log_path), "cwd": cwd}
+        with self._lock:
+            self._sock.sendall(json.dumps(request).encode() + b"\n")
+            with self._ready:
+                if not self._ready.wait_for(lambda: self._started or self._proc.poll() is not None, timeout=30):
+                    raise RuntimeError("the fork server did not answer in 30 s")
+                if not self._started:
+                    raise RuntimeError("the fork server exited with status %s" % self._proc.returncode)
+                pid = self._started.pop(0)
+                child = ForkedProcess(args, pid)
+                self._children[pid] = child
+                if pid in self._early:
+                    child._exit(self._early.pop(pid))
+        return child
+
+    def _read(self):
+        for line in self._file:
+            message = json.loads(line)
+            with self._ready:
+                if "forked" in message:
+                    self._started.append(message["forked"])
+                elif message["exited"] in self._children:
+                    self._children.pop(message["exited"])._exit(message["status"])
+                else:
+                    self._early[message["exited"]] = message["status"]
+                self._ready.notify_all()
+        with self._ready:
+            self._ready.notify_all()
+
+
+_current = None
+
+
+def for_env(env, preexec_fn):
+    """This test process's fork server for servers of environment `env` (their TF_CONFIG
+    aside): started on first use, and again where `env` differs in what TensorFlow reads."""
+    global _current
+    if _current is None or not _current.serves(env):
+        if _current is not None:
+            _current.close()
+        log_path = os.path.join(tempfile.gettempdir(), "tf2_mapreduce-forkserver-%d.log" % os.getpid())
+        _current = ForkServer(env, log_path, preexec_fn)
+    return _current
+
+
+def _serve(sock):
+    """The fork server's loop: a child forked per request line, a line per child's exit."""
+    wake_r, wake_w = os.pipe()
+    os.set_blocking(wake_w, False)
+    signal.set_wakeup_fd(wake_w)
+    signal.signal(signal.SIGCHLD, lambda *_: None)
+    import select
+
+    pending = b""
+    while True:
+        ready, _, _ = select.select([sock, wake_r], [], [])
+        if wake_r in ready:
+            os.read(wake_r, 4096)
+            _report_exits(sock)
+        if sock in ready:
+            data = sock.recv(65536)
+            if not data:
+                return  # the tests' process is gone: its children die with this one
+            pending += data
+            while b"\n" in pending:
+                line, pending = pending.split(b"\n", 1)
+                sys.stdout.flush()
+                sys.stderr.flush()
+                pid = os.fork()
+                if pid == 0:
+                    _child(json.loads(line), sock, (wake_r, wake_w))
+                sock.sendall(json.dumps({"forked": pid}).encode() + b"\n")
+
+
+def _report_exits(sock):
+    while True:
+        try:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+        sock.sendall(json.dumps({"exited": pid, "status": os.waitstatus_to_exitcode(status)}).encode() + b"\n")
+
+
+def _child(request, sock, fds):
+    """In a forked child: becomes the server the request names; never returns."""
+    import atexit
+
+    from absl import app
+
+    from tf2_mapreduce import server
+    from tf2_mapreduce.cluster import orphans
+
+    code = 1
+    try:
+        signal.set_wakeup_fd(-1)
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        sock.close()
+        for fd in fds:
+            os.close(fd)
+        orphans.die_with_parent(os.getppid())
+        log = os.open(request["log"], os.O_WRONLY | os.O_APPEND)  # made by the client
+        os.dup2(log, 1)
+        os.dup2(log, 2)
+        os.close(log)
+        null = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(null, 0)
+        os.close(null)
+        os.chdir(request["cwd"])
+        os.environ.clear()
+        os.environ.update(request["env"])
+        sys.argv = [server.__file__] + request["argv"][1:]
+        app.run(server.main)
+        code = 0
+    except SystemExit as e:
+        if e.code is None or isinstance(e.code, int):
+            code = e.code or 0
+        else:
+            print(e.code, file=sys.stderr)
+    except BaseException:
+        import traceback
+
+        traceback.print_exc()
+    finally:
+        try:
+            atexit._run_exitfuncs()
+            sys.stdout.flush()
+            sys.stderr.flush()
+        finally:
+            os._exit(code)
+
+
+def main():
+    """Imports what every server imports, with this process's environment (the session's),
+    then serves requests on stdin until it closes."""
+    sock = socket.socket(fileno=os.dup(0))
+    import tensorflow  # noqa: F401  the import the children share
+
+    from tf2_mapreduce import server  # noqa: F401  its flags defined once, here
+
+    threads = os.listdir("/proc/self/task")
+    if len(threads) != 1:  # a fork copies only the forking thread: another's locks would stay held
+        sys.exit("fork server: %d threads after TensorFlow's import, where forking needs 1" % len(threads))
+    sock.sendall(json.dumps({"imported": dict(os.environ)}).encode() + b"\n")
+    _serve(sock)
+
+
+if __name__ == "__main__":
+    main()
