@@ -6,14 +6,21 @@ Run as a script, this is that process: it imports TensorFlow and `tf2_mapreduce.
 with the environment every server of the session shares, then, asked on its stdin (a
 socket), forks a child that runs the server's `main` as `python -m tf2_mapreduce.server`
 would, and reports each child's exit. Imported, `ForkServer` is its client, and
-`ForkedProcess` a child seen as a `subprocess.Popen`. What a forked server does not run
-is the import itself: a test about a server's start-up (what it prints, the native ops it
-finds, what its environment changes) runs it with `exec`, as `ConfiguredCluster` does for
-any server given an environment or a command prefix of its own.
+`ForkedProcess` a child seen as a `subprocess.Popen`.
+
+What a forked server does not run is the import itself: TensorFlow's start-up lines are
+in the fork server's log, not filtered out of the server's; numpy's BLAS has one thread;
+the server's parent is the fork server. A test about a server's start-up (what it
+prints, the native ops it finds, what its environment changes) runs it with `exec`, as
+`ConfiguredCluster` does for any server given an environment or a command prefix of its
+own.
 """
 
+import atexit
+import contextlib
 import json
 import os
+import select
 import signal
 import socket
 import subprocess
@@ -38,13 +45,16 @@ def shared_env(env):
 
 class ForkedProcess:
     """A server forked by the fork server, with the part of `subprocess.Popen` that tests
-    use: `pid`, `returncode` (negative: killed by that signal), `poll`, `wait`, `kill`."""
+    use: `pid`, `returncode` (negative: killed by that signal), `poll`, `wait`,
+    `send_signal`, `kill`. Signals go through the fork server, which reaps its children
+    itself: one sent after the exit is dropped there, never sent to a pid used again."""
 
-    def __init__(self, args, pid):
+    def __init__(self, args, pid, server):
         self.args = args
         self.pid = pid
         self.returncode = None
         self._exited = threading.Event()
+        self._server = server
 
     def _exit(self, code):
         self.returncode = code
@@ -60,13 +70,10 @@ class ForkedProcess:
 
     def send_signal(self, signum):
         if self.returncode is None:
-            os.kill(self.pid, signum)
+            self._server.send({"signal": self.pid, "signum": int(signum)})
 
     def kill(self):
         self.send_signal(signal.SIGKILL)
-
-    def terminate(self):
-        self.send_signal(signal.SIGTERM)
 
 
 class ForkServer:
@@ -114,9 +121,16 @@ class ForkServer:
 
     def close(self):
         """Stops the fork server (its children die with it) and reaps it."""
-        self._sock.close()
         self._proc.kill()
         self._proc.wait()
+        self._sock.close()
+
+    def send(self, message):
+        with self._lock:
+            try:
+                self._sock.sendall(json.dumps(message).encode() + b"\n")
+            except OSError:  # the fork server is gone, and its children with it
+                pass
 
     def start(self, args, env, log_path, cwd):
         """Forks a server running `python -m tf2_mapreduce.server args[1:]` with `env`, its
@@ -127,11 +141,12 @@ class ForkServer:
             self._sock.sendall(json.dumps(request).encode() + b"\n")
             with self._ready:
                 if not self._ready.wait_for(lambda: self._started or self._proc.poll() is not None, timeout=30):
+                    self._proc.kill()  # a late answer would be taken for the next request's
                     raise RuntimeError("the fork server did not answer in 30 s")
                 if not self._started:
                     raise RuntimeError("the fork server exited with status %s" % self._proc.returncode)
                 pid = self._started.pop(0)
-                child = ForkedProcess(args, pid)
+                child = ForkedProcess(args, pid, self)
                 self._children[pid] = child
                 if pid in self._early:
                     child._exit(self._early.pop(pid))
@@ -148,7 +163,10 @@ class ForkServer:
                 else:
                     self._early[message["exited"]] = message["status"]
                 self._ready.notify_all()
-        with self._ready:
+        with self._ready:  # gone: its children were killed with it (PR_SET_PDEATHSIG)
+            for child in self._children.values():
+                child._exit(-signal.SIGKILL)
+            self._children.clear()
             self._ready.notify_all()
 
 
@@ -162,9 +180,20 @@ def for_env(env, preexec_fn):
     if _current is None or not _current.serves(env):
         if _current is not None:
             _current.close()
-        log_path = os.path.join(tempfile.gettempdir(), "tf2_mapreduce-forkserver-%d.log" % os.getpid())
-        _current = ForkServer(env, log_path, preexec_fn)
+        else:
+            atexit.register(_close_current)
+        _current = ForkServer(env, _LOG % os.getpid(), preexec_fn)
     return _current
+
+
+# Kept while its test process runs, for a post-mortem of a fork server that would not start.
+_LOG = os.path.join(tempfile.gettempdir(), "tf2_mapreduce-forkserver-%d.log")
+
+
+def _close_current():
+    _current.close()
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(_LOG % os.getpid())
 
 
 def _serve(sock):
@@ -173,14 +202,13 @@ def _serve(sock):
     os.set_blocking(wake_w, False)
     signal.set_wakeup_fd(wake_w)
     signal.signal(signal.SIGCHLD, lambda *_: None)
-    import select
-
+    children = set()  # forked and not yet reaped: the pids a signal may go to
     pending = b""
     while True:
         ready, _, _ = select.select([sock, wake_r], [], [])
         if wake_r in ready:
             os.read(wake_r, 4096)
-            _report_exits(sock)
+            _report_exits(sock, children)
         if sock in ready:
             data = sock.recv(65536)
             if not data:
@@ -188,15 +216,23 @@ def _serve(sock):
             pending += data
             while b"\n" in pending:
                 line, pending = pending.split(b"\n", 1)
+                request = json.loads(line)
+                if "signal" in request:
+                    if request["signal"] in children:
+                        os.kill(request["signal"], request["signum"])
+                    continue
+                # Nothing buffered may be written twice, by this process and by the child.
                 sys.stdout.flush()
                 sys.stderr.flush()
+                parent = os.getpid()
                 pid = os.fork()
                 if pid == 0:
-                    _child(json.loads(line), sock, (wake_r, wake_w))
+                    _child(request, parent, sock, (wake_r, wake_w))
+                children.add(pid)
                 sock.sendall(json.dumps({"forked": pid}).encode() + b"\n")
 
 
-def _report_exits(sock):
+def _report_exits(sock, children):
     while True:
         try:
             pid, status = os.waitpid(-1, os.WNOHANG)
@@ -204,15 +240,12 @@ def _report_exits(sock):
             return
         if pid == 0:
             return
+        children.discard(pid)
         sock.sendall(json.dumps({"exited": pid, "status": os.waitstatus_to_exitcode(status)}).encode() + b"\n")
 
 
-def _child(request, sock, fds):
-    """In a forked child: becomes the server the request names; never returns."""
-    import atexit
-
-    from absl import app
-
+def _child(request, parent, sock, fds):
+    """In a forked child of `parent`: becomes the server the request names; never returns."""
     from tf2_mapreduce import server
     from tf2_mapreduce.cluster import orphans
 
@@ -223,7 +256,7 @@ def _child(request, sock, fds):
         sock.close()
         for fd in fds:
             os.close(fd)
-        orphans.die_with_parent(os.getppid())
+        orphans.die_with_parent(parent)
         log = os.open(request["log"], os.O_WRONLY | os.O_APPEND)  # made by the client
         os.dup2(log, 1)
         os.dup2(log, 2)
@@ -235,13 +268,15 @@ def _child(request, sock, fds):
         os.environ.clear()
         os.environ.update(request["env"])
         sys.argv = [server.__file__] + request["argv"][1:]
-        app.run(server.main)
-        code = 0
+        server.run()  # ends in SystemExit, or in os._exit where the server says so
     except SystemExit as e:
         if e.code is None or isinstance(e.code, int):
             code = e.code or 0
         else:
             print(e.code, file=sys.stderr)
+    except KeyboardInterrupt:  # as Python exits on it: killed by SIGINT
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGINT)
     except BaseException:
         import traceback
 
