@@ -128,17 +128,17 @@ class ForkServer:
     def send(self, message):
         with self._lock:
             try:
-                self._sock.sendall(json.dumps(message).encode() + b"\n")
+                self._sock.sendall(_line(message))
             except OSError:  # the fork server is gone, and its children with it
                 pass
 
-    def start(self, args, env, log_path, cwd):
-        """Forks a server running `python -m tf2_mapreduce.server args[1:]` with `env`, its
+    def start(self, flags, env, log_path, cwd):
+        """Forks a server running `python -m tf2_mapreduce.server flags` with `env`, its
         stdout and stderr to `log_path`; blocking until it is forked."""
         open(log_path, "wb").close()  # there once this returns, as for a process started with it
-        request = {"argv": list(args), "env": env, "log": str(log_path), "cwd": cwd}
+        request = {"flags": list(flags), "env": env, "log": str(log_path), "cwd": cwd}
         with self._lock:
-            self._sock.sendall(json.dumps(request).encode() + b"\n")
+            self._sock.sendall(_line(request))
             with self._ready:
                 if not self._ready.wait_for(lambda: self._started or self._proc.poll() is not None, timeout=30):
                     self._proc.kill()  # a late answer would be taken for the next request's
@@ -146,7 +146,7 @@ class ForkServer:
                 if not self._started:
                     raise RuntimeError("the fork server exited with status %s" % self._proc.returncode)
                 pid = self._started.pop(0)
-                child = ForkedProcess(args, pid, self)
+                child = ForkedProcess([sys.executable, "-m", "tf2_mapreduce.server", *flags], pid, self)
                 self._children[pid] = child
                 if pid in self._early:
                     child._exit(self._early.pop(pid))
@@ -168,6 +168,11 @@ class ForkServer:
                 child._exit(-signal.SIGKILL)
             self._children.clear()
             self._ready.notify_all()
+
+
+def _line(message):
+    """A message of the protocol between a fork server and its client: a line of JSON."""
+    return json.dumps(message).encode() + b"\n"
 
 
 _current = None
@@ -229,7 +234,7 @@ def _serve(sock):
                 if pid == 0:
                     _child(request, parent, sock, (wake_r, wake_w))
                 children.add(pid)
-                sock.sendall(json.dumps({"forked": pid}).encode() + b"\n")
+                sock.sendall(_line({"forked": pid}))
 
 
 def _report_exits(sock, children):
@@ -241,7 +246,7 @@ def _report_exits(sock, children):
         if pid == 0:
             return
         children.discard(pid)
-        sock.sendall(json.dumps({"exited": pid, "status": os.waitstatus_to_exitcode(status)}).encode() + b"\n")
+        sock.sendall(_line({"exited": pid, "status": os.waitstatus_to_exitcode(status)}))
 
 
 def _child(request, parent, sock, fds):
@@ -267,7 +272,7 @@ def _child(request, parent, sock, fds):
         os.chdir(request["cwd"])
         os.environ.clear()
         os.environ.update(request["env"])
-        sys.argv = [server.__file__] + request["argv"][1:]
+        sys.argv = [server.__file__] + request["flags"]
         server.run()  # ends in SystemExit, or in os._exit where the server says so
     except SystemExit as e:
         if e.code is None or isinstance(e.code, int):
@@ -301,7 +306,7 @@ def main():
     threads = os.listdir("/proc/self/task")
     if len(threads) != 1:  # a fork copies only the forking thread: another's locks would stay held
         sys.exit("fork server: %d threads after TensorFlow's import, where forking needs 1" % len(threads))
-    sock.sendall(json.dumps({"imported": dict(os.environ)}).encode() + b"\n")
+    sock.sendall(_line({"imported": dict(os.environ)}))
     _serve(sock)
 
 

@@ -206,9 +206,7 @@ class ConfiguredCluster:
             timeout=30,
         )
         env = dict(item.split("=", 1) for item in sourced.stdout.decode().split("\0") if item)
-        proc = forkserver.for_env(env, die_with_the_tests).start(
-            ["tf2_mapreduce.server", *flags], env, log_path, os.getcwd()
-        )
+        proc = forkserver.for_env(env, die_with_the_tests).start(flags, env, log_path, os.getcwd())
         self.processes.procs.append(proc)
         return proc
 
