@@ -182,7 +182,10 @@ class ConfiguredCluster:
         """Starts a server as docs/deploying.md does: source its config file, run the module.
         `wrap` may prefix the server's command (to run it with fewer privileges, say);
         `env` adds to its environment. Forked from this test process's fork server
-        (TensorFlow imported once) where neither is given, exec'd where either is."""
+        (TensorFlow imported once) where neither is given, exec'd where either is. Started
+        again, once its previous process has exited (a kill is only sent; the port is held till then)."""
+        if (role, index) in self.servers:
+            self.servers[role, index].wait(timeout=SERVER_EXIT_TIMEOUT)
         log_path = os.path.join(self.dir, "%s-%d.log" % (role, index))
         if wrap is None and env is None:
             proc = self._forked(role, index, flags, log_path)
