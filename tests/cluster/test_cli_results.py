@@ -38,13 +38,13 @@ def result_files(directory):
 
 def test_a_result_directory_holds_the_last_jobs_result_alone(tmp_path):
     data, out = shard(tmp_path), str(tmp_path / "out")
-    first = run_cli(["--job=vocab", "--features=query,tags", "--output_dir", out, data], env=task_env(), forked=True)
+    first = run_cli(["--job=vocab", "--features=query,tags", "--output_dir", out, data], env=task_env())
     assert first.returncode == 0, first.stderr
     assert {"vocab_query.txt", "vocab_tags.txt"} <= set(result_files(out))
-    fewer = run_cli(["--job=vocab", "--features=query", "--output_dir", out, data], env=task_env(), forked=True)
+    fewer = run_cli(["--job=vocab", "--features=query", "--output_dir", out, data], env=task_env())
     assert fewer.returncode == 0, fewer.stderr
     assert not [name for name in result_files(out) if "tags" in name]
-    stats = run_cli(["--job=stats", "--output_dir", out, data], env=task_env(), forked=True)
+    stats = run_cli(["--job=stats", "--output_dir", out, data], env=task_env())
     assert stats.returncode == 0, stats.stderr
     assert result_files(out) == ["stats.html", "stats.json", "stats.pb"]
 
@@ -63,7 +63,7 @@ def test_a_directory_another_job_writes_is_refused_before_anything_runs(tmp_path
     holder = subprocess.Popen([sys.executable, "-c", HOLD, out], stdout=subprocess.PIPE, env=task_env(), cwd=REPO)
     processes.procs.append(holder)
     assert holder.stdout.readline() == b"claimed\n"
-    run = run_cli(["--job=stats", "--output_dir", out, data], env=task_env(), forked=True)
+    run = run_cli(["--job=stats", "--output_dir", out, data], env=task_env())
     assert run.returncode == 2, run.stderr
     assert run.stderr.splitlines() == [
         "tf2_mapreduce: error: --output_dir %s: another job is writing it: %s"
@@ -76,9 +76,7 @@ def test_wordfreq_prints_its_top_words_with_an_output_dir_too(tmp_path):
     corpus = tmp_path / "corpus"
     corpus.mkdir()
     (corpus / "a.txt").write_bytes(b"the cat the dog the end cat\n")
-    run = run_cli(
-        ["--job=wordfreq", "--top_k=2", "--output_dir", str(tmp_path / "out"), str(corpus)], env=task_env(), forked=True
-    )
+    run = run_cli(["--job=wordfreq", "--top_k=2", "--output_dir", str(tmp_path / "out"), str(corpus)], env=task_env())
     assert run.returncode == 0, run.stderr
     lines = run.stdout.splitlines()
     assert lines[1] == "  words: 7 values, 4 distinct; 2 terms kept"
@@ -97,7 +95,7 @@ def test_a_misspelled_feature_and_a_corrupt_input_are_one_line_of_ours(tmp_path)
         "if it is further on, give its type (qeury:string or qeury:int64)",
     }
     for flags, error in misspelled.items():
-        run = run_cli(flags.split() + ["--output_dir", str(out), data], env=task_env(), forked=True)
+        run = run_cli(flags.split() + ["--output_dir", str(out), data], env=task_env())
         assert run.returncode == 2, run.stderr
         assert run.stderr.splitlines()[-1] == "tf2_mapreduce: error: --features: " + error
         assert not out.exists(), flags

@@ -54,7 +54,7 @@ def assert_exact(tmp_path, corpus):
 def resume_exactly(args, env, processes, tmp_path, corpus, saved):
     """Reruns the same command; checks it resumed with at least `saved` files done
     and finished with the oracle's counts. Returns the rerun coordinator."""
-    resumed = LiveCoordinator(args, env, processes, tmp_path / "resumed.log", forked=True)
+    resumed = LiveCoordinator(args, env, processes, tmp_path / "resumed.log")
     pattern = r"resuming from .*: (\d+) of %d files already done" % len(corpus[1])
     assert int(resumed.wait_for(pattern).group(1)) >= saved
     code, _, stderr = resumed.finish()
@@ -75,7 +75,6 @@ def test_killed_worker_is_survived_and_a_restarted_one_rejoins(tmp_path, process
         cluster.chief_env(),
         processes,
         tmp_path / "coordinator.log",
-        forked=True,
     )
     job.wait_for_files(100)
     cluster.servers["worker", 0].kill()
@@ -105,7 +104,7 @@ def test_no_worker_left_stops_after_worker_timeout_then_resumes(tmp_path, proces
     cluster = ConfiguredCluster(tmp_path, processes, num_ps=1, num_workers=2)
     cluster.start_all()
     args = job_args(short, tmp_path, "--checkpoint_dir", str(tmp_path / "ckpt"), "--worker_timeout", "3")
-    job = LiveCoordinator(args, cluster.chief_env(), processes, tmp_path / "coordinator.log", forked=True)
+    job = LiveCoordinator(args, cluster.chief_env(), processes, tmp_path / "coordinator.log")
     job.wait_for_files(100)
     for index in range(2):
         cluster.servers["worker", index].kill()
@@ -138,7 +137,7 @@ def test_killed_ps_stops_the_job_at_once_and_a_rerun_resumes(tmp_path, processes
     cluster = ConfiguredCluster(tmp_path, processes, num_ps=1, num_workers=2)
     cluster.start_all()
     args = job_args(short, tmp_path, "--checkpoint_dir", str(tmp_path / "ckpt"), "--checkpoint_every", "0.5")
-    job = LiveCoordinator(args, cluster.chief_env(), processes, tmp_path / "coordinator.log", forked=True)
+    job = LiveCoordinator(args, cluster.chief_env(), processes, tmp_path / "coordinator.log")
     saved = int(job.wait_for(r"checkpoint saved: ([1-9]\d*) of").group(1))
     cluster.servers["ps", 0].kill()
     killed = time.monotonic()
@@ -158,7 +157,7 @@ def test_killed_coordinator_rerun_resumes_on_the_same_servers(tmp_path, processe
     cluster = ConfiguredCluster(tmp_path, processes, num_ps=1, num_workers=2)
     cluster.start_all("--idle_timeout=120")
     args = job_args(short, tmp_path, "--checkpoint_dir", str(tmp_path / "ckpt"), "--checkpoint_every", "0.5")
-    job = LiveCoordinator(args, cluster.chief_env(), processes, tmp_path / "coordinator.log", forked=True)
+    job = LiveCoordinator(args, cluster.chief_env(), processes, tmp_path / "coordinator.log")
     saved = int(job.wait_for(r"checkpoint saved: ([1-9]\d*) of").group(1))
     job.proc.kill()
     job.proc.wait(30)
@@ -169,9 +168,7 @@ def test_killed_coordinator_rerun_resumes_on_the_same_servers(tmp_path, processe
 def test_servers_outlive_idle_timeout_while_a_job_runs_then_exit_after_it(tmp_path, processes, corpus):
     cluster = ConfiguredCluster(tmp_path, processes, num_ps=1, num_workers=2)
     cluster.start_all("--idle_timeout=5")
-    job = LiveCoordinator(
-        job_args(corpus, tmp_path), cluster.chief_env(), processes, tmp_path / "coordinator.log", forked=True
-    )
+    job = LiveCoordinator(job_args(corpus, tmp_path), cluster.chief_env(), processes, tmp_path / "coordinator.log")
     # Progress at 6 s of job time: the servers heard heartbeats for longer than 5 s.
     job.wait_for(r"\[\s*([6-9]|\d\d+)\.\ds\] \d+/%d files" % NUM_FILES)
     assert all(proc.poll() is None for proc in cluster.servers.values())
@@ -199,7 +196,7 @@ def test_local_cluster_dies_with_its_coordinator_and_a_rerun_resumes(tmp_path, p
         "0.5",
         "--local_cluster=processes",
     )
-    job = LiveCoordinator(args, task_env(), processes, tmp_path / "coordinator.log", forked=True)
+    job = LiveCoordinator(args, task_env(), processes, tmp_path / "coordinator.log")
     saved = int(job.wait_for(r"checkpoint saved: ([1-9]\d*) of").group(1))
     assert len(servers_of(job.proc.pid)) == 3
     job.proc.kill()
@@ -212,7 +209,7 @@ def test_sigterm_checkpoints_tells_the_servers_and_exits_143(tmp_path, processes
     cluster = ConfiguredCluster(tmp_path, processes, num_ps=1, num_workers=2)
     cluster.start_all()
     args = job_args(short, tmp_path, "--checkpoint_dir", str(tmp_path / "ckpt"))
-    job = LiveCoordinator(args, cluster.chief_env(), processes, tmp_path / "coordinator.log", forked=True)
+    job = LiveCoordinator(args, cluster.chief_env(), processes, tmp_path / "coordinator.log")
     job.wait_for_files(100)
     job.proc.send_signal(signal.SIGTERM)
     stopped = time.monotonic()
@@ -228,7 +225,7 @@ def test_sigterm_checkpoints_tells_the_servers_and_exits_143(tmp_path, processes
 
 def test_sigint_on_a_local_cluster_exits_130_and_leaves_nothing(tmp_path, processes, short):
     args = job_args(short, tmp_path, "--checkpoint_dir", str(tmp_path / "ckpt"), "--local_cluster=processes")
-    job = LiveCoordinator(args, task_env(), processes, tmp_path / "coordinator.log", forked=True)
+    job = LiveCoordinator(args, task_env(), processes, tmp_path / "coordinator.log")
     job.wait_for_files(100)
     job.proc.send_signal(signal.SIGINT)
     code, _, stderr = job.finish(timeout=60)
@@ -263,7 +260,7 @@ def test_killed_worker_while_a_large_file_is_counted_in_pieces(tmp_path, process
     # pieces, 23 steps, the job could end between two progress reports, and there was
     # no report of the file half done to act on.)
     args = live_args(big, tmp_path / "result.json", "--read_size", "1024", *GONE_WORKER_SHUTDOWN)
-    job = LiveCoordinator(args, cluster.chief_env(), processes, tmp_path / "coordinator.log", forked=True)
+    job = LiveCoordinator(args, cluster.chief_env(), processes, tmp_path / "coordinator.log")
     done = job.wait_for(r"\] 0/1 files \(0%\), ([1-9][\d.]*) (KB|MB) of")
     cluster.servers["worker", 1].kill()
     code, _, stderr = job.finish()

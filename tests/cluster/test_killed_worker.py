@@ -195,9 +195,7 @@ def test_a_worker_killed_mid_job_leaves_an_exact_result_for_every_kind_of_state(
         out = tmp_path / ("%d-%s" % (n, name))
         # Kept serving between jobs; the last one tells the servers the job is over.
         flags = list(GONE_WORKER_SHUTDOWN) if last else ["--keep_serving"]
-        job = LiveCoordinator(
-            kind.args(data[name], out) + LIVE + flags, env, processes, out.with_suffix(".log"), forked=True
-        )
+        job = LiveCoordinator(kind.args(data[name], out) + LIVE + flags, env, processes, out.with_suffix(".log"))
         try:
             assert kind.cut(job, data[name]), "the job ended before the test could kill a worker"
             cluster.servers[victim].kill()

@@ -68,7 +68,6 @@ def test_two_ps_three_workers_with_list_and_glob_inputs(tmp_path, processes):
             output,
         ],
         env=cluster.chief_env(),
-        forked=True,
     )
     assert run.returncode == 0, run.stderr
     assert_matches_oracle(read_result(output), paths[:40])
@@ -81,16 +80,14 @@ def test_server_keep_serving_flag_survives_the_end_of_a_job(tmp_path, processes)
     cluster = ConfiguredCluster(tmp_path, processes, num_ps=1, num_workers=1)
     cluster.start("ps", 0)
     kept = cluster.start("worker", 0, "--keep_serving")
-    run = run_cli(["--input", str(tmp_path / "corpus")], env=cluster.chief_env(), forked=True)
+    run = run_cli(["--input", str(tmp_path / "corpus")], env=cluster.chief_env())
     assert run.returncode == 0, run.stderr
     assert cluster.servers["ps", 0].wait(timeout=SERVER_EXIT_TIMEOUT) == 0
     # The worker got the same request as the ps, which has exited; a second job
     # proves the worker still serves (it would otherwise fail to connect).
     cluster.servers.pop(("ps", 0))
     cluster.start("ps", 0)
-    again = run_cli(
-        ["--input", str(tmp_path / "corpus"), "--connect_timeout", "20"], env=cluster.chief_env(), forked=True
-    )
+    again = run_cli(["--input", str(tmp_path / "corpus"), "--connect_timeout", "20"], env=cluster.chief_env())
     assert again.returncode == 0, again.stderr
     assert "wordcount: %d words" % oracle_words(paths) in again.stdout
     assert kept.poll() is None
@@ -101,12 +98,7 @@ def test_a_ps_that_never_answers_is_named_and_fails_fast(tmp_path, processes):
     cluster = ConfiguredCluster(tmp_path, processes, num_ps=1, num_workers=1)
     cluster.start("worker", 0)  # the ps is never started
     started = time.monotonic()
-    run = run_cli(
-        ["--input", str(tmp_path / "corpus"), "--connect_timeout", "5"],
-        env=cluster.chief_env(),
-        timeout=120,
-        forked=True,
-    )
+    run = run_cli(["--input", str(tmp_path / "corpus"), "--connect_timeout", "5"], env=cluster.chief_env(), timeout=120)
     assert run.returncode == 3
     assert "error: no answer within 5s from ps 0 at %s (connection refused)" % cluster.addresses["ps", 0] in run.stderr
     assert "worker 0" not in run.stderr.split("error:")[1]
@@ -186,7 +178,6 @@ def test_local_cluster_sizes_and_output(tmp_path):
             "0.2",
         ],
         env=task_env(),
-        forked=True,
     )
     assert run.returncode == 0, run.stderr
     assert_matches_oracle(read_result(output), paths)
@@ -218,7 +209,7 @@ def test_a_user_job_named_by_module_path(tmp_path):
 
 
 def test_local_cluster_of_processes(tmp_path):
-    run = run_cli(["--local_cluster=processes", "--num_workers=3"], env=task_env(), forked=True)
+    run = run_cli(["--local_cluster=processes", "--num_workers=3"], env=task_env())
     assert run.returncode == 0, run.stderr
     assert "started a local cluster: ps localhost:" in run.stderr
     assert "wordcount: %d words in 22 files" % oracle_words(sample_paths()) in run.stdout
@@ -243,7 +234,6 @@ def test_logdir_has_tensorboard_summaries_of_the_progress(tmp_path):
             str(logdir),
         ],
         env=task_env(),
-        forked=True,
     )
     assert run.returncode == 0, run.stderr
     series = collections.defaultdict(list)  # tag -> [(step, value)]

@@ -30,7 +30,7 @@ def wordfreq_args(corpus, vocab, *extra):
 
 
 def run_to_the_end(args, cluster, processes, log):
-    code, stdout, stderr = LiveCoordinator(args, cluster.chief_env(), processes, log, forked=True).finish()
+    code, stdout, stderr = LiveCoordinator(args, cluster.chief_env(), processes, log).finish()
     assert code == 0, stderr
     return stdout, stderr
 
@@ -41,7 +41,7 @@ def test_a_rerun_after_a_death_before_the_first_checkpoint_starts_from_empty_sta
     cluster.start_all()
     vocab = tmp_path / "vocab.tsv"
     args = wordfreq_args(corpus, vocab, "--checkpoint_dir", str(tmp_path / "ckpt"), "--checkpoint_every", "600")
-    job = LiveCoordinator(args, cluster.chief_env(), processes, tmp_path / "first.log", forked=True)
+    job = LiveCoordinator(args, cluster.chief_env(), processes, tmp_path / "first.log")
     # Both ps tables hold counts by then; the first checkpoint is minutes away.
     assert 20 <= job.wait_for_files(20) < len(corpus[1])
     if victim == "ps":
@@ -64,7 +64,7 @@ def test_a_ps_lost_after_the_run_while_the_result_is_read_keeps_the_servers_for_
     cluster.start_all()
     vocab = tmp_path / "vocab.json"
     args = wordfreq_args(corpus, vocab, "--checkpoint_dir", str(tmp_path / "ckpt"))
-    job = LiveCoordinator(args, cluster.chief_env(), processes, tmp_path / "first.log", forked=True)
+    job = LiveCoordinator(args, cluster.chief_env(), processes, tmp_path / "first.log")
     # The result is written aside, then renamed: a FIFO in the aside file's place
     # holds the coordinator at its first write (the JSON header, before the table is
     # read) until this test opens it, so ps 0 dies after the run, before the table.
@@ -100,7 +100,7 @@ def test_a_worker_that_comes_back_after_the_end_is_told_and_exits_0(tmp_path, pr
     cluster = ConfiguredCluster(tmp_path, processes, num_ps=1, num_workers=2)
     cluster.start_all()
     vocab = tmp_path / "vocab.tsv"
-    job = LiveCoordinator(wordfreq_args(corpus, vocab), cluster.chief_env(), processes, tmp_path / "c.log", forked=True)
+    job = LiveCoordinator(wordfreq_args(corpus, vocab), cluster.chief_env(), processes, tmp_path / "c.log")
     job.wait_for_files(20)
     cluster.servers["worker", 1].kill()
     # The job ends without it; it comes back while the coordinator is telling the servers.

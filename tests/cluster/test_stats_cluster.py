@@ -36,7 +36,6 @@ def test_the_cli_writes_the_same_bytes_whatever_the_workers(awkward, tmp_path):
                 "4096",
             ],
             task_env(),
-            forked=True,
         )
         assert run.returncode == 0, run.stderr
         lines = run.stdout.splitlines()
@@ -44,7 +43,7 @@ def test_the_cli_writes_the_same_bytes_whatever_the_workers(awkward, tmp_path):
         assert [line.split()[0] for line in lines[2:8]] == ["constant", "query", "rare", "score", "unset", "user_id"]
         outputs.append({name: (out / name).read_bytes() for name in ("stats.pb", "stats.html")})
     assert outputs[0] == outputs[1]
-    bad = run_cli(["--job=stats", "--input", directory, "--output", str(tmp_path / "x.json")], task_env(), forked=True)
+    bad = run_cli(["--job=stats", "--input", directory, "--output", str(tmp_path / "x.json")], task_env())
     assert (
         bad.returncode == 2
         and "--output: this job writes stats.pb, stats.json, stats.html: use --output_dir" in bad.stderr
@@ -81,14 +80,14 @@ def test_a_killed_ps_and_a_rerun_give_the_same_bytes(tmp_path, processes, many, 
         "--progress_every",
         "0.2",
     ]
-    job = LiveCoordinator(args, cluster.chief_env(), processes, tmp_path / "first.log", forked=True)
+    job = LiveCoordinator(args, cluster.chief_env(), processes, tmp_path / "first.log")
     saved = int(job.wait_for(r"checkpoint saved: ([1-9]\d*) of").group(1))
     cluster.servers["ps", 0].kill()
     code, _, stderr = job.finish()
     assert code == 3, stderr
     assert "failed during the job" in stderr and not (out / "stats.pb").exists()
     cluster.start("ps", 0)
-    resumed = LiveCoordinator(args, cluster.chief_env(), processes, tmp_path / "second.log", forked=True)
+    resumed = LiveCoordinator(args, cluster.chief_env(), processes, tmp_path / "second.log")
     pattern = r"resuming from .*: (\d+) of %d files already done" % len(paths)
     assert int(resumed.wait_for(pattern).group(1)) >= saved
     code, _, stderr = resumed.finish()

@@ -44,7 +44,7 @@ def examples(tmp_path_factory):
 def reference(examples, tmp_path_factory):
     """A fault-free run on 3 in-process workers: (output directory, its run)."""
     out = str(tmp_path_factory.mktemp("reference") / "out")
-    run = run_cli(ARGS + [examples[0], "--output_dir", out, "--num_workers=3"], env(), forked=True)
+    run = run_cli(ARGS + [examples[0], "--output_dir", out, "--num_workers=3"], env())
     assert run.returncode == 0, run.stderr
     return out, run
 
@@ -93,7 +93,7 @@ def eval_split(tmp_path_factory):
 def killed_mid_pass(args, processes, log_path):
     """Runs `args` until its pass saved a checkpoint, and kills it at a random moment of the
     next half second; checks the pass had not ended by then."""
-    job = LiveCoordinator(args, env(), processes, log_path, forked=True)
+    job = LiveCoordinator(args, env(), processes, log_path)
     job.wait_for(r"transform: raw examples transformed")
     job.wait_for(r"checkpoint saved: [1-9]\d* of")
     time.sleep(random.uniform(0.0, 0.5))  # the fault's moment, drawn at random: no condition is awaited
@@ -108,7 +108,7 @@ def test_an_eval_split_is_transformed_by_the_train_transform_fn_once_the_same_on
 ):
     train = reference[0]
     args = ["--job=transform", "--transform_output", train, eval_split[0], "--num_shards=2"]
-    run = run_cli(args + ["--output_dir", str(tmp_path / "one"), "--num_workers=1"], env(), forked=True)
+    run = run_cli(args + ["--output_dir", str(tmp_path / "one"), "--num_workers=1"], env())
     assert run.returncode == 0, run.stderr
     assert "transform-analyze" not in run.stderr and "stats:" not in run.stderr  # no analysis
     assert "wrote 3000 records in 2 files of data/ by %s/transform_fn" % train in run.stderr
@@ -124,7 +124,7 @@ def test_an_eval_split_is_transformed_by_the_train_transform_fn_once_the_same_on
     again = args + ["--output_dir", str(tmp_path / "killed"), "--checkpoint_dir", str(tmp_path / "ckpt")]
     again += ["--num_workers=3", "--num_ps=2", "--files_per_step", "1", "--checkpoint_every", "0.2"]
     killed_mid_pass(again, processes, tmp_path / "killed.log")
-    rerun = run_cli(again, env(), forked=True)
+    rerun = run_cli(again, env())
     assert rerun.returncode == 0, rerun.stderr
     assert "resuming from" in rerun.stderr, rerun.stderr
     assert data_digest(str(tmp_path / "killed")) == data_digest(str(tmp_path / "one"))
@@ -155,9 +155,7 @@ def test_a_worker_restarted_in_the_transform_pass_fills_its_vocabularies_again(r
     args = ["--job=transform", "--transform_output", reference[0], "--num_shards=3", "--output_dir", out]
     args += ["--input", examples, "--files_per_step", "1", "--progress_every", "0.2"]
     args += ["--worker_timeout", "60", *GONE_WORKER_SHUTDOWN]
-    job = LiveCoordinator(
-        args, dict(cluster.chief_env(), PYTHONPATH=TESTS), processes, tmp_path / "job.log", forked=True
-    )
+    job = LiveCoordinator(args, dict(cluster.chief_env(), PYTHONPATH=TESTS), processes, tmp_path / "job.log")
     job.wait_for("transform: raw examples transformed and written")
     cluster.servers["worker", 0].kill()
     cluster.start("worker", 0, "--idle_timeout=5")

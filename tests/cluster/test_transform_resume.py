@@ -69,7 +69,7 @@ def reference(tmp_path_factory):
     schema = tmp_path_factory.mktemp("schema") / "raw_schema.pbtxt"
     schema.write_text('feature { name: "clicks" type: INT }\n')
     out = str(tmp_path_factory.mktemp("reference") / "out")
-    run = run_cli(ARGS + ["--schema", str(schema), "--input", examples, "--output_dir", out], env(0), forked=True)
+    run = run_cli(ARGS + ["--schema", str(schema), "--input", examples, "--output_dir", out], env(0))
     assert run.returncode == 0, run.stderr
     return examples, str(schema), data_digest(out)
 
@@ -93,7 +93,7 @@ def kill_mid_analyze(args, job_env, processes, tmp_path):
     rng = random.Random()
     name = rng.choice(["transform-analyze", "transform-analyze1"])
     print("killed in %s" % name)  # for a failure's post-mortem
-    job = LiveCoordinator(args, job_env, processes, tmp_path / "killed.log", forked=True)
+    job = LiveCoordinator(args, job_env, processes, tmp_path / "killed.log")
     job.wait_for(r"%s: " % name)
     job.wait_for(r"checkpoint saved: [1-9]\d* of")
     time.sleep(rng.uniform(0.0, 0.5))  # the fault's moment, drawn at random: no condition is awaited
@@ -111,7 +111,7 @@ def test_a_resume_is_the_same_computation_or_is_refused(reference, seeds, proces
     reordered.mkdir()
     args = args_of(reference, reordered)
     killed_in = kill_mid_analyze(args, env(seeds[0]), processes, reordered)
-    rerun = run_cli(args, env(seeds[1]), forked=True)
+    rerun = run_cli(args, env(seeds[1]))
     assert rerun.returncode == 0, rerun.stderr
     # The killed pass resumed from its own checkpoint (analyze, or analyze1: the second phase's).
     directory = str(reordered / "ckpt" / ("analyze1" if killed_in.endswith("1") else "analyze"))
@@ -122,7 +122,7 @@ def test_a_resume_is_the_same_computation_or_is_refused(reference, seeds, proces
     changed.mkdir()
     args = args_of(reference, changed)
     kill_mid_analyze(args, env(0), processes, changed)
-    rerun = run_cli(args, env(0, scale="3"), forked=True)
+    rerun = run_cli(args, env(0, scale="3"))
     assert rerun.returncode == 2, rerun.stderr
     assert "holds another job's checkpoint" in rerun.stderr.splitlines()[-1], rerun.stderr
     assert not os.path.exists(changed / "out" / "data")
@@ -135,7 +135,7 @@ def test_a_ps_lost_after_the_analyze_passes_fails_the_job_and_a_rerun_writes_the
     cluster.start_all()
     args = args_of(reference, tmp_path)
     job_env = dict(cluster.chief_env(), PYTHONPATH=TESTS)
-    job = LiveCoordinator(args, job_env, processes, tmp_path / "killed.log", forked=True)
+    job = LiveCoordinator(args, job_env, processes, tmp_path / "killed.log")
     job.wait_for(r"transform-analyze1: ")
     job.wait_for(r"checkpoint saved: (\d+) of \1 files done")  # the last analyze pass ended
     time.sleep(random.uniform(0.0, 0.5))  # the fault's moment, drawn at random: no condition is awaited
@@ -146,7 +146,7 @@ def test_a_ps_lost_after_the_analyze_passes_fails_the_job_and_a_rerun_writes_the
     assert "Restart it, then run the same command" in stderr, stderr
     assert not os.path.exists(tmp_path / "out" / "_tf2_mapreduce.json")
     cluster.start("ps", 0)
-    rerun = LiveCoordinator(args, job_env, processes, tmp_path / "rerun.log", forked=True)
+    rerun = LiveCoordinator(args, job_env, processes, tmp_path / "rerun.log")
     code, _, stderr = rerun.finish()
     assert code == 0, stderr
     assert data_digest(str(tmp_path / "out")) == reference[2]

@@ -34,12 +34,12 @@ def test_vocab_stopped_and_resumed_from_its_checkpoint(tmp_path, processes, voca
         "--progress_every",
         "0.2",
     ]
-    job = LiveCoordinator(args, task_env(), processes, tmp_path / "first.log", forked=True)
+    job = LiveCoordinator(args, task_env(), processes, tmp_path / "first.log")
     job.wait_for_files(3)
     job.signal_another_thread(signal.SIGTERM)
     code, _, stderr = job.finish()
     assert code == 143, stderr
-    resumed = LiveCoordinator(args, task_env(), processes, tmp_path / "second.log", forked=True)
+    resumed = LiveCoordinator(args, task_env(), processes, tmp_path / "second.log")
     done = int(resumed.wait_for(r"resuming from .*: (\d+) of %d files already done" % len(paths)).group(1))
     assert done >= 3
     code, _, stderr = resumed.finish()

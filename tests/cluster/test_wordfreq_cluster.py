@@ -33,12 +33,12 @@ def test_wordfreq_on_a_local_cluster_stopped_and_resumed(tmp_path, processes, co
         "--min_count",
         "2",
     )
-    job = LiveCoordinator(args, task_env(), processes, tmp_path / "first.log", forked=True)
+    job = LiveCoordinator(args, task_env(), processes, tmp_path / "first.log")
     job.wait_for_files(30)
     job.proc.send_signal(signal.SIGTERM)
     code, _, stderr = job.finish()
     assert code == 143, stderr
-    resumed = LiveCoordinator(args, task_env(), processes, tmp_path / "second.log", forked=True)
+    resumed = LiveCoordinator(args, task_env(), processes, tmp_path / "second.log")
     assert int(resumed.wait_for(r"resuming from .*: (\d+) of 300 files already done").group(1)) >= 30
     code, _, stderr = resumed.finish()
     assert code == 0, stderr

@@ -53,12 +53,12 @@ def test_a_killed_coordinator_run_again_resumes_and_writes_the_same_bytes(tmp_pa
     cluster.start_all("--idle_timeout=120")
     out = tmp_path / "out"
     args = job_args(shards, out, "--checkpoint_dir", str(tmp_path / "ckpt"), "--checkpoint_every", "0.5")
-    job = LiveCoordinator(args, cluster.chief_env(), processes, tmp_path / "coordinator.log", forked=True)
+    job = LiveCoordinator(args, cluster.chief_env(), processes, tmp_path / "coordinator.log")
     saved = int(job.wait_for(r"checkpoint saved: ([1-9]\d*) of").group(1))
     job.proc.kill()
     job.proc.wait(30)
     assert os.listdir(out / ".tf2_mapreduce-pieces"), "the killed run had written no piece"
-    resumed = LiveCoordinator(args, cluster.chief_env(), processes, tmp_path / "resumed.log", forked=True)
+    resumed = LiveCoordinator(args, cluster.chief_env(), processes, tmp_path / "resumed.log")
     assert int(resumed.wait_for(r"resuming from .*: (\d+) of %d files already done" % NUM_FILES).group(1)) >= saved
     code, _, stderr = resumed.finish()
     assert code == 0, stderr

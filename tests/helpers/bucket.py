@@ -69,7 +69,7 @@ def stocked_server(tmp_path_factory):
 
 
 def cli(server, args, env=None):
-    return run_cli(args, env=server.env(env or task_env()), timeout=240, forked=True)
+    return run_cli(args, env=server.env(env or task_env()), timeout=240)
 
 
 def bucket_files(server, prefix):

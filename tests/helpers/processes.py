@@ -108,16 +108,10 @@ class CliRun:
     stderr: str
 
 
-def start_coordinator(args, env, command=None, forked=False):
-    """`python -m tf2_mapreduce.coordinator args` (or `command` + args) started in the
-    repository, its stdout and stderr piped; `forked`: from this test process's fork server
-    (TensorFlow imported once, see `forkserver` for what that skips), for tests of what a
-    job does, not of how the program starts."""
-    if forked:
-        if command is not None or any(arg.startswith("--verbosity") for arg in args):
-            raise ValueError("a forked coordinator runs the module itself, its TensorFlow imported quiet")
-        return forkserver.for_env("coordinator", env, die_with_the_tests).start(args, env, REPO)
-    return subprocess.Popen(
+def run_cli(args, env, timeout=180, command=None):
+    """Runs `python -m tf2_mapreduce.coordinator args` (or `command` + args) to the
+    end, within `timeout` s."""
+    proc = subprocess.Popen(
         (command or [sys.executable, "-m", "tf2_mapreduce.coordinator"]) + list(args),
         env=env,
         stdout=subprocess.PIPE,
@@ -126,11 +120,6 @@ def start_coordinator(args, env, command=None, forked=False):
         cwd=REPO,
         preexec_fn=die_with_the_tests,
     )
-
-
-def run_cli(args, env, timeout=180, command=None, forked=False):
-    """Runs `start_coordinator(args, env, command, forked)` to the end, within `timeout` s."""
-    proc = start_coordinator(args, env, command, forked)
     try:
         out, err = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -220,7 +209,7 @@ class ConfiguredCluster:
             timeout=30,
         )
         env = dict(item.split("=", 1) for item in sourced.stdout.decode().split("\0") if item)
-        proc = forkserver.for_env("server", env, die_with_the_tests).start(flags, env, os.getcwd(), log_path)
+        proc = forkserver.for_env(env, die_with_the_tests).start(flags, env, log_path, os.getcwd())
         self.processes.procs.append(proc)
         return proc
 
@@ -282,8 +271,16 @@ class LiveCoordinator:
     """`python -m tf2_mapreduce.coordinator` running in the background; its stderr
     is read as it comes, so a test can act at a point the job reports reaching."""
 
-    def __init__(self, args, env, processes, log_path, command=None, forked=False):
-        self.proc = start_coordinator(args, env, command, forked)
+    def __init__(self, args, env, processes, log_path, command=None):
+        self.proc = subprocess.Popen(
+            (command or [sys.executable, "-m", "tf2_mapreduce.coordinator"]) + list(args),
+            env=env,
+            cwd=REPO,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            preexec_fn=die_with_the_tests,
+        )
         processes.procs.append(self.proc)
         self.lines = queue.Queue()
         self.stderr = []
