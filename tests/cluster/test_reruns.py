@@ -48,7 +48,6 @@ def test_a_rerun_after_a_death_before_the_first_checkpoint_starts_from_empty_sta
         cluster.servers["ps", 0].kill()
         code, _, stderr = job.finish()
         assert code == 3 and "no checkpoint of this run was saved yet, so the rerun starts it over" in stderr, stderr
-        cluster.servers["ps", 0].wait(SERVER_EXIT_TIMEOUT)
         cluster.start("ps", 0)
     else:
         job.proc.kill()

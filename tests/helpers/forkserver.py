@@ -110,11 +110,13 @@ class ForkServer:
         self._ready = threading.Condition()
         self._children = {}  # pid -> ForkedProcess
         self._early = {}  # pid -> status of a child that exited before its reply was read
+        # Its socket closed: it died. Told by the reader, which sees it before `poll()` can.
+        self._gone = False
         threading.Thread(target=self._read, daemon=True).start()
 
     def serves(self, env):
         """Whether a server of environment `env` forked from this one is the server exec'd."""
-        if self._proc.poll() is not None:
+        if self._gone or self._proc.poll() is not None:
             return False
         wanted = shared_env(env)
         return all(wanted.get(k) in (self.env.get(k), self._imported.get(k)) for k in set(wanted) | set(self.env))
@@ -140,11 +142,11 @@ class ForkServer:
         with self._lock:
             self._sock.sendall(_line(request))
             with self._ready:
-                if not self._ready.wait_for(lambda: self._started or self._proc.poll() is not None, timeout=30):
+                if not self._ready.wait_for(lambda: self._started or self._gone, timeout=30):
                     self._proc.kill()  # a late answer would be taken for the next request's
                     raise RuntimeError("the fork server did not answer in 30 s")
                 if not self._started:
-                    raise RuntimeError("the fork server exited with status %s" % self._proc.returncode)
+                    raise RuntimeError("the fork server exited with status %s" % self._proc.wait(timeout=30))
                 pid = self._started.pop(0)
                 child = ForkedProcess([sys.executable, "-m", "tf2_mapreduce.server", *flags], pid, self)
                 self._children[pid] = child
@@ -164,6 +166,7 @@ class ForkServer:
                     self._early[message["exited"]] = message["status"]
                 self._ready.notify_all()
         with self._ready:  # gone: its children were killed with it (PR_SET_PDEATHSIG)
+            self._gone = True
             for child in self._children.values():
                 child._exit(-signal.SIGKILL)
             self._children.clear()
